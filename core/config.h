@@ -1,0 +1,99 @@
+/* config.h -- the conncap configuration (libconfig), parsed and validated. */
+#ifndef CCAP_CONFIG_H
+#define CCAP_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "match.h"
+
+#define CCAP_DEFAULT_CONFIG "/etc/conncap.conf"
+
+enum ccap_down_policy { CCAP_DOWN_OPEN = 0, CCAP_DOWN_CLOSED, CCAP_DOWN_LOCAL };
+enum ccap_nonblock_policy { CCAP_NONBLOCK_WAIT = 0, CCAP_NONBLOCK_FAIL };
+
+struct ccap_redis_conf {
+    char *host;               /* default "127.0.0.1" */
+    int port;                 /* default 6379 */
+    char *socket;             /* Unix socket path, or NULL; wins over host/port */
+    int db;                   /* default 0 */
+    int connect_timeout_ms;   /* default 200 */
+    int command_timeout_ms;   /* default 200 */
+    char *key_prefix;         /* default "conncap:" */
+    char *username;           /* Redis 6 ACL user, or NULL */
+    char *password;           /* read from password_file or password_env; never logged */
+    char **sentinels;         /* "host:port" strings, or NULL */
+    size_t n_sentinels;
+    char *master;             /* sentinel master name */
+    char **cluster;           /* "host:port" seed nodes, or NULL */
+    size_t n_cluster;
+};
+
+struct ccap_sem_conf {
+    char *name;               /* [A-Za-z0-9._-]{1,64} */
+    int limit;                /* >= 0; permits in the whole fleet */
+    int lease_ms;             /* default 30000, >= 300 */
+    int wait_timeout_ms;      /* default 5000, >= 0; 0 = fail at once */
+    double rate;              /* new connections per second; 0 = no rate limit */
+    int burst;                /* token-bucket burst; default max(1, rate) */
+    int local_limit;          /* per-process cap when on_redis_down = "local"; default limit */
+    int line;                 /* line in the file, for messages */
+};
+
+struct ccap_rule {
+    size_t sem;               /* index into ccap_config.sems */
+    struct ccap_pattern *pats;
+    size_t n_pats;
+    bool resolve;             /* the shim resolves this rule's host names itself */
+    int resolve_interval_s;   /* default 30 */
+    int line;
+};
+
+struct ccap_config {
+    char *path;
+    struct ccap_redis_conf redis;
+    struct ccap_sem_conf *sems;
+    size_t n_sems;
+    struct ccap_rule *rules;
+    size_t n_rules;
+    int on_timeout_errno;                 /* default ETIMEDOUT */
+    enum ccap_down_policy on_redis_down;  /* default open */
+    enum ccap_nonblock_policy nonblocking;/* default wait */
+    int log_level;                        /* enum ccap_log_level, default warn */
+    int log_target;                       /* enum ccap_log_target, default stderr */
+    bool audit;                           /* default false */
+    int audit_maxlen;                     /* default 10000 */
+};
+
+/* Loads and validates PATH. On success returns 0 and *OUT (owned by the
+ * caller, free with ccap_config_free). On failure returns -errno (-ENOENT,
+ * -EACCES for an unreadable file, -EINVAL for bad content) and writes into
+ * ERR a one-line message naming the file, the line and the setting, e.g.
+ * "/etc/conncap.conf:7: semaphores[0].limit: must be an integer >= 0".
+ * Thread-safe (no global state). */
+int ccap_config_load(const char *path, struct ccap_config **out, char *err, size_t errlen);
+
+/* Frees CFG and everything it owns; NULL is fine. */
+void ccap_config_free(struct ccap_config *cfg);
+
+/* The path conncap reads: $CONNCAP_CONFIG if set and non-empty, else
+ * CCAP_DEFAULT_CONFIG. Returns a pointer into the environment or a literal. */
+const char *ccap_config_path(void);
+
+/* First rule that matches: checks the address SA against address patterns,
+ * and each of NAMES (N_NAMES host names that resolved to that address; may be
+ * 0) against host patterns, with the port of SA. Returns the rule, or NULL.
+ * Rules are tried in file order; within a rule any pattern may match. */
+const struct ccap_rule *ccap_config_match(const struct ccap_config *cfg, const struct sockaddr *sa,
+                                          socklen_t len, const char *const *names, size_t n_names);
+
+/* Index of the semaphore called NAME, or -1. */
+int ccap_config_sem_index(const struct ccap_config *cfg, const char *name);
+
+/* Parses an errno name ("ETIMEDOUT", "ECONNREFUSED", "EAGAIN", ...) into its
+ * value; returns -EINVAL for an unknown name. */
+int ccap_errno_parse(const char *name);
+
+/* The name of errno value E ("ETIMEDOUT"), or "E?" when unknown. */
+const char *ccap_errno_name(int e);
+
+#endif

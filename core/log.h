@@ -1,0 +1,22 @@
+/* log.h -- conncap's logger: stderr or syslog, tagged conncap[pid], rate-limited. */
+#ifndef CCAP_LOG_H
+#define CCAP_LOG_H
+
+enum ccap_log_level { CCAP_LOG_ERROR = 0, CCAP_LOG_WARN, CCAP_LOG_INFO, CCAP_LOG_DEBUG };
+enum ccap_log_target { CCAP_LOG_STDERR = 0, CCAP_LOG_SYSLOG };
+
+/* Sets the threshold and the target. Thread-safe (relaxed atomics). */
+void ccap_log_setup(int level, int target);
+
+/* Parses "error" | "warn" | "info" | "debug". Returns the level, or -EINVAL. */
+int ccap_log_level_parse(const char *s);
+
+/* Writes one line "conncap[pid]: LEVEL: msg" to fd 2 (never stdout) with one
+ * write(2), or to syslog. At most CCAP_LOG_BURST lines per second are written;
+ * the rest are counted and reported as "N messages suppressed" with the next
+ * line that passes. Preserves errno. Thread-safe; async-signal-unsafe. */
+void ccap_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define CCAP_LOG_BURST 20
+
+#endif

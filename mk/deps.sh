@@ -1,0 +1,29 @@
+#!/bin/sh
+# deps.sh -- installs the Debian packages a make target needs, or says how.
+# Usage: mk/deps.sh build|test|demo|bench
+set -e
+build="gcc make pkg-config libhiredis-dev libconfig-dev"
+test="$build libcmocka-dev redis-server redis-tools curl netcat-openbsd python3 libnss-wrapper procps"
+case "${1:-build}" in
+  build) want=$build ;;
+  test)  want=$test ;;
+  demo)  want="$build redis-server redis-tools curl python3 procps" ;;
+  bench) want="$test hyperfine" ;;
+  *) echo "usage: $0 build|test|demo|bench" >&2; exit 2 ;;
+esac
+missing=""
+for p in $want; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+# python3 may come from elsewhere (pyenv): accept any python3 on PATH.
+case " $missing " in *" python3 "*) command -v python3 >/dev/null && missing=$(echo "$missing" | sed 's/ python3//') ;; esac
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "deps: installing$missing" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q $missing >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q $missing >/dev/null; }
+else
+  echo "deps: missing Debian packages. Run as root:" >&2
+  echo "  apt-get install -y$missing" >&2
+  exit 1
+fi

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""countserver.py -- a local TCP server that counts concurrent connections.
+
+Each connection is held HOLD ms (or until the peer closes), answered with a
+small HTTP/1.0 response, and closed. The current, maximum and total counts are
+written to STATS (JSON, atomically replaced) at every change. The bound port
+is written to PORTFILE. Listens on 127.0.0.1 and, with --v6, also on ::1 (same
+port). Usage: countserver.py --hold MS --stats FILE --portfile FILE [--v6] [--port N]
+"""
+import argparse, json, os, socket, threading, time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--hold", type=int, default=500)
+ap.add_argument("--stats", required=True)
+ap.add_argument("--portfile", required=True)
+ap.add_argument("--port", type=int, default=0)
+ap.add_argument("--v6", action="store_true")
+a = ap.parse_args()
+
+lock = threading.Lock()
+st = {"cur": 0, "max": 0, "total": 0}
+
+
+def dump():
+    tmp = a.stats + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(st, f)
+    os.replace(tmp, a.stats)
+
+
+def serve(c):
+    try:
+        c.settimeout(a.hold / 1000.0)
+        end = time.monotonic() + a.hold / 1000.0
+        try:
+            while time.monotonic() < end:
+                d = c.recv(65536)
+                if not d:
+                    break
+                if b"\r\n\r\n" in d or b"\n" in d:
+                    c.settimeout(max(0.001, end - time.monotonic()))
+                    try:
+                        while c.recv(65536):
+                            pass
+                    except OSError:
+                        pass
+                    break
+        except OSError:
+            pass
+        rest = end - time.monotonic()
+        if rest > 0:
+            time.sleep(rest)
+        try:
+            c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")
+            c.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+    finally:
+        with lock:
+            st["cur"] -= 1
+            dump()
+        c.close()
+
+
+def accept_loop(s):
+    while True:
+        c, _ = s.accept()
+        with lock:
+            st["cur"] += 1
+            st["total"] += 1
+            st["max"] = max(st["max"], st["cur"])
+            dump()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+
+s4 = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s4.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s4.bind(("127.0.0.1", a.port))
+s4.listen(512)
+port = s4.getsockname()[1]
+socks = [s4]
+if a.v6:
+    s6 = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    s6.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    s6.bind(("::1", port))
+    s6.listen(512)
+    socks.append(s6)
+with lock:
+    dump()
+with open(a.portfile + ".tmp", "w") as f:
+    f.write(str(port))
+os.replace(a.portfile + ".tmp", a.portfile)
+for s in socks[1:]:
+    threading.Thread(target=accept_loop, args=(s,), daemon=True).start()
+accept_loop(s4)
