@@ -1,0 +1,11 @@
+-- release.lua -- gives back exactly one holder's permit; idempotent.
+--
+-- KEYS[1]  <prefix>{name}:holders  (see acquire.lua)
+-- ARGV[1]  holder id
+-- Returns 1 if the holder was removed, 0 if it held no permit.
+--
+-- Only this member is removed, never another holder. The TTL invariant (the
+-- key's TTL is at least the longest remaining lease) holds after a removal
+-- without touching the TTL: removing a member cannot raise the latest expiry.
+-- Removing the last member deletes the key (Redis drops empty sorted sets).
+return redis.call('ZREM', KEYS[1], ARGV[1])
