@@ -1,0 +1,69 @@
+/* conncap.c -- the conncap command: run, check, status and the ops tools. */
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli.h"
+
+#ifndef CCAP_LIBDIR
+#define CCAP_LIBDIR "/usr/local/lib"
+#endif
+
+static const struct ccap_cmd commands[] = {
+    { "run", ccap_cmd_run, "run [-c FILE] -- CMD [ARGS...]", "run CMD with the shim preloaded" },
+    { "check", ccap_cmd_check, "check [-c FILE]", "validate the config, ping Redis, load the scripts" },
+    { "status", ccap_cmd_status, "status [-c FILE] [--json]", "holders / limit of every semaphore" },
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: conncap COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(f, "  %-36s %s\n", commands[i].usage, commands[i].help);
+    fprintf(f, "\nThe config is -c FILE, else $CONNCAP_CONFIG, else %s.\n"
+               "Exit status: 0 ok, 1 alert, 2 usage, config or connection error.\n", "/etc/conncap.conf");
+}
+
+const char *ccap_cli_library(void)
+{
+    static char buf[PATH_MAX];
+    const char *env = getenv("CONNCAP_LIBRARY");
+    if (env && *env) return realpath(env, buf) ? buf : env;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *dir = dirname(exe);
+        const char *cands[] = { "%s/libconncap.so", "%s/../lib/libconncap.so" };
+        for (size_t i = 0; i < 2; i++) {
+            char p[PATH_MAX];
+            snprintf(p, sizeof(p), cands[i], dir);
+            if (access(p, R_OK) == 0 && realpath(p, buf)) return buf;
+        }
+    }
+    return CCAP_LIBDIR "/libconncap.so";
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) { usage(stderr); return 2; }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (!strcmp(argv[1], commands[i].name)) {
+            for (int a = 2; a < argc && strcmp(argv[a], "--"); a++)
+                if (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help")) {
+                    printf("usage: conncap %s\n  %s\n", commands[i].usage, commands[i].help);
+                    return 0;
+                }
+            return commands[i].fn(argc - 1, argv + 1);
+        }
+    fprintf(stderr, "conncap: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,436 @@
+/* core.c -- the shim's brain: config, rule match, permits, Redis, fallback. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "config.h"
+#include "core.h"
+#include "log.h"
+#include "redis.h"
+#include "sem.h"
+
+#ifndef IPPROTO_MPTCP
+#define IPPROTO_MPTCP 262
+#endif
+
+#define BACKOFF_MIN_MS 2
+#define BACKOFF_MAX_MS 100
+#define CIRCUIT_MIN_MS 250
+#define CIRCUIT_MAX_MS 5000
+
+static struct {
+    pthread_once_t once;
+    struct ccap_core_hooks hooks;
+    struct ccap_config *cfg;     /* NULL: not usable, pass everything through */
+    pthread_mutex_t rlock;       /* serialises use of the Redis connection */
+    struct ccap_redis *redis;
+    char host[64];
+    unsigned nonce;
+    atomic_ulong seq;
+    /* circuit breaker, under rlock */
+    bool down;
+    long long retry_at_ms;
+    int backoff_ms;
+    atomic_int *local_used;      /* per semaphore, permits granted locally */
+    atomic_bool shutting_down;
+} g = { .once = PTHREAD_ONCE_INIT, .rlock = PTHREAD_MUTEX_INITIALIZER };
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long long ms)
+{
+    if (ms <= 0) return;
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
+}
+
+static unsigned rand_u32(void)
+{
+    static _Thread_local unsigned s;
+    if (!s) s = (unsigned)now_ms() ^ (unsigned)getpid() ^ (unsigned)(uintptr_t)&s;
+    s ^= s << 13; s ^= s >> 17; s ^= s << 5;
+    return s;
+}
+
+static void fork_prepare(void) { pthread_mutex_lock(&g.rlock); ccap_ptab_fork_prepare(); }
+static void fork_parent(void) { ccap_ptab_fork_parent(); pthread_mutex_unlock(&g.rlock); }
+
+static void fork_child(void)
+{
+    ccap_ptab_fork_child();
+    if (g.redis) ccap_redis_forget(g.redis);
+    if (g.local_used && g.cfg)
+        for (size_t i = 0; i < g.cfg->n_sems; i++) atomic_store(&g.local_used[i], 0);
+    g.down = false;
+    g.retry_at_ms = 0;
+    g.nonce = 0;
+    pthread_mutex_unlock(&g.rlock);
+    if (g.hooks.fork_child) g.hooks.fork_child();
+}
+
+static void init_once(void)
+{
+    char err[512];
+    struct ccap_config *cfg = NULL;
+    const char *path = ccap_config_path();
+    int rc = ccap_config_load(path, &cfg, err, sizeof(err));
+    if (rc < 0) {
+        ccap_log(CCAP_LOG_ERROR, "bad configuration, passing every connection through: %s", err);
+        return;
+    }
+    ccap_log_setup(cfg->log_level, cfg->log_target);
+    g.redis = ccap_redis_new(&cfg->redis);
+    g.local_used = calloc(cfg->n_sems ? cfg->n_sems : 1, sizeof(*g.local_used));
+    if (!g.redis || !g.local_used) {
+        ccap_log(CCAP_LOG_ERROR, "out of memory at start-up, passing every connection through");
+        ccap_config_free(cfg);
+        return;
+    }
+    if (gethostname(g.host, sizeof(g.host) - 1) != 0) strcpy(g.host, "unknown");
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    g.cfg = cfg;
+    ccap_log(CCAP_LOG_DEBUG, "loaded %s: %zu semaphores, %zu rules", path, cfg->n_sems, cfg->n_rules);
+}
+
+static const struct ccap_config *config(void)
+{
+    pthread_once(&g.once, init_once);
+    return g.cfg;
+}
+
+void ccap_core_set_hooks(const struct ccap_core_hooks *hooks) { g.hooks = *hooks; }
+
+bool ccap_core_active(void) { return config() != NULL; }
+
+static bool is_tcp(int fd)
+{
+    int type = 0, proto = 0;
+    socklen_t l = sizeof(type);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) != 0 || type != SOCK_STREAM) return false;
+    l = sizeof(proto);
+    if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l) != 0) return true;
+    return proto == 0 || proto == IPPROTO_TCP || proto == IPPROTO_MPTCP;
+}
+
+static void format_dest(const struct sockaddr *sa, char *out, size_t n)
+{
+    char a[INET6_ADDRSTRLEN] = "?";
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const void *)sa;
+        inet_ntop(AF_INET, &s4->sin_addr, a, sizeof(a));
+        snprintf(out, n, "%s:%u", a, ntohs(s4->sin_port));
+    } else {
+        const struct sockaddr_in6 *s6 = (const void *)sa;
+        inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof(a));
+        snprintf(out, n, "[%s]:%u", a, ntohs(s6->sin6_port));
+    }
+}
+
+/* Holder id: host/pid/fd/destination/nonce -- what ops read in `status`. */
+static void make_holder(struct ccap_permit *p, int fd, const struct sockaddr *sa)
+{
+    char dest[INET6_ADDRSTRLEN + 16];
+    format_dest(sa, dest, sizeof(dest));
+    if (!g.nonce) {
+        unsigned n = 0;
+        if (getrandom(&n, sizeof(n), GRND_NONBLOCK) != sizeof(n)) n = rand_u32();
+        g.nonce = n ? n : 1;
+    }
+    snprintf(p->holder, sizeof(p->holder), "%s/%d/%d/%s/%08x.%lu", g.host, (int)getpid(), fd, dest,
+             g.nonce, atomic_fetch_add(&g.seq, 1));
+}
+
+/* Circuit breaker: while open, Redis is not tried at all. Under rlock. */
+static bool circuit_open(void)
+{
+    return g.down && now_ms() < g.retry_at_ms;
+}
+
+static void circuit_failure(int rc)
+{
+    if (!g.down) {
+        ccap_log(CCAP_LOG_WARN, "redis unreachable (%s): on_redis_down=\"%s\" until it answers",
+                 ccap_redis_errstr(g.redis)[0] ? ccap_redis_errstr(g.redis) : strerror(-rc),
+                 g.cfg->on_redis_down == CCAP_DOWN_OPEN ? "open" :
+                 g.cfg->on_redis_down == CCAP_DOWN_CLOSED ? "closed" : "local");
+        g.down = true;
+        g.backoff_ms = CIRCUIT_MIN_MS;
+    } else if (g.backoff_ms < CIRCUIT_MAX_MS) {
+        g.backoff_ms = g.backoff_ms * 2 > CIRCUIT_MAX_MS ? CIRCUIT_MAX_MS : g.backoff_ms * 2;
+    }
+    /* full jitter over the upper half: avoids a fleet probing in step */
+    g.retry_at_ms = now_ms() + g.backoff_ms / 2 + rand_u32() % (g.backoff_ms / 2 + 1);
+}
+
+static void circuit_success(void)
+{
+    if (g.down) ccap_log(CCAP_LOG_WARN, "redis reachable again: permits are counted globally");
+    g.down = false;
+    g.backoff_ms = 0;
+}
+
+/* One acquire attempt under rlock. Returns 1 granted, 0 denied, -errno. */
+static int try_acquire(const struct ccap_sem_conf *s, const char *holder)
+{
+    struct ccap_sem_result res;
+    pthread_mutex_lock(&g.rlock);
+    int rc = -ECONNREFUSED;
+    if (!circuit_open()) {
+        rc = ccap_sem_acquire(g.redis, g.cfg->redis.key_prefix, s->name, holder, s->lease_ms, s->limit, &res);
+        if (rc == 0) circuit_success();
+        else if (rc != -EPROTO) circuit_failure(rc);
+    }
+    pthread_mutex_unlock(&g.rlock);
+    if (rc == -EPROTO)
+        ccap_log(CCAP_LOG_ERROR, "redis refused the acquire script for %s: %s", s->name, ccap_redis_errstr(g.redis));
+    return rc < 0 ? rc : res.granted;
+}
+
+/* Redis is down: apply on_redis_down. Returns 0 (go on, P set up or
+ * dropped) or -errno. */
+static int redis_down(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p)
+{
+    switch (g.cfg->on_redis_down) {
+    case CCAP_DOWN_CLOSED:
+        return -ECONNREFUSED;
+    default: {
+        /* "open" and "local" grant here; the heartbeat registers the permit
+         * in Redis once it answers again, so the count tells the truth. */
+        int used = atomic_fetch_add(&g.local_used[sem], 1);
+        if (g.cfg->on_redis_down == CCAP_DOWN_LOCAL && used >= s->local_limit) {
+            atomic_fetch_sub(&g.local_used[sem], 1);
+            return -g.cfg->on_timeout_errno;
+        }
+        p->flags |= CCAP_PERMIT_LOCAL;
+        return 1;
+    }
+    }
+}
+
+static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd)
+{
+    int wait_ms = s->wait_timeout_ms;
+    if (g.cfg->nonblocking == CCAP_NONBLOCK_FAIL && (fcntl(fd, F_GETFL) & O_NONBLOCK)) wait_ms = 0;
+    long long deadline = now_ms() + wait_ms;
+    int backoff = BACKOFF_MIN_MS;
+    for (;;) {
+        int rc = try_acquire(s, p->holder);
+        if (rc == 1) return 1;
+        if (rc < 0) {
+            rc = redis_down(s, sem, p);
+            if (rc != -g.cfg->on_timeout_errno || now_ms() >= deadline) return rc;
+        }
+        long long left = deadline - now_ms();
+        if (left <= 0) {
+            ccap_log(CCAP_LOG_WARN, "no permit of %s within %d ms: connect fails with %s", s->name, wait_ms,
+                     ccap_errno_name(g.cfg->on_timeout_errno));
+            return -g.cfg->on_timeout_errno;
+        }
+        long long nap = backoff / 2 + rand_u32() % (backoff / 2 + 1);
+        sleep_ms(nap < left ? nap : left);
+        backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+    }
+}
+
+int ccap_core_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, struct ccap_ticket *t)
+{
+    t->permit = NULL;
+    if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)) return 0;
+    const struct ccap_config *cfg = config();
+    if (!cfg) return 0;
+    const struct ccap_rule *rule = ccap_config_match(cfg, sa, len, NULL, 0);
+    if (!rule || !is_tcp(fd)) return 0;
+
+    struct ccap_permit *orphan, *held = ccap_ptab_get(fd, &orphan);
+    ccap_core_release(orphan);
+    if (held) return 0;             /* connect again on the same socket */
+
+    const struct ccap_sem_conf *s = &cfg->sems[rule->sem];
+    struct stat st;
+    struct ccap_permit *p = ccap_permit_new();
+    if (!p || fstat(fd, &st) != 0) {
+        free(p);
+        return 0;
+    }
+    p->dev = st.st_dev;
+    p->ino = st.st_ino;
+    p->lease_ms = s->lease_ms;
+    snprintf(p->sem, sizeof(p->sem), "%s", s->name);
+    make_holder(p, fd, sa);
+
+    int rc = wait_for_permit(s, rule->sem, p, fd);
+    if (rc < 0) {
+        free(p);
+        return rc;
+    }
+    if (ccap_ptab_attach(fd, p) < 0) {
+        ccap_log(CCAP_LOG_WARN, "descriptor %d is beyond the permit table: not counted", fd);
+        ccap_core_release(p);
+        return 0;
+    }
+    t->permit = p;
+    if (g.hooks.need_heartbeat) g.hooks.need_heartbeat();
+    return 0;
+}
+
+void ccap_core_connect_post(int fd, struct ccap_ticket *t, int rc, int err)
+{
+    if (!t->permit || rc == 0 || err == EINPROGRESS || err == EINTR) return;
+    ccap_core_release(ccap_ptab_detach(fd));
+}
+
+struct ccap_permit *ccap_core_close_pre(int fd)
+{
+    return ccap_ptab_detach(fd);
+}
+
+struct ccap_permit *ccap_core_dup(int oldfd, int newfd)
+{
+    return ccap_ptab_dup(oldfd, newfd);
+}
+
+struct ccap_permit *ccap_core_close_range(unsigned lo, unsigned hi)
+{
+    return ccap_ptab_detach_range(lo, hi);
+}
+
+void ccap_core_release_list(struct ccap_permit *p)
+{
+    while (p) {
+        struct ccap_permit *n = p->next;
+        ccap_core_release(p);
+        p = n;
+    }
+}
+
+static int sem_index_of(const char *name)
+{
+    return g.cfg ? ccap_config_sem_index(g.cfg, name) : -1;
+}
+
+void ccap_core_release(struct ccap_permit *p)
+{
+    if (!p) return;
+    if (p->flags & CCAP_PERMIT_LOCAL) {
+        int i = sem_index_of(p->sem);
+        if (i >= 0) atomic_fetch_sub(&g.local_used[i], 1);
+    }
+    if (g.redis) {
+        pthread_mutex_lock(&g.rlock);
+        if (!circuit_open()) {
+            int rc = ccap_sem_release(g.redis, g.cfg->redis.key_prefix, p->sem, p->holder);
+            if (rc >= 0) circuit_success();
+            else if (rc != -EPROTO) circuit_failure(rc);
+            if (rc < 0) ccap_log(CCAP_LOG_INFO, "release of %s failed (%s): it expires with its lease", p->holder,
+                                 strerror(-rc));
+        }
+        pthread_mutex_unlock(&g.rlock);
+    }
+    free(p);
+}
+
+/* Heartbeat: the holders to renew, grouped by semaphore. */
+struct beat {
+    const char **holders;
+    char (*sems)[72];
+    struct ccap_permit **permits;
+    size_t n, cap;
+    int min_lease;
+};
+
+static void collect(struct ccap_permit *p, void *arg)
+{
+    struct beat *b = arg;
+    if (b->n == b->cap) return;
+    b->holders[b->n] = strdup(p->holder);
+    memcpy(b->sems[b->n], p->sem, sizeof(b->sems[0]));
+    b->permits[b->n] = p;
+    if (!b->min_lease || p->lease_ms < b->min_lease) b->min_lease = p->lease_ms;
+    b->n++;
+}
+
+static void renew_all(struct beat *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        if (!b->holders[i] || !b->sems[i][0]) continue;
+        /* batch every holder of this semaphore into one call */
+        size_t m = 0;
+        const char **batch = malloc(b->n * sizeof(*batch));
+        if (!batch) return;
+        char sem[72];
+        memcpy(sem, b->sems[i], sizeof(sem));
+        int lease = b->permits[i]->lease_ms;
+        for (size_t j = i; j < b->n; j++)
+            if (b->holders[j] && strcmp(b->sems[j], sem) == 0) {
+                batch[m++] = b->holders[j];
+                b->sems[j][0] = '\0';
+            }
+        int rc = ccap_sem_renew(g.redis, g.cfg->redis.key_prefix, sem, batch, m, lease, 1);
+        if (rc > 0) ccap_log(CCAP_LOG_WARN, "%d permits of %s were missing in redis and were registered again", rc, sem);
+        if (rc >= 0) circuit_success();
+        else if (rc != -EPROTO) circuit_failure(rc);
+        free(batch);
+        if (rc < 0) return;
+    }
+}
+
+static void clear_local_flags(struct ccap_permit *p, void *arg)
+{
+    (void)arg;
+    if (p->flags & CCAP_PERMIT_LOCAL) {
+        int i = sem_index_of(p->sem);
+        if (i >= 0) atomic_fetch_sub(&g.local_used[i], 1);
+        p->flags &= ~CCAP_PERMIT_LOCAL;
+    }
+}
+
+int ccap_core_heartbeat(void)
+{
+    if (!g.cfg || atomic_load(&g.shutting_down)) return -1;
+    struct ccap_permit *orphans;
+    ccap_ptab_sweep(&orphans);
+    ccap_core_release_list(orphans);
+    pthread_mutex_lock(&g.rlock);
+    size_t cap = ccap_ptab_count();
+    struct beat b = { 0 };
+    b.cap = cap;
+    b.holders = calloc(cap + 1, sizeof(*b.holders));
+    b.sems = calloc(cap + 1, sizeof(*b.sems));
+    b.permits = calloc(cap + 1, sizeof(*b.permits));
+    if (b.holders && b.sems && b.permits) {
+        ccap_ptab_each(collect, &b);
+        if (b.n && !circuit_open()) {
+            renew_all(&b);
+            if (!g.down) ccap_ptab_each(clear_local_flags, NULL); /* all registered now */
+        }
+    }
+    for (size_t i = 0; i < b.n; i++) free((void *)b.holders[i]);
+    free(b.holders);
+    free(b.sems);
+    free(b.permits);
+    pthread_mutex_unlock(&g.rlock);
+    if (!b.n) return ccap_ptab_count() ? 1000 : -1;
+    int ms = b.min_lease / 3;
+    return ms < 50 ? 50 : ms;
+}
+
+void ccap_core_shutdown(void)
+{
+    if (!g.cfg) return;
+    atomic_store(&g.shutting_down, true);
+    ccap_core_release_list(ccap_ptab_take_all());
+}

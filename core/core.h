@@ -1,0 +1,72 @@
+/* core.h -- what the shim calls: classify a connect, take and give back permits. */
+#ifndef CCAP_CORE_H
+#define CCAP_CORE_H
+
+#include <stdbool.h>
+#include <sys/socket.h>
+#include "permit.h"
+
+/* What connect_pre hands to connect_post. */
+struct ccap_ticket {
+    struct ccap_permit *permit; /* taken by this call, or NULL */
+};
+
+/* Callbacks the shim gives the core (set once, before any other call). */
+struct ccap_core_hooks {
+    void (*need_heartbeat)(void);   /* a permit is held: make sure renewal runs */
+    void (*fork_child)(void);       /* after fork, in the child */
+};
+
+/* Installs HOOKS. No I/O, no locks, no allocation: safe in a constructor. */
+void ccap_core_set_hooks(const struct ccap_core_hooks *hooks);
+
+/* Before the real connect(FD, SA, LEN). Loads the configuration on first
+ * use. For an AF_INET/AF_INET6 TCP socket to a matched destination, takes a
+ * permit (waiting up to the semaphore's wait_timeout_ms, with capped
+ * exponential backoff and jitter) and stores it in *T. Returns 0 to go on
+ * with the real connect, or -errno to fail it without any SYN: the
+ * configured on_timeout errno when no permit came in time, -ECONNREFUSED
+ * when Redis is down and on_redis_down is "closed". Unmatched destinations
+ * cost a rule scan: no Redis call, no lock. A socket that already holds a
+ * permit (connect called again) takes no second one. Thread-safe. */
+int ccap_core_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, struct ccap_ticket *t);
+
+/* After the real connect returned RC with errno ERR: a permit taken by this
+ * call is given back at once unless the connect succeeded or is still in
+ * progress (EINPROGRESS, EINTR). Preserves nothing: the shim restores errno. */
+void ccap_core_connect_post(int fd, struct ccap_ticket *t, int rc, int err);
+
+/* Before the real close(FD) (or anything that ends the descriptor): forgets
+ * FD and returns the permit to give back once the descriptor is really gone,
+ * or NULL. */
+struct ccap_permit *ccap_core_close_pre(int fd);
+
+/* dup2/dup3/F_DUPFD: NEWFD now refers to what OLDFD refers to. Returns a
+ * permit NEWFD held before (to give back after the call), or NULL. */
+struct ccap_permit *ccap_core_dup(int oldfd, int newfd);
+
+/* close_range/closefrom: forgets every descriptor in [LO, HI]; returns the
+ * permits to give back (linked by next) with ccap_core_release_list. */
+struct ccap_permit *ccap_core_close_range(unsigned lo, unsigned hi);
+
+/* Gives back every permit of a list linked by next. */
+void ccap_core_release_list(struct ccap_permit *list);
+
+/* Gives back P in Redis (if it was counted there) and frees it. NULL is
+ * fine. Errors are logged; an unreturned permit expires with its lease. */
+void ccap_core_release(struct ccap_permit *p);
+
+/* One heartbeat: drops table entries whose descriptors were closed behind
+ * the shim's back, renews the leases of all live permits (re-adding any that
+ * Redis lost), registers permits granted locally while Redis was down.
+ * Returns the ms until the next beat (a third of the shortest lease), or -1
+ * when no permit is held and the thread may stop. */
+int ccap_core_heartbeat(void);
+
+/* At normal exit: gives back every permit this process holds. */
+void ccap_core_shutdown(void);
+
+/* True once the configuration was loaded and is usable. */
+bool ccap_core_active(void);
+
+#endif

@@ -1,0 +1,225 @@
+/* permit.c -- the permit table: fd -> permit, two-level, lock-free to read. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include "permit.h"
+
+#define CHUNK_BITS 10
+#define CHUNK_SIZE (1 << CHUNK_BITS)
+#define N_CHUNKS (CCAP_PTAB_MAX_FD / CHUNK_SIZE)
+
+typedef _Atomic(struct ccap_permit *) slot_t;
+
+static _Atomic(slot_t *) chunks[N_CHUNKS];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ccap_permit *all;   /* live permits, under lock */
+static size_t n_all;
+
+static slot_t *slot_of(int fd, bool create)
+{
+    if (fd < 0 || fd >= CCAP_PTAB_MAX_FD) return NULL;
+    slot_t *c = atomic_load_explicit(&chunks[fd >> CHUNK_BITS], memory_order_acquire);
+    if (!c && create) {
+        c = calloc(CHUNK_SIZE, sizeof(*c));
+        if (!c) return NULL;
+        atomic_store_explicit(&chunks[fd >> CHUNK_BITS], c, memory_order_release);
+    }
+    return c ? &c[fd & (CHUNK_SIZE - 1)] : NULL;
+}
+
+bool ccap_ptab_maybe(int fd)
+{
+    slot_t *s = slot_of(fd, false);
+    return s && atomic_load_explicit(s, memory_order_relaxed) != NULL;
+}
+
+struct ccap_permit *ccap_permit_new(void)
+{
+    return calloc(1, sizeof(struct ccap_permit));
+}
+
+static void link_permit(struct ccap_permit *p)
+{
+    p->prev = NULL;
+    p->next = all;
+    if (all) all->prev = p;
+    all = p;
+    n_all++;
+}
+
+static void unlink_permit(struct ccap_permit *p)
+{
+    if (p->prev) p->prev->next = p->next; else all = p->next;
+    if (p->next) p->next->prev = p->prev;
+    p->prev = p->next = NULL;
+    n_all--;
+}
+
+/* Clears FD's slot; returns its permit if that was the last reference. */
+static struct ccap_permit *drop_locked(slot_t *s)
+{
+    struct ccap_permit *p = atomic_load_explicit(s, memory_order_relaxed);
+    if (!p) return NULL;
+    atomic_store_explicit(s, NULL, memory_order_release);
+    if (--p->refs > 0) return NULL;
+    unlink_permit(p);
+    return p;
+}
+
+static int attach_locked(slot_t *s, struct ccap_permit *p)
+{
+    if (p->refs++ == 0) link_permit(p);
+    atomic_store_explicit(s, p, memory_order_release);
+    return 0;
+}
+
+int ccap_ptab_attach(int fd, struct ccap_permit *p)
+{
+    pthread_mutex_lock(&lock);
+    slot_t *s = slot_of(fd, true);
+    int rc = s ? attach_locked(s, p) : (fd < 0 || fd >= CCAP_PTAB_MAX_FD ? -EBADF : -ENOMEM);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+static bool same_file(int fd, const struct ccap_permit *p)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && st.st_dev == p->dev && st.st_ino == p->ino;
+}
+
+struct ccap_permit *ccap_ptab_get(int fd, struct ccap_permit **orphan)
+{
+    *orphan = NULL;
+    if (!ccap_ptab_maybe(fd)) return NULL;
+    pthread_mutex_lock(&lock);
+    slot_t *s = slot_of(fd, false);
+    struct ccap_permit *p = s ? atomic_load_explicit(s, memory_order_relaxed) : NULL;
+    if (p && !same_file(fd, p)) {
+        *orphan = drop_locked(s);
+        p = NULL;
+    }
+    pthread_mutex_unlock(&lock);
+    return p;
+}
+
+struct ccap_permit *ccap_ptab_detach(int fd)
+{
+    if (!ccap_ptab_maybe(fd)) return NULL;
+    pthread_mutex_lock(&lock);
+    slot_t *s = slot_of(fd, false);
+    struct ccap_permit *p = s ? drop_locked(s) : NULL;
+    pthread_mutex_unlock(&lock);
+    return p;
+}
+
+struct ccap_permit *ccap_ptab_dup(int oldfd, int newfd)
+{
+    struct ccap_permit *gone = NULL;
+    if (oldfd == newfd) return NULL;
+    pthread_mutex_lock(&lock);
+    slot_t *ns = slot_of(newfd, false);
+    if (ns) gone = drop_locked(ns);
+    slot_t *os = slot_of(oldfd, false);
+    struct ccap_permit *p = os ? atomic_load_explicit(os, memory_order_relaxed) : NULL;
+    if (p && (ns = slot_of(newfd, true)) != NULL) attach_locked(ns, p);
+    pthread_mutex_unlock(&lock);
+    return gone;
+}
+
+int ccap_ptab_sweep(struct ccap_permit **orphans)
+{
+    int dropped = 0;
+    *orphans = NULL;
+    pthread_mutex_lock(&lock);
+    for (int c = 0; c < N_CHUNKS && n_all > 0; c++) {
+        slot_t *ch = atomic_load_explicit(&chunks[c], memory_order_relaxed);
+        if (!ch) continue;
+        for (int i = 0; i < CHUNK_SIZE; i++) {
+            struct ccap_permit *p = atomic_load_explicit(&ch[i], memory_order_relaxed);
+            if (!p || same_file(c * CHUNK_SIZE + i, p)) continue;
+            dropped++;
+            struct ccap_permit *o = drop_locked(&ch[i]);
+            if (o) { o->next = *orphans; *orphans = o; }
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return dropped;
+}
+
+void ccap_ptab_each(void (*fn)(struct ccap_permit *p, void *arg), void *arg)
+{
+    pthread_mutex_lock(&lock);
+    for (struct ccap_permit *p = all; p; p = p->next) fn(p, arg);
+    pthread_mutex_unlock(&lock);
+}
+
+static void clear_slots_locked(void)
+{
+    for (int c = 0; c < N_CHUNKS; c++) {
+        slot_t *ch = atomic_load_explicit(&chunks[c], memory_order_relaxed);
+        if (!ch) continue;
+        for (int i = 0; i < CHUNK_SIZE; i++) atomic_store_explicit(&ch[i], NULL, memory_order_relaxed);
+    }
+}
+
+struct ccap_permit *ccap_ptab_take_all(void)
+{
+    pthread_mutex_lock(&lock);
+    clear_slots_locked();
+    struct ccap_permit *list = all;
+    for (struct ccap_permit *p = all; p; p = p->next) p->refs = 0;
+    all = NULL;
+    n_all = 0;
+    pthread_mutex_unlock(&lock);
+    return list;
+}
+
+size_t ccap_ptab_count(void)
+{
+    pthread_mutex_lock(&lock);
+    size_t n = n_all;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+void ccap_ptab_fork_prepare(void) { pthread_mutex_lock(&lock); }
+void ccap_ptab_fork_parent(void) { pthread_mutex_unlock(&lock); }
+
+void ccap_ptab_fork_child(void)
+{
+    /* The child shares the sockets but not the permits: the parent keeps
+     * renewing and releasing them. Forget them without any release. */
+    clear_slots_locked();
+    struct ccap_permit *p = all;
+    while (p) {
+        struct ccap_permit *n = p->next;
+        free(p);
+        p = n;
+    }
+    all = NULL;
+    n_all = 0;
+    pthread_mutex_unlock(&lock);
+}
+
+struct ccap_permit *ccap_ptab_detach_range(unsigned lo, unsigned hi)
+{
+    struct ccap_permit *list = NULL;
+    if (hi >= CCAP_PTAB_MAX_FD) hi = CCAP_PTAB_MAX_FD - 1;
+    if (lo > hi) return NULL;
+    pthread_mutex_lock(&lock);
+    for (unsigned c = lo >> CHUNK_BITS; c <= (hi >> CHUNK_BITS) && n_all > 0; c++) {
+        slot_t *ch = atomic_load_explicit(&chunks[c], memory_order_relaxed);
+        if (!ch) continue;
+        for (unsigned i = 0; i < CHUNK_SIZE; i++) {
+            unsigned fd = c * CHUNK_SIZE + i;
+            if (fd < lo || fd > hi) continue;
+            struct ccap_permit *o = drop_locked(&ch[i]);
+            if (o) { o->next = list; list = o; }
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return list;
+}

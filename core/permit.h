@@ -1,0 +1,89 @@
+/* permit.h -- the permit table: which of this process's sockets hold a permit. */
+#ifndef CCAP_PERMIT_H
+#define CCAP_PERMIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* A permit belongs to one socket (identified by st_dev/st_ino, not by the fd
+ * number) of the process that connected it; REFS counts this process's
+ * descriptors for that socket. It is released exactly once, when REFS falls
+ * to zero. */
+struct ccap_permit {
+    dev_t dev;
+    ino_t ino;
+    int refs;                  /* this process's descriptors for the socket */
+    int lease_ms;
+    int flags;                 /* CCAP_PERMIT_* */
+    char sem[72];              /* semaphore name (kept across config reloads) */
+    char holder[192];          /* holder id in Redis */
+    struct ccap_permit *prev, *next;  /* all permits, for the heartbeat */
+};
+
+enum {
+    CCAP_PERMIT_LOCAL = 1,     /* granted while Redis was down; not yet registered there */
+};
+
+/* Largest descriptor number the table tracks (exclusive). Sockets above it
+ * are never given a permit (the connect passes through, logged once). */
+#define CCAP_PTAB_MAX_FD (1 << 20)
+
+/* Lock-free hint: true if FD may hold a permit. False is definite, so
+ * close() of an untracked descriptor costs two loads and no lock.
+ * Async-signal-safe. */
+bool ccap_ptab_maybe(int fd);
+
+/* Allocates a zeroed permit (refs 0). NULL when out of memory. */
+struct ccap_permit *ccap_permit_new(void);
+
+/* Records that FD refers to permit P (refs++, P joins the list on its first
+ * reference). FD must not be tracked already. Returns 0, -EBADF when FD is
+ * out of range, -ENOMEM. Thread-safe. */
+int ccap_ptab_attach(int fd, struct ccap_permit *p);
+
+/* Returns the permit FD refers to, if the descriptor still is that socket
+ * (fstat identity check); a stale entry (the number now names another file
+ * or nothing) is dropped, and if that was its last reference the permit is
+ * returned in *ORPHAN for the caller to release (else *ORPHAN = NULL). The
+ * returned permit stays owned by the table. Thread-safe. */
+struct ccap_permit *ccap_ptab_get(int fd, struct ccap_permit **orphan);
+
+/* Forgets FD (close, or dup2/dup3 over it). Returns the permit if that was
+ * its last reference (unlinked: the caller releases it, then frees it with
+ * free()), else NULL. Thread-safe. */
+struct ccap_permit *ccap_ptab_detach(int fd);
+
+/* NEWFD now also refers to OLDFD's permit (dup family). NEWFD's own entry,
+ * if any, is detached first and returned like ccap_ptab_detach. */
+struct ccap_permit *ccap_ptab_dup(int oldfd, int newfd);
+
+/* Drops every entry whose descriptor no longer is its socket (closed behind
+ * the shim's back, e.g. by glibc internally). Permits left without any
+ * reference are moved to a list returned through *ORPHANS (linked by next;
+ * the caller releases and frees them). Returns how many entries were
+ * dropped. Thread-safe; one fstat per tracked descriptor. */
+int ccap_ptab_sweep(struct ccap_permit **orphans);
+
+/* Forgets every descriptor in [LO, HI] (close_range, closefrom). Returns
+ * the permits left without references, linked by next (caller releases). */
+struct ccap_permit *ccap_ptab_detach_range(unsigned lo, unsigned hi);
+
+/* Calls FN(P, ARG) for every live permit, under the table lock: FN must not
+ * call back into the table or block on I/O. */
+void ccap_ptab_each(void (*fn)(struct ccap_permit *p, void *arg), void *arg);
+
+/* Unlinks every permit and clears the table; returns them linked by next
+ * (caller releases/frees). For exit. */
+struct ccap_permit *ccap_ptab_take_all(void);
+
+/* Number of live permits. */
+size_t ccap_ptab_count(void);
+
+/* fork() support: prepare locks the table, parent unlocks, child unlocks
+ * and forgets everything without releasing (permits are not inherited). */
+void ccap_ptab_fork_prepare(void);
+void ccap_ptab_fork_parent(void);
+void ccap_ptab_fork_child(void);
+
+#endif

@@ -1,0 +1,86 @@
+/* heartbeat.c -- the thread that renews leases; started by the first permit. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <time.h>
+#include "core.h"
+#include "shim.h"
+
+static pthread_mutex_t hb_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hb_cond;
+static bool hb_cond_ready, running, stopping;
+static unsigned long kicks;
+
+static void *hb_main(void *arg)
+{
+    (void)arg;
+    ccap_guard = 1; /* everything this thread does is the shim's own */
+    for (;;) {
+        pthread_mutex_lock(&hb_lock);
+        unsigned long seen = kicks;
+        pthread_mutex_unlock(&hb_lock);
+        int ms = stopping ? -1 : ccap_core_heartbeat();
+        pthread_mutex_lock(&hb_lock);
+        if (stopping || (ms < 0 && seen == kicks)) {
+            running = false;
+            pthread_mutex_unlock(&hb_lock);
+            return NULL;
+        }
+        if (ms > 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_sec += ms / 1000;
+            ts.tv_nsec += (ms % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            while (!stopping && pthread_cond_timedwait(&hb_cond, &hb_lock, &ts) == 0) {}
+        }
+        pthread_mutex_unlock(&hb_lock);
+    }
+}
+
+void ccap_heartbeat_start(void)
+{
+    pthread_mutex_lock(&hb_lock);
+    kicks++;
+    if (!running && !stopping) {
+        if (!hb_cond_ready) {
+            pthread_condattr_t ca;
+            pthread_condattr_init(&ca);
+            pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+            pthread_cond_init(&hb_cond, &ca);
+            pthread_condattr_destroy(&ca);
+            hb_cond_ready = true;
+        }
+        /* The thread must not take the program's signals. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&a, 128 * 1024);
+        pthread_t t;
+        running = pthread_create(&t, &a, hb_main, NULL) == 0;
+        pthread_attr_destroy(&a);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    pthread_mutex_unlock(&hb_lock);
+}
+
+void ccap_heartbeat_stop(void)
+{
+    pthread_mutex_lock(&hb_lock);
+    stopping = true;
+    if (hb_cond_ready) pthread_cond_broadcast(&hb_cond);
+    pthread_mutex_unlock(&hb_lock);
+}
+
+void ccap_heartbeat_forget(void)
+{
+    /* Only the forking thread exists in the child; the lock may have been
+     * held by the heartbeat thread at fork time, so start it afresh. */
+    pthread_mutex_init(&hb_lock, NULL);
+    hb_cond_ready = false;
+    running = false;
+    stopping = false;
+}

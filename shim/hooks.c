@@ -1,0 +1,162 @@
+/* hooks.c -- the interposed libc calls: guard, classify, one core call, errno. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "core.h"
+#include "shim.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+#define EXPORT __attribute__((visibility("default")))
+#define GUARDED(stmt) do { ccap_guard++; stmt; ccap_guard--; } while (0)
+#define REAL(f) (ccap_real.f ? ccap_real.f : (ccap_shim_resolve(), ccap_real.f))
+
+__thread int ccap_guard __attribute__((tls_model("initial-exec")));
+struct ccap_real ccap_real;
+
+void ccap_shim_resolve(void)
+{
+    /* No lock: a racing second resolution stores the same pointers, and a
+     * lock here could be re-entered by an allocator that dlsym calls. */
+#define R(f) if (!ccap_real.f) *(void **)&ccap_real.f = dlsym(RTLD_NEXT, #f)
+    R(connect); R(close); R(dup); R(dup2); R(dup3); R(fcntl); R(fcntl64);
+    R(close_range); R(closefrom); R(fclose); R(sendto); R(sendmsg);
+#undef R
+}
+
+/* close() must work before anything is resolved (an allocator's or another
+ * library's constructor may call it first): fall back to the system call. */
+static int real_close(int fd)
+{
+    return ccap_real.close ? ccap_real.close(fd) : (int)syscall(SYS_close, fd);
+}
+
+/* Shared by connect() and the TCP Fast Open sends: take a permit for a
+ * matched destination, run the call, give the permit back if it failed. */
+#define WITH_PERMIT(fd, sa, len, call, ok)                                   \
+    do {                                                                      \
+        struct ccap_ticket t_;                                                \
+        int saved_ = errno, rc_;                                              \
+        GUARDED(rc_ = ccap_core_connect_pre(fd, sa, len, &t_));               \
+        if (rc_ < 0) { errno = -rc_; return -1; }                             \
+        errno = saved_;                                                       \
+        __typeof__(call) r_ = call;                                           \
+        int e_ = errno;                                                       \
+        GUARDED(ccap_core_connect_post(fd, &t_, (ok) ? 0 : -1, e_));          \
+        errno = e_;                                                           \
+        return r_;                                                            \
+    } while (0)
+
+EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+    if (ccap_guard) return REAL(connect)(fd, sa, len);
+    WITH_PERMIT(fd, sa, len, REAL(connect)(fd, sa, len), r_ == 0);
+}
+
+EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa, socklen_t len)
+{
+    if (ccap_guard || !(flags & MSG_FASTOPEN) || !sa) return REAL(sendto)(fd, buf, n, flags, sa, len);
+    WITH_PERMIT(fd, sa, len, REAL(sendto)(fd, buf, n, flags, sa, len), r_ >= 0);
+}
+
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+    if (ccap_guard || !(flags & MSG_FASTOPEN) || !m || !m->msg_name) return REAL(sendmsg)(fd, m, flags);
+    WITH_PERMIT(fd, m->msg_name, m->msg_namelen, REAL(sendmsg)(fd, m, flags), r_ >= 0);
+}
+
+EXPORT int close(int fd)
+{
+    if (ccap_guard || !ccap_ptab_maybe(fd)) return real_close(fd);
+    int saved = errno;
+    struct ccap_permit *p;
+    GUARDED(p = ccap_core_close_pre(fd));
+    errno = saved;
+    int rc = real_close(fd), e = errno;
+    GUARDED(ccap_core_release(p));
+    errno = e;
+    return rc;
+}
+
+EXPORT int fclose(FILE *fp)
+{
+    /* glibc closes the descriptor inside fclose without calling close(). */
+    int fd = fp ? fileno(fp) : -1;
+    if (ccap_guard || !ccap_ptab_maybe(fd)) return REAL(fclose)(fp);
+    struct ccap_permit *p;
+    GUARDED(p = ccap_core_close_pre(fd));
+    int rc = REAL(fclose)(fp), e = errno;
+    GUARDED(ccap_core_release(p));
+    errno = e;
+    return rc;
+}
+
+/* After a successful dup: NEWFD shares OLDFD's permit; whatever NEWFD held
+ * before is given back (it was closed by the call). */
+static int after_dup(int oldfd, int newfd)
+{
+    if (newfd < 0 || ccap_guard || (!ccap_ptab_maybe(oldfd) && !ccap_ptab_maybe(newfd))) return newfd;
+    int e = errno;
+    GUARDED(ccap_core_release(ccap_core_dup(oldfd, newfd)));
+    errno = e;
+    return newfd;
+}
+
+EXPORT int dup(int fd) { return after_dup(fd, REAL(dup)(fd)); }
+EXPORT int dup2(int fd, int fd2) { return after_dup(fd, REAL(dup2)(fd, fd2)); }
+EXPORT int dup3(int fd, int fd2, int flags) { return after_dup(fd, REAL(dup3)(fd, fd2, flags)); }
+
+static int fcntl_hook(int (*real)(int, int, ...), int fd, int cmd, void *arg)
+{
+    int rc = real(fd, cmd, arg);
+    return cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC ? after_dup(fd, rc) : rc;
+}
+
+/* fcntl's third argument is an int, a pointer or absent: passing it on as
+ * a pointer-sized value is what glibc's own wrappers do. */
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    return fcntl_hook(REAL(fcntl), fd, cmd, arg);
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    return fcntl_hook(REAL(fcntl64) ? ccap_real.fcntl64 : REAL(fcntl), fd, cmd, arg);
+}
+
+/* The range is forgotten only after the call succeeded: a stale entry in
+ * between is caught by the identity check of whoever looks next. */
+static void after_close_range(unsigned lo, unsigned hi)
+{
+    int e = errno;
+    GUARDED(ccap_core_release_list(ccap_core_close_range(lo, hi)));
+    errno = e;
+}
+
+EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+    int rc = REAL(close_range) ? ccap_real.close_range(first, last, flags)
+                               : (int)syscall(SYS_close_range, first, last, flags);
+    if (rc == 0 && !ccap_guard && !(flags & CLOSE_RANGE_CLOEXEC)) after_close_range(first, last);
+    return rc;
+}
+
+EXPORT void closefrom(int lowfd)
+{
+    REAL(closefrom)(lowfd);
+    if (!ccap_guard && lowfd >= 0) after_close_range((unsigned)lowfd, ~0U);
+}

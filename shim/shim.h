@@ -1,0 +1,41 @@
+/* shim.h -- the interposition layer's internals: real symbols and the guard. */
+#ifndef CCAP_SHIM_H
+#define CCAP_SHIM_H
+
+#include <stdio.h>
+#include <sys/socket.h>
+
+/* Non-zero while this thread runs shim or core code (or is the heartbeat
+ * thread): the hooks then pass straight to libc, so the shim's own Redis
+ * connection never goes through its own interposition. */
+extern __thread int ccap_guard __attribute__((tls_model("initial-exec")));
+
+/* The next definitions of the interposed symbols (dlsym(RTLD_NEXT)),
+ * resolved by ccap_shim_resolve() on first need. */
+struct ccap_real {
+    int (*connect)(int, const struct sockaddr *, socklen_t);
+    int (*close)(int);
+    int (*dup)(int);
+    int (*dup2)(int, int);
+    int (*dup3)(int, int, int);
+    int (*fcntl)(int, int, ...);
+    int (*fcntl64)(int, int, ...);
+    int (*close_range)(unsigned, unsigned, int);
+    void (*closefrom)(int);
+    int (*fclose)(FILE *);
+    ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+    ssize_t (*sendmsg)(int, const struct msghdr *, int);
+};
+extern struct ccap_real ccap_real;
+
+/* Resolves every entry of ccap_real once. */
+void ccap_shim_resolve(void);
+
+/* Starts the heartbeat thread if it is not running (shim/heartbeat.c). */
+void ccap_heartbeat_start(void);
+/* Stops it (at exit); does not wait for it. */
+void ccap_heartbeat_stop(void);
+/* After fork, in the child: the thread is gone; forget it. */
+void ccap_heartbeat_forget(void);
+
+#endif
