@@ -54,6 +54,10 @@ void ccap_redis_forget(struct ccap_redis *r);
  * a program closing this number is noticed at the next use. */
 int ccap_redis_fd(const struct ccap_redis *r);
 
+/* The number the connection's descriptor is moved to (or above):
+ * min(soft RLIMIT_NOFILE, 1024) - 32. */
+int ccap_redis_fd_base(void);
+
 /* The last error text ("" if none). Owned by R, valid until the next call. */
 const char *ccap_redis_errstr(const struct ccap_redis *r);
 

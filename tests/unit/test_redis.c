@@ -1,0 +1,562 @@
+/* test_redis.c -- the Redis client against a private redis-server: sockets, timeouts, fds, fork. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "redis.h"
+#include "sha1.h"
+#include "redis_fixture.h"
+
+static struct redis_fixture fx;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return redis_fixture_start(&fx, NULL);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    redis_fixture_stop(&fx);
+    return 0;
+}
+
+static struct ccap_redis_conf unix_conf(void)
+{
+    struct ccap_redis_conf c = { 0 };
+
+    c.socket = fx.sock;
+    c.connect_timeout_ms = 1000;
+    c.command_timeout_ms = 2000;
+    return c;
+}
+
+static struct ccap_redis_conf tcp_conf(const char *host, int port, int connect_ms, int command_ms)
+{
+    struct ccap_redis_conf c = { 0 };
+
+    c.host = (char *)host;
+    c.port = port;
+    c.connect_timeout_ms = connect_ms;
+    c.command_timeout_ms = command_ms;
+    return c;
+}
+
+/* Runs a command given as words; returns the ccap result, reply in *OUT (or freed). */
+static int cmd(struct ccap_redis *r, redisReply **out, int argc, ...)
+{
+    const char *argv[16];
+    redisReply *rep = NULL;
+    va_list ap;
+    int rc;
+
+    va_start(ap, argc);
+    for (int i = 0; i < argc && i < 16; i++)
+        argv[i] = va_arg(ap, const char *);
+    va_end(ap);
+    rc = ccap_redis_command(r, argc, argv, &rep);
+    if (out)
+        *out = rep;
+    else if (rep)
+        freeReplyObject(rep);
+    return rc;
+}
+
+/* PING through R: asserts PONG. */
+static void assert_ping(struct ccap_redis *r)
+{
+    redisReply *rep;
+
+    assert_int_equal(cmd(r, &rep, 1, "PING"), 0);
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_STATUS);
+    assert_string_equal(rep->str, "PONG");
+    freeReplyObject(rep);
+}
+
+/* The descriptor is high, close-on-exec, blocking, and a socket of FAMILY. */
+static void assert_fd_shape(int fd, int family)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+
+    assert_true(fd >= ccap_redis_fd_base());
+    assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    assert_false(fcntl(fd, F_GETFL) & O_NONBLOCK);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&ss, &len), 0);
+    assert_int_equal(ss.ss_family, family);
+}
+
+static void test_sha1_and_scripts(void **state)
+{
+    char hex[41];
+    (void)state;
+
+    ccap_sha1_hex("abc", 3, hex);
+    assert_string_equal(hex, "a9993e364706816aba3e25717850c26c9cd0d89d");
+    ccap_sha1_hex("", 0, hex);
+    assert_string_equal(hex, "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+
+    /* Redis names each script exactly as we do. */
+    for (int i = 0; i < CCAP_SCRIPT_COUNT; i++) {
+        const char *src = ccap_script_source(i);
+        redisReply *rep;
+
+        assert_non_null(src);
+        assert_int_equal(strlen(ccap_script_sha(i)), 40);
+        rep = redis_fixture_cmd(&fx, "SCRIPT LOAD %s", src);
+        assert_non_null(rep);
+        assert_int_equal(rep->type, REDIS_REPLY_STRING);
+        assert_string_equal(rep->str, ccap_script_sha(i));
+        freeReplyObject(rep);
+    }
+    assert_null(ccap_script_sha(CCAP_SCRIPT_COUNT));
+}
+
+static void test_unix_connect(void **state)
+{
+    struct ccap_redis_conf c = unix_conf();
+    struct ccap_redis *r = ccap_redis_new(&c);
+    redisReply *rep;
+    (void)state;
+
+    assert_non_null(r);
+    assert_int_equal(ccap_redis_fd(r), -1); /* no I/O in new */
+    assert_int_equal(ccap_redis_connect(r), 0);
+    assert_fd_shape(ccap_redis_fd(r), AF_UNIX);
+    assert_int_equal(cmd(r, NULL, 3, "SET", "t:unix", "v1"), 0);
+    assert_int_equal(cmd(r, &rep, 2, "GET", "t:unix"), 0);
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    assert_string_equal(rep->str, "v1");
+    freeReplyObject(rep);
+    assert_string_equal(ccap_redis_errstr(r), "");
+    ccap_redis_free(r);
+}
+
+static void test_tcp_connect(void **state)
+{
+    const char *hosts[] = { "127.0.0.1", "localhost" }; /* numeric, then resolved */
+    (void)state;
+
+    for (size_t i = 0; i < sizeof hosts / sizeof *hosts; i++) {
+        struct ccap_redis_conf c = tcp_conf(hosts[i], fx.port, 1000, 2000);
+        struct ccap_redis *r = ccap_redis_new(&c);
+        int fd;
+
+        assert_non_null(r);
+        assert_int_equal(ccap_redis_connect(r), 0);
+        fd = ccap_redis_fd(r);
+        assert_fd_shape(fd, AF_INET);
+        assert_ping(r);
+        assert_int_equal(ccap_redis_fd(r), fd); /* same connection reused */
+        ccap_redis_free(r);
+        /* Freed: the descriptor is closed. */
+        assert_int_equal(fcntl(fd, F_GETFD), -1);
+    }
+}
+
+static void test_error_reply(void **state)
+{
+    struct ccap_redis_conf c = unix_conf();
+    struct ccap_redis *r = ccap_redis_new(&c);
+    redisReply *rep = (redisReply *)1;
+    int fd;
+    (void)state;
+
+    assert_int_equal(ccap_redis_connect(r), 0);
+    fd = ccap_redis_fd(r);
+    assert_int_equal(cmd(r, &rep, 1, "NOSUCHCOMMAND"), -EPROTO);
+    assert_null(rep);
+    assert_non_null(strstr(ccap_redis_errstr(r), "unknown command"));
+    /* A Redis error reply leaves the connection up. */
+    assert_int_equal(ccap_redis_fd(r), fd);
+    assert_ping(r);
+    ccap_redis_free(r);
+}
+
+/* A TCP listener on 127.0.0.1 that never accepts; its port in *PORT. */
+static int silent_listener(int backlog, int *port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(fd, backlog), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static void test_command_timeout(void **state)
+{
+    const int timeout = 300;
+    int port, lfd = silent_listener(16, &port);
+    struct ccap_redis_conf c = tcp_conf("127.0.0.1", port, 1000, timeout);
+    struct ccap_redis *r = ccap_redis_new(&c);
+    long long t0, dt;
+    (void)state;
+
+    /* The kernel completes the handshake; nobody ever answers. */
+    for (int round = 0; round < 2; round++) {
+        t0 = fx_now_ms();
+        assert_int_equal(cmd(r, NULL, 1, "PING"), -ETIMEDOUT);
+        dt = fx_now_ms() - t0;
+        assert_true(dt >= timeout / 2);
+        assert_true(dt <= 3 * timeout);
+        assert_non_null(strstr(ccap_redis_errstr(r), "timed out"));
+        /* The connection was dropped, and is made again on the next call. */
+        assert_int_equal(ccap_redis_fd(r), -1);
+    }
+    ccap_redis_free(r);
+    close(lfd);
+}
+
+static void test_connect_refused(void **state)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct ccap_redis_conf c;
+    struct ccap_redis *r;
+    char path[300];
+    long long t0;
+    (void)state;
+
+    /* Bound but not listening: the port stays ours and refuses. */
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    c = tcp_conf("127.0.0.1", ntohs(a.sin_port), 3000, 3000);
+    r = ccap_redis_new(&c);
+    t0 = fx_now_ms();
+    assert_int_equal(ccap_redis_connect(r), -ECONNREFUSED);
+    assert_true(fx_now_ms() - t0 < 1000);
+    assert_int_equal(ccap_redis_fd(r), -1);
+    assert_true(ccap_redis_errstr(r)[0] != '\0');
+    assert_int_equal(cmd(r, NULL, 1, "PING"), -ECONNREFUSED);
+    ccap_redis_free(r);
+    close(fd);
+
+    /* A Unix socket path with nobody there. */
+    snprintf(path, sizeof path, "%s/nobody.sock", fx.dir);
+    c = unix_conf();
+    c.socket = path;
+    r = ccap_redis_new(&c);
+    assert_int_equal(ccap_redis_connect(r), -ECONNREFUSED);
+    ccap_redis_free(r);
+}
+
+static void test_connect_timeout(void **state)
+{
+    const int timeout = 300;
+    int port, lfd = silent_listener(0, &port), fill[8], nfill = 0;
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    struct ccap_redis_conf c;
+    struct ccap_redis *r;
+    long long t0, dt;
+    (void)state;
+
+    /* Fill the accept queue until a handshake no longer completes: then
+     * the kernel drops further SYNs and a connect hangs. */
+    a.sin_port = htons(port);
+    while (nfill < 8) {
+        struct pollfd p;
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+        assert_true(s >= 0);
+        fill[nfill++] = s;
+        if (connect(s, (struct sockaddr *)&a, sizeof a) == 0)
+            continue;
+        assert_int_equal(errno, EINPROGRESS);
+        p.fd = s;
+        p.events = POLLOUT;
+        if (poll(&p, 1, 200) == 0)
+            break;
+    }
+    assert_true(nfill < 8);
+
+    c = tcp_conf("127.0.0.1", port, timeout, 1000);
+    r = ccap_redis_new(&c);
+    t0 = fx_now_ms();
+    assert_int_equal(ccap_redis_connect(r), -ETIMEDOUT);
+    dt = fx_now_ms() - t0;
+    assert_true(dt >= timeout / 2);
+    assert_true(dt <= 3 * timeout);
+    assert_int_equal(ccap_redis_fd(r), -1);
+    ccap_redis_free(r);
+    for (int i = 0; i < nfill; i++)
+        close(fill[i]);
+    close(lfd);
+}
+
+/* The program closes our descriptor and opens a file on the same number:
+ * the client must notice, leave that file alone, and use a new socket. */
+static void test_program_replaced_fd(void **state)
+{
+    struct ccap_redis_conf c = unix_conf();
+    struct ccap_redis *r = ccap_redis_new(&c);
+    char path[300];
+    struct stat before, after;
+    int fd, ffd, nfd;
+    (void)state;
+
+    assert_int_equal(ccap_redis_connect(r), 0);
+    fd = ccap_redis_fd(r);
+    snprintf(path, sizeof path, "%s/victim", fx.dir);
+    ffd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(ffd >= 0);
+    assert_int_equal(close(fd), 0);
+    assert_int_equal(dup2(ffd, fd), fd);
+    close(ffd);
+    assert_int_equal(fstat(fd, &before), 0);
+
+    assert_int_equal(cmd(r, NULL, 3, "SET", "t:replaced", "ok"), 0);
+    nfd = ccap_redis_fd(r);
+    assert_true(nfd >= 0);
+    assert_int_not_equal(nfd, fd);
+    assert_fd_shape(nfd, AF_UNIX);
+
+    /* The program's file: still open, same file, never written to. */
+    assert_int_equal(fstat(fd, &after), 0);
+    assert_true(after.st_ino == before.st_ino && after.st_dev == before.st_dev);
+    assert_int_equal(after.st_size, 0);
+    assert_int_equal(lseek(fd, 0, SEEK_CUR), 0);
+
+    /* And freeing the client does not close it either. */
+    ccap_redis_free(r);
+    assert_true(fcntl(fd, F_GETFD) >= 0);
+    close(fd);
+
+    /* /dev/null on the number, as a program's dup2 would leave it. */
+    r = ccap_redis_new(&c);
+    assert_int_equal(ccap_redis_connect(r), 0);
+    fd = ccap_redis_fd(r);
+    ffd = open("/dev/null", O_WRONLY);
+    assert_int_equal(dup2(ffd, fd), fd); /* dup2 closes our socket */
+    close(ffd);
+    assert_ping(r);
+    assert_int_not_equal(ccap_redis_fd(r), fd);
+    assert_true(fcntl(fd, F_GETFD) >= 0);
+    ccap_redis_free(r);
+    assert_true(fcntl(fd, F_GETFD) >= 0);
+    close(fd);
+
+    /* Closed and left closed. */
+    r = ccap_redis_new(&c);
+    assert_int_equal(ccap_redis_connect(r), 0);
+    close(ccap_redis_fd(r));
+    assert_ping(r);
+    ccap_redis_free(r);
+}
+
+/* A child after fork: with ccap_redis_forget (the atfork path) and without
+ * it (noticed by pid). Child codes: 0 ok, else the failing step. */
+static int child_run(struct ccap_redis *r, int call_forget, const char *key)
+{
+    int old = ccap_redis_fd(r);
+    redisReply *rep = NULL;
+    struct stat inherited, now;
+
+    if (fstat(old, &inherited) != 0)
+        return 1;
+
+    if (call_forget) {
+        ccap_redis_forget(r);
+        if (ccap_redis_fd(r) != -1)
+            return 2;
+        if (fcntl(old, F_GETFD) != -1) /* our copy was closed */
+            return 3;
+    }
+    if (cmd(r, &rep, 3, "SET", key, "child") != 0)
+        return 4;
+    freeReplyObject(rep);
+    /* A socket of its own (the number may well be the same). */
+    if (ccap_redis_fd(r) < 0 || fstat(ccap_redis_fd(r), &now) != 0 || now.st_ino == inherited.st_ino)
+        return 5;
+    ccap_redis_free(r);
+    return 0;
+}
+
+static void test_fork(void **state)
+{
+    struct ccap_redis_conf c = unix_conf();
+    struct ccap_redis *r = ccap_redis_new(&c);
+    (void)state;
+
+    for (int forget = 1; forget >= 0; forget--) {
+        const char *key = forget ? "t:fork:forget" : "t:fork:pid";
+        redisReply *rep;
+        int fd, st;
+        pid_t pid;
+
+        assert_ping(r);
+        fd = ccap_redis_fd(r);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0)
+            _exit(child_run(r, forget, key));
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+
+        /* The parent's connection is untouched and in step. */
+        assert_int_equal(ccap_redis_fd(r), fd);
+        assert_int_equal(cmd(r, &rep, 2, "ECHO", "parent"), 0);
+        assert_string_equal(rep->str, "parent");
+        freeReplyObject(rep);
+        assert_int_equal(ccap_redis_fd(r), fd);
+        assert_int_equal(cmd(r, &rep, 2, "GET", key), 0);
+        assert_int_equal(rep->type, REDIS_REPLY_STRING);
+        assert_string_equal(rep->str, "child");
+        freeReplyObject(rep);
+    }
+    ccap_redis_free(r);
+}
+
+static void test_select_db(void **state)
+{
+    struct ccap_redis_conf c = unix_conf();
+    struct ccap_redis *r;
+    redisContext *cli;
+    redisReply *rep;
+    (void)state;
+
+    c.db = 5;
+    r = ccap_redis_new(&c);
+    assert_int_equal(cmd(r, NULL, 3, "SET", "t:db", "five"), 0);
+    ccap_redis_free(r);
+
+    cli = redis_fixture_cli(&fx);
+    assert_non_null(cli);
+    rep = redisCommand(cli, "EXISTS t:db");
+    assert_int_equal(rep->integer, 0); /* not in db 0 */
+    freeReplyObject(rep);
+    freeReplyObject(redisCommand(cli, "SELECT 5"));
+    rep = redisCommand(cli, "GET t:db");
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    assert_string_equal(rep->str, "five");
+    freeReplyObject(rep);
+    redisFree(cli);
+
+    /* A database that does not exist fails the connect. */
+    c.db = 100000;
+    r = ccap_redis_new(&c);
+    assert_int_equal(ccap_redis_connect(r), -EIO);
+    assert_int_equal(ccap_redis_fd(r), -1);
+    ccap_redis_free(r);
+}
+
+static void test_auth(void **state)
+{
+    const char *extra[] = { "--requirepass", "s3cret-pw", NULL };
+    struct redis_fixture afx;
+    struct ccap_redis_conf c = { 0 };
+    struct ccap_redis *r;
+    redisContext *cli;
+    redisReply *rep;
+    (void)state;
+
+    assert_int_equal(redis_fixture_start(&afx, extra), 0);
+    c.socket = afx.sock;
+    c.connect_timeout_ms = 1000;
+    c.command_timeout_ms = 2000;
+
+    /* No password: commands fail with the server's NOAUTH. */
+    r = ccap_redis_new(&c);
+    assert_int_equal(cmd(r, NULL, 1, "PING"), -EPROTO);
+    assert_non_null(strstr(ccap_redis_errstr(r), "NOAUTH"));
+    ccap_redis_free(r);
+
+    /* Wrong password: -EACCES, and the text does not contain it. */
+    c.password = "wrong-pw-xyz";
+    r = ccap_redis_new(&c);
+    assert_int_equal(ccap_redis_connect(r), -EACCES);
+    assert_null(strstr(ccap_redis_errstr(r), "wrong-pw-xyz"));
+    assert_int_equal(ccap_redis_fd(r), -1);
+    ccap_redis_free(r);
+
+    c.password = "s3cret-pw";
+    r = ccap_redis_new(&c);
+    assert_ping(r);
+    ccap_redis_free(r);
+
+    /* ACL user and password. */
+    cli = redis_fixture_cli(&afx);
+    assert_non_null(cli);
+    freeReplyObject(redisCommand(cli, "AUTH s3cret-pw"));
+    rep = redisCommand(cli, "ACL SETUSER alice on >alice-pw ~* +@all");
+    assert_int_equal(rep->type, REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    redisFree(cli);
+
+    c.username = "alice";
+    c.password = "alice-pw";
+    r = ccap_redis_new(&c);
+    assert_ping(r);
+    assert_int_equal(cmd(r, &rep, 2, "ACL", "WHOAMI"), 0);
+    assert_string_equal(rep->str, "alice");
+    freeReplyObject(rep);
+    ccap_redis_free(r);
+    c.password = "s3cret-pw"; /* the default user's, not alice's */
+    r = ccap_redis_new(&c);
+    assert_int_equal(ccap_redis_connect(r), -EACCES);
+    ccap_redis_free(r);
+
+    redis_fixture_stop(&afx);
+}
+
+static void test_server_restart(void **state)
+{
+    struct ccap_redis_conf c = unix_conf();
+    struct ccap_redis *r = ccap_redis_new(&c);
+    int rc;
+    (void)state;
+
+    assert_ping(r);
+    redis_fixture_kill(&fx);
+    /* The server is gone: a transport error, not a hang or a crash. */
+    rc = cmd(r, NULL, 1, "PING");
+    assert_true(rc == -EPIPE || rc == -ECONNREFUSED || rc == -EIO);
+    assert_int_equal(ccap_redis_fd(r), -1);
+    assert_int_equal(cmd(r, NULL, 1, "PING"), -ECONNREFUSED);
+
+    assert_int_equal(redis_fixture_restart(&fx), 0);
+    assert_ping(r);
+    ccap_redis_free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sha1_and_scripts),
+        cmocka_unit_test(test_unix_connect),
+        cmocka_unit_test(test_tcp_connect),
+        cmocka_unit_test(test_error_reply),
+        cmocka_unit_test(test_command_timeout),
+        cmocka_unit_test(test_connect_refused),
+        cmocka_unit_test(test_connect_timeout),
+        cmocka_unit_test(test_program_replaced_fd),
+        cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_select_db),
+        cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_server_restart),
+    };
+
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
