@@ -119,8 +119,12 @@ static int fcntl_hook(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 }
 
 /* fcntl's third argument is an int, a pointer or absent: passing it on as
- * a pointer-sized value is what glibc's own wrappers do. */
-EXPORT int fcntl(int fd, int cmd, ...)
+ * a pointer-sized value is what glibc's own wrappers do. The hooks carry
+ * explicit symbol names because <fcntl.h> may redirect fcntl to fcntl64. */
+EXPORT int hook_fcntl(int fd, int cmd, ...) __asm__("fcntl");
+EXPORT int hook_fcntl64(int fd, int cmd, ...) __asm__("fcntl64");
+
+EXPORT int hook_fcntl(int fd, int cmd, ...)
 {
     va_list ap;
     va_start(ap, cmd);
@@ -129,7 +133,7 @@ EXPORT int fcntl(int fd, int cmd, ...)
     return fcntl_hook(REAL(fcntl), fd, cmd, arg);
 }
 
-EXPORT int fcntl64(int fd, int cmd, ...)
+EXPORT int hook_fcntl64(int fd, int cmd, ...)
 {
     va_list ap;
     va_start(ap, cmd);

@@ -97,9 +97,9 @@ h_conf() {
 redis = { socket = "$REDIS_SOCK"; connect_timeout_ms = 300; command_timeout_ms = 500; key_prefix = "conncap:"; };
 semaphores = ( { name = "$sem"; limit = $limit; lease_ms = $lease; wait_timeout_ms = $wait; } );
 rules = ( { semaphore = "$sem"; match = ( $m ); } );
-on_timeout = "ETIMEDOUT";
-on_redis_down = "open";
-log_level = "warn";
+on_timeout = "${ON_TIMEOUT:-ETIMEDOUT}";
+on_redis_down = "${ON_DOWN:-open}";
+log_level = "${LOG_LEVEL:-warn}";
 ${CONF_EXTRA:-}
 CONF
 }
