@@ -34,7 +34,7 @@ struct ccap_sem_conf {
     int lease_ms;             /* default 30000, >= 300 */
     int wait_timeout_ms;      /* default 5000, >= 0; 0 = fail at once */
     double rate;              /* new connections per second; 0 = no rate limit */
-    int burst;                /* token-bucket burst; default max(1, rate) */
+    int burst;                /* token-bucket burst; default max(1, ceil(rate)) */
     int local_limit;          /* per-process cap when on_redis_down = "local"; default limit */
     int line;                 /* line in the file, for messages */
 };
@@ -76,7 +76,10 @@ int ccap_config_load(const char *path, struct ccap_config **out, char *err, size
 void ccap_config_free(struct ccap_config *cfg);
 
 /* The path conncap reads: $CONNCAP_CONFIG if set and non-empty, else
- * CCAP_DEFAULT_CONFIG. Returns a pointer into the environment or a literal. */
+ * CCAP_DEFAULT_CONFIG. Returns a pointer into the environment or a literal.
+ * $CONNCAP_CONFIG is ignored in secure-execution mode (setuid/setgid
+ * programs; secure_getenv), so a user cannot point such a program at a
+ * config whose password_file names a file only it may read. */
 const char *ccap_config_path(void);
 
 /* First rule that matches: checks the address SA against address patterns,
@@ -89,11 +92,15 @@ const struct ccap_rule *ccap_config_match(const struct ccap_config *cfg, const s
 /* Index of the semaphore called NAME, or -1. */
 int ccap_config_sem_index(const struct ccap_config *cfg, const char *name);
 
-/* Parses an errno name ("ETIMEDOUT", "ECONNREFUSED", "EAGAIN", ...) into its
- * value; returns -EINVAL for an unknown name. */
+/* Parses an errno name ("ETIMEDOUT", "ECONNREFUSED", "EAGAIN", ...; any
+ * case) into its value; returns -EINVAL for an unknown name. */
 int ccap_errno_parse(const char *name);
 
 /* The name of errno value E ("ETIMEDOUT"), or "E?" when unknown. */
 const char *ccap_errno_name(int e);
+
+/* The I-th name in the table ccap_errno_parse knows (0, 1, ...), or NULL
+ * past the end. For listing names and "did you mean" hints. */
+const char *ccap_errno_name_at(size_t i);
 
 #endif

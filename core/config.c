@@ -1,0 +1,822 @@
+/* config.c -- loads and validates the conncap configuration (libconfig) and matches destinations. */
+#include "config.h"
+
+#include <errno.h>
+#include <libconfig.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "log.h"
+
+/* What a loader needs to hand out messages. */
+struct ctx {
+    const char *path;
+    char *err;
+    size_t errlen;
+};
+
+static const char *const top_keys[] = {"redis", "semaphores", "rules", "on_timeout", "on_redis_down",
+                                       "nonblocking", "log_level", "log", "audit", "audit_maxlen",
+                                       NULL};
+static const char *const redis_keys[] = {"host", "port", "socket", "db", "connect_timeout_ms",
+                                         "command_timeout_ms", "key_prefix", "username",
+                                         "password_file", "password_env", "sentinels", "master",
+                                         "cluster", NULL};
+static const char *const sem_keys[] = {"name", "limit", "lease_ms", "wait_timeout_ms", "rate", "burst",
+                                       "local_limit", NULL};
+static const char *const rule_keys[] = {"semaphore", "match", "resolve", "resolve_interval_s", NULL};
+
+#define KEY_PREFIX_MAX 64
+#define PASSWORD_MAX 1024
+
+/* ---- messages ---- */
+
+static int vfail(struct ctx *c, const config_setting_t *s, const char *setting, const char *fmt,
+                 va_list ap)
+{
+    if (!c->err || !c->errlen)
+        return -EINVAL;
+    const char *file = (s && config_setting_source_file(s)) ? config_setting_source_file(s) : c->path;
+    unsigned line = s ? config_setting_source_line(s) : 0;
+    int n = line ? snprintf(c->err, c->errlen, "%s:%u: ", file, line)
+                 : snprintf(c->err, c->errlen, "%s: ", file);
+    if (n >= 0 && (size_t)n < c->errlen && setting && *setting) {
+        int m = snprintf(c->err + n, c->errlen - (size_t)n, "%s: ", setting);
+        n = m < 0 ? n : n + m;
+    }
+    if (n >= 0 && (size_t)n < c->errlen)
+        vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+    return -EINVAL;
+}
+
+/* Writes "FILE:LINE: SETTING: message" (LINE of S) and returns -EINVAL. */
+static int fail(struct ctx *c, const config_setting_t *s, const char *setting, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(struct ctx *c, const config_setting_t *s, const char *setting, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(c, s, setting, fmt, ap);
+    va_end(ap);
+    return -EINVAL;
+}
+
+static const char *type_name(const config_setting_t *s)
+{
+    switch (config_setting_type(s)) {
+    case CONFIG_TYPE_GROUP: return "a group";
+    case CONFIG_TYPE_INT:
+    case CONFIG_TYPE_INT64: return "an integer";
+    case CONFIG_TYPE_FLOAT: return "a float";
+    case CONFIG_TYPE_STRING: return "a string";
+    case CONFIG_TYPE_BOOL: return "a boolean";
+    case CONFIG_TYPE_ARRAY: return "an array";
+    case CONFIG_TYPE_LIST: return "a list";
+    default: return "nothing";
+    }
+}
+
+/* "PREFIX.NAME" (or NAME at top level) into OUT. */
+static const char *join(char *out, size_t outlen, const char *prefix, const char *name)
+{
+    if (prefix && *prefix)
+        snprintf(out, outlen, "%s.%s", prefix, name);
+    else
+        snprintf(out, outlen, "%s", name);
+    return out;
+}
+
+/* ---- "did you mean" ---- */
+
+/* Case-insensitive edit distance, capped for long strings. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 64;
+    size_t row[64];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t cost = (a[i - 1] | 0x20) == (b[j - 1] | 0x20) ? 0 : 1;
+            size_t best = diag + cost;
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* The candidate closest to WORD when it is close enough to be a typo, or NULL.
+ * CANDS is read through GET(i) until it returns NULL. */
+static const char *closest(const char *word, const char *(*get)(const void *, size_t), const void *arg)
+{
+    const char *best = NULL;
+    size_t best_d = (size_t)-1, wl = strlen(word);
+    for (size_t i = 0;; i++) {
+        const char *cand = get(arg, i);
+        if (!cand)
+            break;
+        size_t cl = strlen(cand), d = edit_distance(word, cand);
+        size_t ok = cl / 3 > 1 ? cl / 3 : 1;
+        /* "lease" for "lease_ms": a prefix of 3+ characters also counts */
+        if (d > ok && !(wl >= 3 && wl < cl && !strncasecmp(word, cand, wl)))
+            continue;
+        if (d < best_d)
+            best = cand, best_d = d;
+    }
+    return best;
+}
+
+static const char *get_strv(const void *arg, size_t i)
+{
+    return ((const char *const *)arg)[i];
+}
+
+static const char *get_errname(const void *arg, size_t i)
+{
+    (void)arg;
+    return ccap_errno_name_at(i);
+}
+
+static const char *get_semname(const void *arg, size_t i)
+{
+    const struct ccap_config *cfg = arg;
+    return i < cfg->n_sems ? cfg->sems[i].name : NULL;
+}
+
+/* Fails for the first child of GROUP whose name is not in KNOWN. */
+static int check_known(struct ctx *c, const config_setting_t *group, const char *prefix,
+                       const char *const *known)
+{
+    char path[160];
+    for (int i = 0; i < config_setting_length(group); i++) {
+        const config_setting_t *s = config_setting_get_elem(group, (unsigned)i);
+        const char *name = config_setting_name(s);
+        size_t k = 0;
+        while (known[k] && strcmp(known[k], name))
+            k++;
+        if (known[k])
+            continue;
+        const char *hint = closest(name, get_strv, known);
+        join(path, sizeof path, prefix, name);
+        if (hint)
+            return fail(c, s, path, "unknown setting; did you mean \"%s\"?", hint);
+        return fail(c, s, path, "unknown setting");
+    }
+    return 0;
+}
+
+/* ---- typed getters: a missing setting leaves *OUT (the default) alone ---- */
+
+/* Integer NAME of GROUP within [LO, HI]; DESC says so in words. */
+static int get_int(struct ctx *c, const config_setting_t *group, const char *prefix, const char *name,
+                   long long lo, long long hi, const char *desc, int *out)
+{
+    const config_setting_t *s = config_setting_get_member(group, name);
+    char path[160];
+    if (!s)
+        return 0;
+    join(path, sizeof path, prefix, name);
+    long long v;
+    if (config_setting_type(s) == CONFIG_TYPE_INT)
+        v = config_setting_get_int(s);
+    else if (config_setting_type(s) == CONFIG_TYPE_INT64)
+        v = config_setting_get_int64(s);
+    else
+        return fail(c, s, path, "must be %s, not %s", desc, type_name(s));
+    if (v < lo || v > hi)
+        return fail(c, s, path, "must be %s, not %lld", desc, v);
+    *out = (int)v;
+    return 0;
+}
+
+static int get_bool(struct ctx *c, const config_setting_t *group, const char *prefix, const char *name,
+                    bool *out)
+{
+    const config_setting_t *s = config_setting_get_member(group, name);
+    char path[160];
+    if (!s)
+        return 0;
+    if (config_setting_type(s) != CONFIG_TYPE_BOOL)
+        return fail(c, s, join(path, sizeof path, prefix, name), "must be true or false, not %s",
+                    type_name(s));
+    *out = config_setting_get_bool(s) != 0;
+    return 0;
+}
+
+/* String NAME of GROUP into *OUT (a pointer into the libconfig tree). */
+static int get_str(struct ctx *c, const config_setting_t *group, const char *prefix, const char *name,
+                   bool nonempty, const char **out, const config_setting_t **where)
+{
+    const config_setting_t *s = config_setting_get_member(group, name);
+    char path[160];
+    if (where)
+        *where = s;
+    if (!s)
+        return 0;
+    join(path, sizeof path, prefix, name);
+    if (config_setting_type(s) != CONFIG_TYPE_STRING)
+        return fail(c, s, path, "must be a string, not %s", type_name(s));
+    const char *v = config_setting_get_string(s);
+    if (nonempty && !*v)
+        return fail(c, s, path, "must not be empty");
+    *out = v;
+    return 0;
+}
+
+/* Like get_str, but replaces the heap string *OUT with a copy. */
+static int get_strdup(struct ctx *c, const config_setting_t *group, const char *prefix,
+                      const char *name, bool nonempty, char **out)
+{
+    const char *v = NULL;
+    int rc = get_str(c, group, prefix, name, nonempty, &v, NULL);
+    if (rc < 0 || !v)
+        return rc;
+    char *copy = strdup(v);
+    if (!copy)
+        return -ENOMEM;
+    free(*out);
+    *out = copy;
+    return 0;
+}
+
+/* String NAME of GROUP, one of CHOICES (NULL-terminated); its index in *OUT. */
+static int get_choice(struct ctx *c, const config_setting_t *group, const char *name,
+                      const char *const *choices, const char *words, int *out)
+{
+    const char *v = NULL;
+    const config_setting_t *s;
+    int rc = get_str(c, group, "", name, false, &v, &s);
+    if (rc < 0 || !v)
+        return rc;
+    for (int i = 0; choices[i]; i++)
+        if (!strcmp(v, choices[i])) {
+            *out = i;
+            return 0;
+        }
+    return fail(c, s, name, "must be %s, not \"%s\"", words, v);
+}
+
+/* A list or array of strings at NAME of GROUP; NULL in *OUT when absent. */
+static int get_str_list(struct ctx *c, const config_setting_t *group, const char *prefix,
+                        const char *name, const char *example, const config_setting_t **out)
+{
+    const config_setting_t *s = config_setting_get_member(group, name);
+    char path[160], ep[176];
+    *out = NULL;
+    if (!s)
+        return 0;
+    join(path, sizeof path, prefix, name);
+    if (config_setting_type(s) != CONFIG_TYPE_LIST && config_setting_type(s) != CONFIG_TYPE_ARRAY)
+        return fail(c, s, path, "must be a list of strings, as in %s, not %s", example, type_name(s));
+    if (config_setting_length(s) == 0)
+        return fail(c, s, path, "must not be empty (a list of strings, as in %s)", example);
+    for (int i = 0; i < config_setting_length(s); i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        if (config_setting_type(e) != CONFIG_TYPE_STRING) {
+            snprintf(ep, sizeof ep, "%s[%d]", path, i);
+            return fail(c, config_setting_source_line(e) ? e : s, ep, "must be a string, not %s", type_name(e));
+        }
+    }
+    *out = s;
+    return 0;
+}
+
+/* ---- redis ---- */
+
+/* Checks "host:port" / "[v6]:port". */
+static bool valid_hostport(const char *v)
+{
+    const char *colon;
+    if (v[0] == '[') {
+        const char *rb = strchr(v, ']');
+        if (!rb || rb == v + 1 || rb[1] != ':')
+            return false;
+        colon = rb + 1;
+    } else {
+        colon = strrchr(v, ':');
+        if (!colon || colon == v || memchr(v, ':', (size_t)(colon - v)))
+            return false;
+    }
+    const char *p = colon + 1;
+    long port = 0;
+    if (!*p || strlen(p) > 5)
+        return false;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        port = port * 10 + (*p - '0');
+    }
+    return port >= 1 && port <= 65535;
+}
+
+static int get_hostports(struct ctx *c, const config_setting_t *r, const char *name, char ***out,
+                         size_t *n_out, const config_setting_t **where)
+{
+    const config_setting_t *s;
+    char path[160];
+    int rc = get_str_list(c, r, "redis", name, "( \"10.0.0.1:26379\", \"[::1]:26379\" )", &s);
+    *where = s;
+    if (rc < 0 || !s)
+        return rc;
+    size_t n = (size_t)config_setting_length(s);
+    *out = calloc(n, sizeof **out);
+    if (!*out)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        const char *v = config_setting_get_string(e);
+        if (!valid_hostport(v)) {
+            snprintf(path, sizeof path, "redis.%s[%zu]", name, i);
+            return fail(c, config_setting_source_line(e) ? e : s, path,
+                        "\"%s\" is not \"host:port\" (port 1-65535; IPv6 as \"[addr]:port\")", v);
+        }
+        if (!((*out)[i] = strdup(v)))
+            return -ENOMEM;
+        (*n_out)++;
+    }
+    return 0;
+}
+
+/* Reads the first line of FILE (newline stripped) into *OUT. */
+static int read_password_file(struct ctx *c, const config_setting_t *s, const char *file, char **out)
+{
+    char buf[PASSWORD_MAX + 2], why[128];
+    FILE *f = fopen(file, "re");
+    if (!f)
+        return fail(c, s, "redis.password_file", "cannot read %s: %s", file,
+                    strerror_r(errno, why, sizeof why));
+    bool got = fgets(buf, sizeof buf, f) != NULL;
+    int rerr = ferror(f) ? errno : 0;
+    fclose(f);
+    if (rerr) {
+        explicit_bzero(buf, sizeof buf);
+        return fail(c, s, "redis.password_file", "cannot read %s: %s", file,
+                    strerror_r(rerr, why, sizeof why));
+    }
+    size_t n = got ? strlen(buf) : 0;
+    bool whole = n > 0 && buf[n - 1] == '\n';
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = '\0';
+    if (!whole && n > PASSWORD_MAX) {
+        explicit_bzero(buf, sizeof buf);
+        return fail(c, s, "redis.password_file", "first line of %s is longer than %d bytes", file,
+                    PASSWORD_MAX);
+    }
+    if (n == 0)
+        return fail(c, s, "redis.password_file", "first line of %s is empty", file);
+    *out = strdup(buf);
+    explicit_bzero(buf, sizeof buf);
+    return *out ? 0 : -ENOMEM;
+}
+
+static int load_redis(struct ctx *c, const config_setting_t *r, struct ccap_redis_conf *rc_out)
+{
+    int rc;
+    const char *pw_file = NULL, *pw_env = NULL;
+    const config_setting_t *s_file, *s_env, *s_sent, *s_clus, *s_master, *s_sock;
+
+    if (config_setting_type(r) != CONFIG_TYPE_GROUP)
+        return fail(c, r, "redis", "must be a group, as in { host = \"127.0.0.1\"; }, not %s",
+                    type_name(r));
+    if ((rc = check_known(c, r, "redis", redis_keys)) < 0)
+        return rc;
+    if ((rc = get_strdup(c, r, "redis", "host", true, &rc_out->host)) < 0 ||
+        (rc = get_int(c, r, "redis", "port", 1, 65535, "an integer 1-65535", &rc_out->port)) < 0 ||
+        (rc = get_strdup(c, r, "redis", "socket", true, &rc_out->socket)) < 0 ||
+        (rc = get_int(c, r, "redis", "db", 0, INT_MAX, "an integer >= 0", &rc_out->db)) < 0 ||
+        (rc = get_int(c, r, "redis", "connect_timeout_ms", 1, INT_MAX, "an integer >= 1",
+                      &rc_out->connect_timeout_ms)) < 0 ||
+        (rc = get_int(c, r, "redis", "command_timeout_ms", 1, INT_MAX, "an integer >= 1",
+                      &rc_out->command_timeout_ms)) < 0 ||
+        (rc = get_strdup(c, r, "redis", "key_prefix", false, &rc_out->key_prefix)) < 0 ||
+        (rc = get_strdup(c, r, "redis", "username", true, &rc_out->username)) < 0 ||
+        (rc = get_str(c, r, "redis", "password_file", true, &pw_file, &s_file)) < 0 ||
+        (rc = get_str(c, r, "redis", "password_env", true, &pw_env, &s_env)) < 0 ||
+        (rc = get_hostports(c, r, "sentinels", &rc_out->sentinels, &rc_out->n_sentinels, &s_sent)) < 0 ||
+        (rc = get_strdup(c, r, "redis", "master", true, &rc_out->master)) < 0 ||
+        (rc = get_hostports(c, r, "cluster", &rc_out->cluster, &rc_out->n_cluster, &s_clus)) < 0)
+        return rc;
+    s_master = config_setting_get_member(r, "master");
+    s_sock = config_setting_get_member(r, "socket");
+
+    if (rc_out->socket && rc_out->socket[0] != '/')
+        return fail(c, s_sock, "redis.socket", "must be an absolute path, not \"%s\"", rc_out->socket);
+    if (strlen(rc_out->key_prefix) > KEY_PREFIX_MAX)
+        return fail(c, config_setting_get_member(r, "key_prefix"), "redis.key_prefix",
+                    "must be at most %d characters", KEY_PREFIX_MAX);
+    if (s_sent && s_clus)
+        return fail(c, s_clus, "redis.cluster", "cannot be combined with redis.sentinels");
+    if (s_sock && (s_sent || s_clus))
+        return fail(c, s_sock, "redis.socket", "cannot be combined with redis.%s",
+                    s_sent ? "sentinels" : "cluster");
+    if (s_sent && !rc_out->master)
+        return fail(c, s_sent, "redis.master", "is required with redis.sentinels");
+    if (rc_out->master && !s_sent)
+        return fail(c, s_master, "redis.master", "has no effect without redis.sentinels");
+    if (pw_file && pw_env)
+        return fail(c, s_env, "redis.password_env", "cannot be combined with redis.password_file");
+    if (pw_file) {
+        if (pw_file[0] != '/')
+            return fail(c, s_file, "redis.password_file", "must be an absolute path, not \"%s\"",
+                        pw_file);
+        if ((rc = read_password_file(c, s_file, pw_file, &rc_out->password)) < 0)
+            return rc;
+    }
+    if (pw_env) {
+        const char *v = getenv(pw_env);
+        if (!v)
+            return fail(c, s_env, "redis.password_env", "environment variable %s is not set", pw_env);
+        if (!*v)
+            return fail(c, s_env, "redis.password_env", "environment variable %s is empty", pw_env);
+        if (!(rc_out->password = strdup(v)))
+            return -ENOMEM;
+    }
+    if (rc_out->username && !rc_out->password)
+        return fail(c, config_setting_get_member(r, "username"), "redis.username",
+                    "needs redis.password_file or redis.password_env");
+    return 0;
+}
+
+/* ---- semaphores ---- */
+
+static bool valid_sem_name(const char *v)
+{
+    size_t n = strlen(v);
+    if (n < 1 || n > 64)
+        return false;
+    for (; *v; v++)
+        if (!((*v >= 'a' && *v <= 'z') || (*v >= 'A' && *v <= 'Z') || (*v >= '0' && *v <= '9') ||
+              *v == '.' || *v == '_' || *v == '-'))
+            return false;
+    return true;
+}
+
+static int load_sem(struct ctx *c, const config_setting_t *g, size_t idx, struct ccap_config *cfg)
+{
+    struct ccap_sem_conf *sc = &cfg->sems[idx];
+    char pre[32], path[64];
+    const char *name = NULL;
+    const config_setting_t *s_name, *s;
+    int rc;
+
+    snprintf(pre, sizeof pre, "semaphores[%zu]", idx);
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP)
+        return fail(c, g, pre, "must be a group, as in { name = \"api\"; limit = 4; }, not %s",
+                    type_name(g));
+    if ((rc = check_known(c, g, pre, sem_keys)) < 0)
+        return rc;
+    sc->line = (int)config_setting_source_line(g);
+    sc->lease_ms = 30000;
+    sc->wait_timeout_ms = 5000;
+    sc->limit = -1;
+    sc->local_limit = -1;
+    sc->burst = -1;
+
+    if ((rc = get_str(c, g, pre, "name", false, &name, &s_name)) < 0)
+        return rc;
+    if (!name)
+        return fail(c, g, join(path, sizeof path, pre, "name"), "is required");
+    if (!valid_sem_name(name))
+        return fail(c, s_name, join(path, sizeof path, pre, "name"),
+                    "\"%s\" is not a valid name (1-64 of A-Z a-z 0-9 . _ -)", name);
+    for (size_t j = 0; j < idx; j++)
+        if (!strcmp(cfg->sems[j].name, name))
+            return fail(c, s_name, join(path, sizeof path, pre, "name"),
+                        "duplicate name \"%s\" (first at line %d)", name, cfg->sems[j].line);
+    if (!(sc->name = strdup(name)))
+        return -ENOMEM;
+
+    if ((rc = get_int(c, g, pre, "limit", 0, INT_MAX, "an integer >= 0", &sc->limit)) < 0 ||
+        (rc = get_int(c, g, pre, "lease_ms", 300, INT_MAX, "an integer >= 300", &sc->lease_ms)) < 0 ||
+        (rc = get_int(c, g, pre, "wait_timeout_ms", 0, INT_MAX, "an integer >= 0",
+                      &sc->wait_timeout_ms)) < 0 ||
+        (rc = get_int(c, g, pre, "burst", 1, INT_MAX, "an integer >= 1", &sc->burst)) < 0 ||
+        (rc = get_int(c, g, pre, "local_limit", 0, INT_MAX, "an integer >= 0", &sc->local_limit)) < 0)
+        return rc;
+    if (sc->limit < 0)
+        return fail(c, g, join(path, sizeof path, pre, "limit"), "is required");
+
+    if ((s = config_setting_get_member(g, "rate"))) {
+        join(path, sizeof path, pre, "rate");
+        double v;
+        switch (config_setting_type(s)) {
+        case CONFIG_TYPE_INT: v = config_setting_get_int(s); break;
+        case CONFIG_TYPE_INT64: v = (double)config_setting_get_int64(s); break;
+        case CONFIG_TYPE_FLOAT: v = config_setting_get_float(s); break;
+        default: return fail(c, s, path, "must be a number >= 0 (connections per second), not %s",
+                             type_name(s));
+        }
+        if (!(v >= 0 && v <= 1e9))
+            return fail(c, s, path, "must be a number 0-1e9 (connections per second), not %g", v);
+        sc->rate = v;
+    }
+    if (sc->burst < 0) { /* max(1, ceil(rate)), without libm */
+        sc->burst = sc->rate > 1 ? (int)sc->rate : 1;
+        if (sc->burst < sc->rate)
+            sc->burst++;
+    }
+    else if (sc->rate == 0)
+        return fail(c, config_setting_get_member(g, "burst"), join(path, sizeof path, pre, "burst"),
+                    "has no effect without a rate > 0");
+    if (sc->local_limit < 0)
+        sc->local_limit = sc->limit;
+    return 0;
+}
+
+/* ---- rules ---- */
+
+static int load_rule(struct ctx *c, const config_setting_t *g, size_t idx, struct ccap_config *cfg)
+{
+    struct ccap_rule *r = &cfg->rules[idx];
+    char pre[32], path[64], why[256];
+    const char *semname = NULL;
+    const config_setting_t *s_sem, *s_match;
+    int rc;
+
+    snprintf(pre, sizeof pre, "rules[%zu]", idx);
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP)
+        return fail(c, g, pre,
+                    "must be a group, as in { semaphore = \"api\"; match = ( \"10.0.0.0/8:443\" ); }, "
+                    "not %s", type_name(g));
+    if ((rc = check_known(c, g, pre, rule_keys)) < 0)
+        return rc;
+    r->line = (int)config_setting_source_line(g);
+    r->resolve_interval_s = 30;
+
+    if ((rc = get_str(c, g, pre, "semaphore", false, &semname, &s_sem)) < 0)
+        return rc;
+    if (!semname)
+        return fail(c, g, join(path, sizeof path, pre, "semaphore"), "is required");
+    int si = ccap_config_sem_index(cfg, semname);
+    if (si < 0) {
+        const char *hint = closest(semname, get_semname, cfg);
+        join(path, sizeof path, pre, "semaphore");
+        if (hint)
+            return fail(c, s_sem, path, "no semaphore named \"%s\"; did you mean \"%s\"?", semname, hint);
+        return fail(c, s_sem, path, "no semaphore named \"%s\" in semaphores", semname);
+    }
+    r->sem = (size_t)si;
+
+    if ((rc = get_str_list(c, g, pre, "match", "( \"10.0.0.0/8:443\", \"*.example.com\" )",
+                           &s_match)) < 0)
+        return rc;
+    if (!s_match)
+        return fail(c, g, join(path, sizeof path, pre, "match"), "is required");
+    size_t n = (size_t)config_setting_length(s_match);
+    if (!(r->pats = calloc(n, sizeof *r->pats)))
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const config_setting_t *e = config_setting_get_elem(s_match, (unsigned)i);
+        if (ccap_pattern_parse(config_setting_get_string(e), &r->pats[i], why, sizeof why) < 0) {
+            snprintf(path, sizeof path, "%s.match[%zu]", pre, i);
+            return fail(c, config_setting_source_line(e) ? e : s_match, path, "%s", why);
+        }
+        r->n_pats++;
+    }
+    if ((rc = get_bool(c, g, pre, "resolve", &r->resolve)) < 0 ||
+        (rc = get_int(c, g, pre, "resolve_interval_s", 1, INT_MAX, "an integer >= 1",
+                      &r->resolve_interval_s)) < 0)
+        return rc;
+    return 0;
+}
+
+/* A list of groups at NAME of ROOT, loaded one by one with LOAD into an
+ * array of N elements of SIZE at *ARR. */
+static int load_list(struct ctx *c, const config_setting_t *root, const char *name, size_t size,
+                     void **arr, size_t *n, const char *example, struct ccap_config *cfg,
+                     int (*load)(struct ctx *, const config_setting_t *, size_t, struct ccap_config *))
+{
+    const config_setting_t *s = config_setting_get_member(root, name);
+    if (!s)
+        return 0;
+    if (config_setting_type(s) != CONFIG_TYPE_LIST)
+        return fail(c, s, name, "must be a list of groups, as in %s, not %s", example, type_name(s));
+    size_t len = (size_t)config_setting_length(s);
+    if (len == 0)
+        return 0;
+    if (!(*arr = calloc(len, size)))
+        return -ENOMEM;
+    for (size_t i = 0; i < len; i++) {
+        int rc = load(c, config_setting_get_elem(s, (unsigned)i), i, cfg);
+        (*n)++; /* so that ccap_config_free sees what load() allocated */
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- top level ---- */
+
+static int set_defaults(struct ccap_config *cfg)
+{
+    cfg->redis.port = 6379;
+    cfg->redis.connect_timeout_ms = 200;
+    cfg->redis.command_timeout_ms = 200;
+    cfg->on_timeout_errno = ETIMEDOUT;
+    cfg->on_redis_down = CCAP_DOWN_OPEN;
+    cfg->nonblocking = CCAP_NONBLOCK_WAIT;
+    cfg->log_level = CCAP_LOG_WARN;
+    cfg->log_target = CCAP_LOG_STDERR;
+    cfg->audit = false;
+    cfg->audit_maxlen = 10000;
+    cfg->redis.host = strdup("127.0.0.1");
+    cfg->redis.key_prefix = strdup("conncap:");
+    return cfg->redis.host && cfg->redis.key_prefix ? 0 : -ENOMEM;
+}
+
+static int load_top(struct ctx *c, const config_setting_t *root, struct ccap_config *cfg)
+{
+    static const char *const down[] = {"open", "closed", "local", NULL};
+    static const char *const nonblock[] = {"wait", "fail", NULL};
+    static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
+    static const char *const targets[] = {"stderr", "syslog", NULL};
+    const config_setting_t *s;
+    const char *v = NULL;
+    int rc, e;
+
+    if ((rc = check_known(c, root, "", top_keys)) < 0)
+        return rc;
+    if ((s = config_setting_get_member(root, "redis")) && (rc = load_redis(c, s, &cfg->redis)) < 0)
+        return rc;
+    if ((rc = load_list(c, root, "semaphores", sizeof *cfg->sems, (void **)&cfg->sems, &cfg->n_sems,
+                        "( { name = \"api\"; limit = 4; } )", cfg, load_sem)) < 0 ||
+        (rc = load_list(c, root, "rules", sizeof *cfg->rules, (void **)&cfg->rules, &cfg->n_rules,
+                        "( { semaphore = \"api\"; match = ( \"10.0.0.0/8:443\" ); } )", cfg,
+                        load_rule)) < 0)
+        return rc;
+
+    if ((rc = get_str(c, root, "", "on_timeout", false, &v, &s)) < 0)
+        return rc;
+    if (v) {
+        if ((e = ccap_errno_parse(v)) < 0) {
+            const char *hint = closest(v, get_errname, NULL);
+            if (hint)
+                return fail(c, s, "on_timeout", "unknown errno name \"%s\"; did you mean \"%s\"?", v,
+                            hint);
+            return fail(c, s, "on_timeout", "unknown errno name \"%s\" (use e.g. \"ETIMEDOUT\", "
+                        "\"ECONNREFUSED\" or \"EAGAIN\")", v);
+        }
+        cfg->on_timeout_errno = e;
+    }
+    int down_i = (int)cfg->on_redis_down, nb_i = (int)cfg->nonblocking;
+    if ((rc = get_choice(c, root, "on_redis_down", down, "\"open\", \"closed\" or \"local\"",
+                         &down_i)) < 0 ||
+        (rc = get_choice(c, root, "nonblocking", nonblock, "\"wait\" or \"fail\"", &nb_i)) < 0 ||
+        (rc = get_choice(c, root, "log_level", levels, "\"error\", \"warn\", \"info\" or \"debug\"",
+                         &cfg->log_level)) < 0 ||
+        (rc = get_choice(c, root, "log", targets, "\"stderr\" or \"syslog\"", &cfg->log_target)) < 0 ||
+        (rc = get_bool(c, root, "", "audit", &cfg->audit)) < 0 ||
+        (rc = get_int(c, root, "", "audit_maxlen", 1, INT_MAX, "an integer >= 1",
+                      &cfg->audit_maxlen)) < 0)
+        return rc;
+    cfg->on_redis_down = (enum ccap_down_policy)down_i;
+    cfg->nonblocking = (enum ccap_nonblock_policy)nb_i;
+    return 0;
+}
+
+int ccap_config_load(const char *path, struct ccap_config **out, char *err, size_t errlen)
+{
+    struct ctx c = {.path = path, .err = err, .errlen = errlen};
+    char why[128];
+    struct stat st;
+    config_t lc;
+    int rc;
+
+    if (err && errlen)
+        err[0] = '\0';
+    if (out)
+        *out = NULL;
+    if (!path || !out)
+        return -EINVAL;
+
+    /* Open it ourselves first for a precise errno (config_read_file has none). */
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        rc = -errno;
+        if (err && errlen)
+            snprintf(err, errlen, "%s: cannot open: %s", path, strerror_r(-rc, why, sizeof why));
+        return rc;
+    }
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        if (err && errlen)
+            snprintf(err, errlen, "%s: cannot open: %s", path, strerror_r(EISDIR, why, sizeof why));
+        return -EISDIR;
+    }
+    fclose(f);
+
+    struct ccap_config *cfg = calloc(1, sizeof *cfg);
+    if (!cfg || !(cfg->path = strdup(path)) || set_defaults(cfg) < 0) {
+        ccap_config_free(cfg);
+        return -ENOMEM;
+    }
+    config_init(&lc);
+    if (config_read_file(&lc, path) != CONFIG_TRUE) {
+        if (err && errlen) {
+            const char *ef = config_error_file(&lc) ? config_error_file(&lc) : path;
+            if (config_error_type(&lc) == CONFIG_ERR_PARSE)
+                snprintf(err, errlen, "%s:%d: %s", ef, config_error_line(&lc), config_error_text(&lc));
+            else
+                snprintf(err, errlen, "%s: cannot read: %s", ef, config_error_text(&lc));
+        }
+        rc = config_error_type(&lc) == CONFIG_ERR_PARSE ? -EINVAL : -EIO;
+    } else {
+        rc = load_top(&c, config_root_setting(&lc), cfg);
+        if (rc == -ENOMEM && err && errlen)
+            snprintf(err, errlen, "%s: out of memory", path);
+    }
+    config_destroy(&lc);
+    if (rc < 0) {
+        ccap_config_free(cfg);
+        return rc;
+    }
+    *out = cfg;
+    return 0;
+}
+
+static void free_strv(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+void ccap_config_free(struct ccap_config *cfg)
+{
+    if (!cfg)
+        return;
+    struct ccap_redis_conf *r = &cfg->redis;
+    free(r->host);
+    free(r->socket);
+    free(r->key_prefix);
+    free(r->username);
+    if (r->password) {
+        explicit_bzero(r->password, strlen(r->password));
+        free(r->password);
+    }
+    free_strv(r->sentinels, r->n_sentinels);
+    free(r->master);
+    free_strv(r->cluster, r->n_cluster);
+    for (size_t i = 0; i < cfg->n_sems; i++)
+        free(cfg->sems[i].name);
+    free(cfg->sems);
+    for (size_t i = 0; i < cfg->n_rules; i++)
+        free(cfg->rules[i].pats);
+    free(cfg->rules);
+    free(cfg->path);
+    free(cfg);
+}
+
+const char *ccap_config_path(void)
+{
+    const char *p = secure_getenv("CONNCAP_CONFIG");
+    return p && *p ? p : CCAP_DEFAULT_CONFIG;
+}
+
+const struct ccap_rule *ccap_config_match(const struct ccap_config *cfg, const struct sockaddr *sa,
+                                          socklen_t len, const char *const *names, size_t n_names)
+{
+    struct ccap_addr a;
+    if (!cfg || ccap_addr_from_sa(sa, len, &a) < 0)
+        return NULL;
+    for (size_t i = 0; i < cfg->n_rules; i++) {
+        const struct ccap_rule *r = &cfg->rules[i];
+        for (size_t j = 0; j < r->n_pats; j++) {
+            const struct ccap_pattern *p = &r->pats[j];
+            if (p->kind == CCAP_PAT_ADDR) {
+                if (ccap_pattern_match_ccap_addr(p, &a))
+                    return r;
+            } else {
+                for (size_t k = 0; k < n_names; k++)
+                    if (names[k] && ccap_pattern_match_name(p, names[k], a.port))
+                        return r;
+            }
+        }
+    }
+    return NULL;
+}
+
+int ccap_config_sem_index(const struct ccap_config *cfg, const char *name)
+{
+    if (!cfg || !name)
+        return -1;
+    for (size_t i = 0; i < cfg->n_sems; i++)
+        if (cfg->sems[i].name && !strcmp(cfg->sems[i].name, name))
+            return (int)i;
+    return -1;
+}
