@@ -93,31 +93,32 @@ static const char *join(char *out, size_t outlen, const char *prefix, const char
 
 /* ---- "did you mean" ---- */
 
-/* Case-insensitive edit distance, capped for long strings. */
+/* Case-insensitive edit distance counting a swap of two neighbours as one
+ * edit (optimal string alignment: "prot" is 1 from "port"). */
 static size_t edit_distance(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
     if (la > 63 || lb > 63)
         return 64;
-    size_t row[64];
+    size_t d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
     for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
         for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t cost = (a[i - 1] | 0x20) == (b[j - 1] | 0x20) ? 0 : 1;
-            size_t best = diag + cost;
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
+            char ai = a[i - 1] | 0x20, bj = b[j - 1] | 0x20;
+            size_t best = d[i - 1][j - 1] + (ai != bj);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && ai == (b[j - 2] | 0x20) && (a[i - 2] | 0x20) == bj &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
         }
-    }
-    return row[lb];
+    return d[la][lb];
 }
 
 /* The candidate closest to WORD when it is close enough to be a typo, or NULL.
@@ -132,8 +133,10 @@ static const char *closest(const char *word, const char *(*get)(const void *, si
             break;
         size_t cl = strlen(cand), d = edit_distance(word, cand);
         size_t ok = cl / 3 > 1 ? cl / 3 : 1;
-        /* "lease" for "lease_ms": a prefix of 3+ characters also counts */
-        if (d > ok && !(wl >= 3 && wl < cl && !strncasecmp(word, cand, wl)))
+        /* "lease" for "lease_ms", "matches" for "match": one a prefix of the
+         * other (3+ characters) also counts */
+        size_t shorter = wl < cl ? wl : cl;
+        if (d > ok && !(shorter >= 3 && !strncasecmp(word, cand, shorter)))
             continue;
         if (d < best_d)
             best = cand, best_d = d;

@@ -1,0 +1,606 @@
+/* test_config.c -- unit tests for the configuration loader and rule matching (core/config.c). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+
+static char tmpdir[64];
+static char fixture[128]; /* path of the last fixture written */
+
+static int setup_dir(void **state)
+{
+    (void)state;
+    strcpy(tmpdir, "/tmp/ccap-test-config.XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int remove_dir(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Writes TEXT to the file NAME in the temp dir; its path goes to fixture. */
+static const char *write_file(const char *name, const char *text)
+{
+    snprintf(fixture, sizeof fixture, "%s/%s", tmpdir, name);
+    FILE *f = fopen(fixture, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+    return fixture;
+}
+
+static struct ccap_config *load_ok(const char *text)
+{
+    struct ccap_config *cfg = NULL;
+    char err[512] = "";
+    int rc = ccap_config_load(write_file("good.conf", text), &cfg, err, sizeof err);
+    if (rc != 0)
+        fail_msg("load failed (%d): %s", rc, err);
+    assert_non_null(cfg);
+    return cfg;
+}
+
+/* Loads TEXT and expects -EINVAL with "FILE:LINE: WANT" in the message
+ * (LINE 0: no line expected, "FILE: WANT"). */
+static void load_bad_line(const char *text, int line, const char *want)
+{
+    struct ccap_config *cfg = (void *)1;
+    char err[512] = "", exp[512];
+    const char *path = write_file("bad.conf", text);
+    int rc = ccap_config_load(path, &cfg, err, sizeof err);
+    if (line)
+        snprintf(exp, sizeof exp, "%s:%d: %s", path, line, want);
+    else
+        snprintf(exp, sizeof exp, "%s: %s", path, want);
+    if (rc != -EINVAL)
+        fail_msg("rc %d (want -EINVAL) for\n%s\nmessage: %s", rc, text, err);
+    assert_null(cfg);
+    if (!strstr(err, exp))
+        fail_msg("message \"%s\"\nlacks \"%s\"", err, exp);
+}
+
+#define SEM "semaphores = ( { name = \"api\"; limit = 4; } );\n"
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    struct ccap_config *cfg = load_ok("# nothing\n");
+    assert_string_equal(cfg->path, fixture);
+    assert_string_equal(cfg->redis.host, "127.0.0.1");
+    assert_int_equal(cfg->redis.port, 6379);
+    assert_null(cfg->redis.socket);
+    assert_int_equal(cfg->redis.db, 0);
+    assert_int_equal(cfg->redis.connect_timeout_ms, 200);
+    assert_int_equal(cfg->redis.command_timeout_ms, 200);
+    assert_string_equal(cfg->redis.key_prefix, "conncap:");
+    assert_null(cfg->redis.username);
+    assert_null(cfg->redis.password);
+    assert_null(cfg->redis.sentinels);
+    assert_int_equal(cfg->redis.n_sentinels, 0);
+    assert_null(cfg->redis.master);
+    assert_null(cfg->redis.cluster);
+    assert_int_equal(cfg->n_sems, 0);
+    assert_int_equal(cfg->n_rules, 0);
+    assert_int_equal(cfg->on_timeout_errno, ETIMEDOUT);
+    assert_int_equal(cfg->on_redis_down, CCAP_DOWN_OPEN);
+    assert_int_equal(cfg->nonblocking, CCAP_NONBLOCK_WAIT);
+    assert_int_equal(cfg->log_level, CCAP_LOG_WARN);
+    assert_int_equal(cfg->log_target, CCAP_LOG_STDERR);
+    assert_false(cfg->audit);
+    assert_int_equal(cfg->audit_maxlen, 10000);
+    ccap_config_free(cfg);
+
+    /* semaphore and rule defaults */
+    cfg = load_ok(SEM "rules = ( { semaphore = \"api\"; match = ( \"10.0.0.1\" ); } );\n");
+    assert_int_equal(cfg->n_sems, 1);
+    struct ccap_sem_conf *s = &cfg->sems[0];
+    assert_string_equal(s->name, "api");
+    assert_int_equal(s->limit, 4);
+    assert_int_equal(s->lease_ms, 30000);
+    assert_int_equal(s->wait_timeout_ms, 5000);
+    assert_true(s->rate == 0.0);
+    assert_int_equal(s->burst, 1);
+    assert_int_equal(s->local_limit, 4);
+    assert_int_equal(s->line, 1);
+    assert_int_equal(cfg->n_rules, 1);
+    assert_int_equal(cfg->rules[0].sem, 0);
+    assert_false(cfg->rules[0].resolve);
+    assert_int_equal(cfg->rules[0].resolve_interval_s, 30);
+    assert_int_equal(cfg->rules[0].line, 2);
+    ccap_config_free(cfg);
+}
+
+static void test_full(void **state)
+{
+    (void)state;
+    write_file("secret", "s3cr3t\nsecond line\n");
+    char pwpath[128], text[2048];
+    strcpy(pwpath, fixture);
+    snprintf(text, sizeof text,
+             "redis = {\n"
+             "  host = \"redis.internal\"; port = 6380; db = 3;\n"
+             "  connect_timeout_ms = 150; command_timeout_ms = 250L;\n"
+             "  key_prefix = \"cc:\"; username = \"conncap\";\n"
+             "  password_file = \"%s\";\n"
+             "  sentinels = ( \"10.0.0.1:26379\", \"[::1]:26380\" ); master = \"mymaster\";\n"
+             "};\n"
+             "semaphores = (\n"
+             "  { name = \"partner-api\"; limit = 4; lease_ms = 300; wait_timeout_ms = 0;\n"
+             "    rate = 2.5; local_limit = 2; },\n"
+             "  { name = \"db.main_1\"; limit = 0L; rate = 10; burst = 3; }\n"
+             ");\n"
+             "rules = (\n"
+             "  { semaphore = \"db.main_1\"; match = [ \"10.1.0.0/16:5432\" ];\n"
+             "    resolve = true; resolve_interval_s = 5; },\n"
+             "  { semaphore = \"partner-api\";\n"
+             "    match = ( \"127.0.0.1:8080\", \"10.0.0.0/8:443\", \"[::1]:8080\",\n"
+             "              \"api.partner.com:443\", \"*.partner.com\" ); }\n"
+             ");\n"
+             "on_timeout = \"ECONNREFUSED\"; on_redis_down = \"local\"; nonblocking = \"fail\";\n"
+             "log_level = \"debug\"; log = \"syslog\"; audit = true; audit_maxlen = 500;\n",
+             pwpath);
+    struct ccap_config *cfg = load_ok(text);
+    struct ccap_redis_conf *r = &cfg->redis;
+    assert_string_equal(r->host, "redis.internal");
+    assert_int_equal(r->port, 6380);
+    assert_int_equal(r->db, 3);
+    assert_int_equal(r->connect_timeout_ms, 150);
+    assert_int_equal(r->command_timeout_ms, 250);
+    assert_string_equal(r->key_prefix, "cc:");
+    assert_string_equal(r->username, "conncap");
+    assert_string_equal(r->password, "s3cr3t");
+    assert_int_equal(r->n_sentinels, 2);
+    assert_string_equal(r->sentinels[0], "10.0.0.1:26379");
+    assert_string_equal(r->sentinels[1], "[::1]:26380");
+    assert_string_equal(r->master, "mymaster");
+    assert_int_equal(cfg->n_sems, 2);
+    assert_string_equal(cfg->sems[0].name, "partner-api");
+    assert_int_equal(cfg->sems[0].lease_ms, 300);
+    assert_int_equal(cfg->sems[0].wait_timeout_ms, 0);
+    assert_true(cfg->sems[0].rate == 2.5);
+    assert_int_equal(cfg->sems[0].burst, 3); /* ceil(2.5) */
+    assert_int_equal(cfg->sems[0].local_limit, 2);
+    assert_int_equal(cfg->sems[0].line, 9);
+    assert_string_equal(cfg->sems[1].name, "db.main_1");
+    assert_int_equal(cfg->sems[1].limit, 0);
+    assert_true(cfg->sems[1].rate == 10.0);
+    assert_int_equal(cfg->sems[1].burst, 3);
+    assert_int_equal(cfg->sems[1].local_limit, 0);
+    assert_int_equal(cfg->n_rules, 2);
+    assert_int_equal(cfg->rules[0].sem, 1);
+    assert_int_equal(cfg->rules[0].n_pats, 1);
+    assert_true(cfg->rules[0].resolve);
+    assert_int_equal(cfg->rules[0].resolve_interval_s, 5);
+    assert_int_equal(cfg->rules[1].sem, 0);
+    assert_int_equal(cfg->rules[1].n_pats, 5);
+    assert_int_equal(cfg->rules[1].pats[3].kind, CCAP_PAT_HOST);
+    assert_int_equal(cfg->rules[1].pats[4].kind, CCAP_PAT_WILDCARD);
+    assert_int_equal(cfg->rules[1].line, 16);
+    assert_int_equal(cfg->on_timeout_errno, ECONNREFUSED);
+    assert_int_equal(cfg->on_redis_down, CCAP_DOWN_LOCAL);
+    assert_int_equal(cfg->nonblocking, CCAP_NONBLOCK_FAIL);
+    assert_int_equal(cfg->log_level, CCAP_LOG_DEBUG);
+    assert_int_equal(cfg->log_target, CCAP_LOG_SYSLOG);
+    assert_true(cfg->audit);
+    assert_int_equal(cfg->audit_maxlen, 500);
+    assert_int_equal(ccap_config_sem_index(cfg, "db.main_1"), 1);
+    assert_int_equal(ccap_config_sem_index(cfg, "partner-api"), 0);
+    assert_int_equal(ccap_config_sem_index(cfg, "nope"), -1);
+    ccap_config_free(cfg);
+
+    /* socket, cluster, password from the environment */
+    setenv("CCAP_TEST_PW", "from-env", 1);
+    cfg = load_ok("redis = { socket = \"/run/redis.sock\"; password_env = \"CCAP_TEST_PW\"; };\n");
+    assert_string_equal(cfg->redis.socket, "/run/redis.sock");
+    assert_string_equal(cfg->redis.password, "from-env");
+    ccap_config_free(cfg);
+    cfg = load_ok("redis = { cluster = ( \"a:7000\", \"b:7001\", \"c:7002\" ); };\n");
+    assert_int_equal(cfg->redis.n_cluster, 3);
+    assert_string_equal(cfg->redis.cluster[2], "c:7002");
+    ccap_config_free(cfg);
+
+    /* a password file without a final newline, with CRLF */
+    write_file("secret2", "pw\r\n");
+    snprintf(text, sizeof text, "redis = { password_file = \"%s\"; };\n", fixture);
+    cfg = load_ok(text);
+    assert_string_equal(cfg->redis.password, "pw");
+    ccap_config_free(cfg);
+    write_file("secret3", "nonl");
+    snprintf(text, sizeof text, "redis = { password_file = \"%s\"; };\n", fixture);
+    cfg = load_ok(text);
+    assert_string_equal(cfg->redis.password, "nonl");
+    ccap_config_free(cfg);
+}
+
+static void test_reference_config(void **state)
+{
+    (void)state;
+    struct ccap_config *cfg = NULL;
+    char err[512] = "";
+    /* run from the repository root (tests/run.sh does so) */
+    int rc = ccap_config_load("conf/conncap.conf", &cfg, err, sizeof err);
+    if (rc != 0)
+        fail_msg("conf/conncap.conf: %d %s", rc, err);
+    assert_int_equal(cfg->n_sems, 1);
+    assert_string_equal(cfg->sems[0].name, "partner-api");
+    assert_int_equal(cfg->n_rules, 1);
+    assert_int_equal(cfg->rules[0].n_pats, 5);
+    /* the documented defaults are the ones written in it */
+    assert_string_equal(cfg->redis.host, "127.0.0.1");
+    assert_int_equal(cfg->redis.port, 6379);
+    assert_string_equal(cfg->redis.key_prefix, "conncap:");
+    assert_int_equal(cfg->on_timeout_errno, ETIMEDOUT);
+    assert_int_equal(cfg->audit_maxlen, 10000);
+    ccap_config_free(cfg);
+}
+
+static void test_open_errors(void **state)
+{
+    (void)state;
+    struct ccap_config *cfg = (void *)1;
+    char err[512], exp[256];
+    snprintf(exp, sizeof exp, "%s/none.conf", tmpdir);
+    assert_int_equal(ccap_config_load(exp, &cfg, err, sizeof err), -ENOENT);
+    assert_null(cfg);
+    strcat(exp, ": cannot open: No such file or directory");
+    assert_string_equal(err, exp);
+
+    assert_int_equal(ccap_config_load(tmpdir, &cfg, err, sizeof err), -EISDIR);
+    assert_non_null(strstr(err, "cannot open: Is a directory"));
+
+    const char *p = write_file("noperm.conf", SEM);
+    chmod(p, 0);
+    if (geteuid() != 0) { /* root reads it anyway */
+        assert_int_equal(ccap_config_load(p, &cfg, err, sizeof err), -EACCES);
+        assert_non_null(strstr(err, ": cannot open: Permission denied"));
+    }
+    chmod(p, 0644);
+
+    /* a syntax error: libconfig's line and text */
+    load_bad_line("a = 1;\nb = ;\n", 2, "syntax error");
+    load_bad_line("a = 1;\na = 2;\n", 2, "duplicate setting name");
+}
+
+static void test_unknown_settings(void **state)
+{
+    (void)state;
+    load_bad_line("log_level = \"warn\";\nsemaphore = ();\n", 2,
+                  "semaphore: unknown setting; did you mean \"semaphores\"?");
+    load_bad_line("frobnicate = 1;\n", 1, "frobnicate: unknown setting");
+    load_bad_line("redis = {\n  host = \"h\";\n  prot = 1;\n};\n", 3,
+                  "redis.prot: unknown setting; did you mean \"port\"?");
+    load_bad_line("redis = { passwordfile = \"/x\"; };\n", 1,
+                  "redis.passwordfile: unknown setting; did you mean \"password_file\"?");
+    load_bad_line("semaphores = (\n { name = \"a\";\n   limt = 1; } );\n", 3,
+                  "semaphores[0].limt: unknown setting; did you mean \"limit\"?");
+    load_bad_line("semaphores = ( { name = \"a\"; limit = 1; lease = 900; } );\n", 1,
+                  "semaphores[0].lease: unknown setting; did you mean \"lease_ms\"?");
+    load_bad_line("semaphores = ( { name = \"a\"; limit = 1; Limit = 2; } );\n", 1,
+                  "semaphores[0].Limit: unknown setting; did you mean \"limit\"?");
+    load_bad_line(SEM "rules = ( { semaphore = \"api\"; match = (\"a\"); },\n"
+                      "  { semaphore = \"api\"; matches = (\"b\"); } );\n",
+                  3, "rules[1].matches: unknown setting; did you mean \"match\"?");
+    /* the unknown setting is reported even when the name is far from all */
+    load_bad_line("redis = { zzzzzzzz = 1; };\n", 1, "redis.zzzzzzzz: unknown setting");
+}
+
+static void test_wrong_types(void **state)
+{
+    (void)state;
+    load_bad_line("semaphores = ( { name = \"a\";\n limit = \"4\"; } );\n", 2,
+                  "semaphores[0].limit: must be an integer >= 0, not a string");
+    load_bad_line("semaphores = ( { name = \"a\"; limit = 4.0; } );\n", 1,
+                  "semaphores[0].limit: must be an integer >= 0, not a float");
+    load_bad_line("audit = \"yes\";\n", 1, "audit: must be true or false, not a string");
+    load_bad_line("redis = 5;\n", 1, "redis: must be a group");
+    load_bad_line("redis = { host = 127; };\n", 1, "redis.host: must be a string, not an integer");
+    load_bad_line("semaphores = { name = \"a\"; };\n", 1, "semaphores: must be a list of groups");
+    load_bad_line("semaphores = ( \"a\" );\n", 1, "semaphores[0]: must be a group");
+    load_bad_line("rules = [ 1 ];\n", 1, "rules: must be a list of groups");
+    load_bad_line(SEM "rules = ( { semaphore = \"api\"; match = \"10.0.0.1\"; } );\n", 2,
+                  "rules[0].match: must be a list of strings");
+    load_bad_line(SEM "rules = ( { semaphore = \"api\"; match = (); } );\n", 2,
+                  "rules[0].match: must not be empty");
+    load_bad_line(SEM "rules = ( { semaphore = \"api\";\n match = ( \"a\", 5 ); } );\n", 3,
+                  "rules[0].match[1]: must be a string, not an integer");
+    load_bad_line(SEM "rules = ( { semaphore = \"api\"; match = (\"a\"); resolve = 1; } );\n", 2,
+                  "rules[0].resolve: must be true or false, not an integer");
+    load_bad_line("semaphores = ( { name = \"a\"; limit = 1; rate = \"fast\"; } );\n", 1,
+                  "semaphores[0].rate: must be a number >= 0");
+    load_bad_line("on_timeout = 110;\n", 1, "on_timeout: must be a string, not an integer");
+}
+
+static void test_ranges(void **state)
+{
+    (void)state;
+    load_bad_line("\n\n\n\n\n\nsemaphores = ( { name = \"a\"; limit = -1; } );\n", 7,
+                  "semaphores[0].limit: must be an integer >= 0");
+    load_bad_line("semaphores = ( { name = \"a\"; limit = 9999999999L; } );\n", 1,
+                  "semaphores[0].limit: must be an integer >= 0, not 9999999999");
+    load_bad_line("semaphores = ( { name = \"a\"; limit = 1; lease_ms = 299; } );\n", 1,
+                  "semaphores[0].lease_ms: must be an integer >= 300, not 299");
+    load_bad_line("semaphores = ( { name = \"a\"; limit = 1; wait_timeout_ms = -1; } );\n", 1,
+                  "semaphores[0].wait_timeout_ms: must be an integer >= 0, not -1");
+    load_bad_line("semaphores = ( { name = \"a\"; limit = 1; rate = -0.5; } );\n", 1,
+                  "semaphores[0].rate: must be a number 0-1e9");
+    load_bad_line("semaphores = ( { name = \"a\"; limit = 1; burst = 5; } );\n", 1,
+                  "semaphores[0].burst: has no effect without a rate > 0");
+    load_bad_line("semaphores = ( { name = \"a\"; limit = 1; rate = 1; burst = 0; } );\n", 1,
+                  "semaphores[0].burst: must be an integer >= 1, not 0");
+    load_bad_line("semaphores = ( { name = \"a\"; limit = 1; local_limit = -2; } );\n", 1,
+                  "semaphores[0].local_limit: must be an integer >= 0, not -2");
+    load_bad_line("redis = { port = 0; };\n", 1, "redis.port: must be an integer 1-65535, not 0");
+    load_bad_line("redis = { port = 70000; };\n", 1, "redis.port: must be an integer 1-65535, not 70000");
+    load_bad_line("redis = { db = -1; };\n", 1, "redis.db: must be an integer >= 0");
+    load_bad_line("redis = { connect_timeout_ms = 0; };\n", 1, "redis.connect_timeout_ms: must be an integer >= 1");
+    load_bad_line("redis = { host = \"\"; };\n", 1, "redis.host: must not be empty");
+    load_bad_line("redis = { key_prefix = \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"; };\n",
+                  1, "redis.key_prefix: must be at most 64 characters");
+    load_bad_line(SEM "rules = ( { semaphore = \"api\"; match = (\"a\"); resolve_interval_s = 0; } );\n",
+                  2, "rules[0].resolve_interval_s: must be an integer >= 1, not 0");
+    load_bad_line("audit_maxlen = 0;\n", 1, "audit_maxlen: must be an integer >= 1, not 0");
+}
+
+static void test_semaphore_errors(void **state)
+{
+    (void)state;
+    load_bad_line("semaphores = (\n { limit = 1; } );\n", 2, "semaphores[0].name: is required");
+    load_bad_line("semaphores = (\n { name = \"a\"; } );\n", 2, "semaphores[0].limit: is required");
+    load_bad_line("semaphores = ( { name = \"a b\"; limit = 1; } );\n", 1,
+                  "semaphores[0].name: \"a b\" is not a valid name (1-64 of A-Z a-z 0-9 . _ -)");
+    load_bad_line("semaphores = ( { name = \"\"; limit = 1; } );\n", 1,
+                  "semaphores[0].name: \"\" is not a valid name");
+    load_bad_line("semaphores = ( { name = \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"; limit = 1; } );\n",
+                  1, "semaphores[0].name: \"aaaa");
+    load_bad_line("semaphores = (\n { name = \"a\"; limit = 1; },\n { name = \"a\"; limit = 2; } );\n", 3,
+                  "semaphores[1].name: duplicate name \"a\" (first at line 2)");
+}
+
+static void test_rule_errors(void **state)
+{
+    (void)state;
+    load_bad_line(SEM "rules = (\n { match = (\"a\"); } );\n", 3, "rules[0].semaphore: is required");
+    load_bad_line(SEM "rules = (\n { semaphore = \"api\"; } );\n", 3, "rules[0].match: is required");
+    load_bad_line(SEM "rules = ( { semaphore = \"apl\"; match = (\"a\"); } );\n", 2,
+                  "rules[0].semaphore: no semaphore named \"apl\"; did you mean \"api\"?");
+    load_bad_line(SEM "rules = ( { semaphore = \"other\"; match = (\"a\"); } );\n", 2,
+                  "rules[0].semaphore: no semaphore named \"other\"");
+    load_bad_line("rules = ( { semaphore = \"api\"; match = (\"a\"); } );\n", 1,
+                  "rules[0].semaphore: no semaphore named \"api\"");
+    load_bad_line(SEM "rules = (\n"
+                      "  { semaphore = \"api\"; match = ( \"10.0.0.1\" ); },\n"
+                      "  { semaphore = \"api\";\n"
+                      "    match = ( \"a.com\", \"b.com\",\n"
+                      "              \"10.0.0.0/33\" ); } );\n",
+                  6, "rules[1].match[2]: bad CIDR length 33 in \"10.0.0.0/33\"");
+    load_bad_line(SEM "rules = ( { semaphore = \"api\"; match = ( \"10.0.0.1/8\" ); } );\n", 2,
+                  "rules[0].match[0]: 10.0.0.1/8 has host bits set; did you mean 10.0.0.0/8?");
+    load_bad_line(SEM "rules = ( { semaphore = \"api\"; match = ( \"foo.*.com\" ); } );\n", 2,
+                  "rules[0].match[0]: \"*\" is only allowed as the whole first label");
+}
+
+static void test_policy_errors(void **state)
+{
+    (void)state;
+    load_bad_line("on_timeout = \"ETIMEOUT\";\n", 1,
+                  "on_timeout: unknown errno name \"ETIMEOUT\"; did you mean \"ETIMEDOUT\"?");
+    load_bad_line("on_timeout = \"nonsense-words\";\n", 1,
+                  "on_timeout: unknown errno name \"nonsense-words\"");
+    load_bad_line("on_redis_down = \"opn\";\n", 1,
+                  "on_redis_down: must be \"open\", \"closed\" or \"local\", not \"opn\"");
+    load_bad_line("nonblocking = \"block\";\n", 1, "nonblocking: must be \"wait\" or \"fail\", not \"block\"");
+    load_bad_line("log_level = \"verbose\";\n", 1,
+                  "log_level: must be \"error\", \"warn\", \"info\" or \"debug\", not \"verbose\"");
+    load_bad_line("log = \"stdout\";\n", 1, "log: must be \"stderr\" or \"syslog\", not \"stdout\"");
+    struct ccap_config *cfg = load_ok("on_timeout = \"EAGAIN\";\n");
+    assert_int_equal(cfg->on_timeout_errno, EAGAIN);
+    ccap_config_free(cfg);
+}
+
+static void test_redis_errors(void **state)
+{
+    (void)state;
+    char text[512], missing[128];
+    snprintf(missing, sizeof missing, "%s/no-such-secret", tmpdir);
+    snprintf(text, sizeof text, "redis = {\n password_file = \"%s\"; };\n", missing);
+    char want[256];
+    snprintf(want, sizeof want, "redis.password_file: cannot read %s: No such file or directory", missing);
+    load_bad_line(text, 2, want);
+    write_file("empty-secret", "\n");
+    snprintf(text, sizeof text, "redis = { password_file = \"%s\"; };\n", fixture);
+    load_bad_line(text, 1, "redis.password_file: first line of");
+    load_bad_line("redis = { password_file = \"secret\"; };\n", 1,
+                  "redis.password_file: must be an absolute path");
+    unsetenv("CCAP_TEST_UNSET");
+    load_bad_line("redis = { password_env = \"CCAP_TEST_UNSET\"; };\n", 1,
+                  "redis.password_env: environment variable CCAP_TEST_UNSET is not set");
+    setenv("CCAP_TEST_EMPTY", "", 1);
+    load_bad_line("redis = { password_env = \"CCAP_TEST_EMPTY\"; };\n", 1,
+                  "redis.password_env: environment variable CCAP_TEST_EMPTY is empty");
+    setenv("CCAP_TEST_PW", "x", 1);
+    snprintf(text, sizeof text, "redis = { password_file = \"%s\";\n password_env = \"CCAP_TEST_PW\"; };\n",
+             fixture);
+    load_bad_line(text, 2, "redis.password_env: cannot be combined with redis.password_file");
+    load_bad_line("redis = { username = \"u\"; };\n", 1,
+                  "redis.username: needs redis.password_file or redis.password_env");
+    load_bad_line("redis = { socket = \"redis.sock\"; };\n", 1, "redis.socket: must be an absolute path");
+    load_bad_line("redis = {\n sentinels = ( \"a:1\" ); };\n", 2, "redis.master: is required with redis.sentinels");
+    load_bad_line("redis = { master = \"m\"; };\n", 1, "redis.master: has no effect without redis.sentinels");
+    load_bad_line("redis = { sentinels = ( \"a:1\" ); master = \"m\";\n cluster = ( \"b:2\" ); };\n", 2,
+                  "redis.cluster: cannot be combined with redis.sentinels");
+    load_bad_line("redis = { socket = \"/s\"; cluster = ( \"b:2\" ); };\n", 1,
+                  "redis.socket: cannot be combined with redis.cluster");
+    load_bad_line("redis = { cluster = ( \"b:2\",\n \"nocolon\" ); };\n", 2,
+                  "redis.cluster[1]: \"nocolon\" is not \"host:port\"");
+    load_bad_line("redis = { cluster = ( \"b:0\" ); };\n", 1, "redis.cluster[0]: \"b:0\" is not \"host:port\"");
+    load_bad_line("redis = { cluster = ( \"::1:6379\" ); };\n", 1,
+                  "redis.cluster[0]: \"::1:6379\" is not \"host:port\" (port 1-65535; IPv6 as \"[addr]:port\")");
+    load_bad_line("redis = { cluster = (); };\n", 1, "redis.cluster: must not be empty");
+    load_bad_line("redis = { sentinels = \"a:1\"; master = \"m\"; };\n", 1,
+                  "redis.sentinels: must be a list of strings");
+}
+
+static struct sockaddr_storage sa4(const char *ip, int port, socklen_t *len)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+    in->sin_family = AF_INET;
+    in->sin_port = htons((uint16_t)port);
+    assert_int_equal(inet_pton(AF_INET, ip, &in->sin_addr), 1);
+    *len = sizeof *in;
+    return ss;
+}
+
+static struct sockaddr_storage sa6(const char *ip, int port, socklen_t *len)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons((uint16_t)port);
+    assert_int_equal(inet_pton(AF_INET6, ip, &in6->sin6_addr), 1);
+    *len = sizeof *in6;
+    return ss;
+}
+
+/* Index of the rule matching IP:PORT with NAMES, or -1. */
+static int which(const struct ccap_config *cfg, const char *ip, int port, const char *const *names,
+                 size_t n)
+{
+    socklen_t len;
+    struct sockaddr_storage ss = strchr(ip, ':') ? sa6(ip, port, &len) : sa4(ip, port, &len);
+    const struct ccap_rule *r = ccap_config_match(cfg, (struct sockaddr *)&ss, len, names, n);
+    return r ? (int)(r - cfg->rules) : -1;
+}
+
+static void test_match(void **state)
+{
+    (void)state;
+    struct ccap_config *cfg = load_ok(
+        "semaphores = ( { name = \"a\"; limit = 1; }, { name = \"b\"; limit = 2; } );\n"
+        "rules = (\n"
+        "  { semaphore = \"b\"; match = ( \"10.0.0.5:443\", \"db.internal:5432\" ); },\n"
+        "  { semaphore = \"a\"; match = ( \"10.0.0.0/8:443\", \"[2001:db8::/32]:443\",\n"
+        "                                \"*.partner.com:443\" ); },\n"
+        "  { semaphore = \"b\"; match = ( \"*.partner.com\" ); }\n"
+        ");\n");
+    /* first rule in file order wins */
+    assert_int_equal(which(cfg, "10.0.0.5", 443, NULL, 0), 0);
+    assert_int_equal(which(cfg, "10.0.0.6", 443, NULL, 0), 1);
+    assert_int_equal(which(cfg, "::ffff:10.0.0.5", 443, NULL, 0), 0);
+    assert_int_equal(which(cfg, "10.0.0.6", 80, NULL, 0), -1);
+    assert_int_equal(which(cfg, "2001:db8::1", 443, NULL, 0), 1);
+    assert_int_equal(which(cfg, "2001:db9::1", 443, NULL, 0), -1);
+    assert_int_equal(cfg->rules[1].sem, (size_t)ccap_config_sem_index(cfg, "a"));
+    /* host names, with the port from the address */
+    const char *n1[] = {"x.example", "API.partner.com."};
+    assert_int_equal(which(cfg, "192.0.2.1", 443, n1, 2), 1);
+    assert_int_equal(which(cfg, "192.0.2.1", 80, n1, 2), 2);
+    const char *n2[] = {"partner.com"};
+    assert_int_equal(which(cfg, "192.0.2.1", 443, n2, 1), -1);
+    const char *n3[] = {"db.internal"};
+    assert_int_equal(which(cfg, "192.0.2.1", 5432, n3, 1), 0);
+    assert_int_equal(which(cfg, "192.0.2.1", 5433, n3, 1), -1);
+    /* an address pattern never matches a name that looks like it */
+    const char *n4[] = {"10.0.0.5"};
+    assert_int_equal(which(cfg, "192.0.2.1", 443, n4, 1), -1);
+    /* NULL entries, bad sockaddrs, no config */
+    const char *n5[] = {NULL, "a.partner.com"};
+    assert_int_equal(which(cfg, "192.0.2.1", 443, n5, 2), 1);
+    socklen_t len;
+    struct sockaddr_storage ss = sa4("10.0.0.5", 443, &len);
+    assert_null(ccap_config_match(cfg, (struct sockaddr *)&ss, len - 1, NULL, 0));
+    assert_null(ccap_config_match(NULL, (struct sockaddr *)&ss, len, NULL, 0));
+    ((struct sockaddr *)&ss)->sa_family = AF_UNIX;
+    assert_null(ccap_config_match(cfg, (struct sockaddr *)&ss, sizeof ss, NULL, 0));
+    ccap_config_free(cfg);
+    ccap_config_free(NULL);
+}
+
+static void test_errno_names(void **state)
+{
+    (void)state;
+    static const struct { const char *n; int v; } want[] = {
+        {"ETIMEDOUT", ETIMEDOUT}, {"ECONNREFUSED", ECONNREFUSED}, {"EAGAIN", EAGAIN},
+        {"EWOULDBLOCK", EWOULDBLOCK}, {"EHOSTUNREACH", EHOSTUNREACH}, {"ENETUNREACH", ENETUNREACH},
+        {"ECONNRESET", ECONNRESET}, {"ECONNABORTED", ECONNABORTED}, {"EACCES", EACCES},
+        {"EPERM", EPERM}, {"EBUSY", EBUSY}, {"EINTR", EINTR}, {"ENOBUFS", ENOBUFS},
+        {"EADDRNOTAVAIL", EADDRNOTAVAIL}, {"ENETDOWN", ENETDOWN}, {"EHOSTDOWN", EHOSTDOWN},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        assert_int_equal(ccap_errno_parse(want[i].n), want[i].v);
+    assert_int_equal(ccap_errno_parse("etimedout"), ETIMEDOUT);
+    assert_int_equal(ccap_errno_parse("ETIMEOUT"), -EINVAL);
+    assert_int_equal(ccap_errno_parse(""), -EINVAL);
+    assert_int_equal(ccap_errno_parse(NULL), -EINVAL);
+    assert_string_equal(ccap_errno_name(ETIMEDOUT), "ETIMEDOUT");
+    assert_string_equal(ccap_errno_name(EAGAIN), "EAGAIN");
+    assert_string_equal(ccap_errno_name(ECONNREFUSED), "ECONNREFUSED");
+    assert_string_equal(ccap_errno_name(-1), "E?");
+    assert_string_equal(ccap_errno_name(0), "E?");
+    /* every listed name parses back to a value whose name parses to it too */
+    size_t i = 0;
+    for (const char *n; (n = ccap_errno_name_at(i)); i++) {
+        int v = ccap_errno_parse(n);
+        assert_true(v > 0);
+        assert_int_equal(ccap_errno_parse(ccap_errno_name(v)), v);
+    }
+    assert_true(i >= 16);
+}
+
+static void test_config_path(void **state)
+{
+    (void)state;
+    unsetenv("CONNCAP_CONFIG");
+    assert_string_equal(ccap_config_path(), CCAP_DEFAULT_CONFIG);
+    setenv("CONNCAP_CONFIG", "", 1);
+    assert_string_equal(ccap_config_path(), CCAP_DEFAULT_CONFIG);
+    setenv("CONNCAP_CONFIG", "/tmp/x.conf", 1);
+    assert_string_equal(ccap_config_path(), "/tmp/x.conf");
+    unsetenv("CONNCAP_CONFIG");
+}
+
+static void test_small_err_buffer(void **state)
+{
+    (void)state;
+    struct ccap_config *cfg;
+    char err[16];
+    memset(err, 'x', sizeof err);
+    const char *p = write_file("bad.conf", "semaphores = ( { name = \"a\"; limit = -1; } );\n");
+    assert_int_equal(ccap_config_load(p, &cfg, err, sizeof err), -EINVAL);
+    assert_int_equal(strlen(err), sizeof err - 1);
+    assert_int_equal(ccap_config_load(p, &cfg, NULL, 0), -EINVAL);
+    assert_null(cfg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),         cmocka_unit_test(test_full),
+        cmocka_unit_test(test_reference_config), cmocka_unit_test(test_open_errors),
+        cmocka_unit_test(test_unknown_settings), cmocka_unit_test(test_wrong_types),
+        cmocka_unit_test(test_ranges),           cmocka_unit_test(test_semaphore_errors),
+        cmocka_unit_test(test_rule_errors),      cmocka_unit_test(test_policy_errors),
+        cmocka_unit_test(test_redis_errors),     cmocka_unit_test(test_match),
+        cmocka_unit_test(test_errno_names),      cmocka_unit_test(test_config_path),
+        cmocka_unit_test(test_small_err_buffer),
+    };
+    return cmocka_run_group_tests(tests, setup_dir, remove_dir);
+}
