@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -266,9 +267,22 @@ static void test_open_errors(void **state)
 
     const char *p = write_file("noperm.conf", SEM);
     chmod(p, 0);
-    if (geteuid() != 0) { /* root reads it anyway */
+    if (geteuid() != 0) {
         assert_int_equal(ccap_config_load(p, &cfg, err, sizeof err), -EACCES);
         assert_non_null(strstr(err, ": cannot open: Permission denied"));
+    } else { /* root reads it anyway: try as nobody, in a child */
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            if (setgid(65534) < 0 || setuid(65534) < 0)
+                _exit(2);
+            int rc = ccap_config_load(p, &cfg, err, sizeof err);
+            _exit(rc == -EACCES && strstr(err, ": cannot open: Permission denied") ? 0 : 1);
+        }
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
     }
     chmod(p, 0644);
 
