@@ -9,11 +9,14 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -357,6 +360,22 @@ static void test_program_replaced_fd(void **state)
     assert_true(fcntl(fd, F_GETFD) >= 0);
     close(fd);
 
+    /* Replaced, then the client is freed (or forgotten) with no call in
+     * between: the program's file stays open. */
+    for (int forget = 0; forget < 2; forget++) {
+        r = ccap_redis_new(&c);
+        assert_int_equal(ccap_redis_connect(r), 0);
+        fd = ccap_redis_fd(r);
+        ffd = open("/dev/null", O_WRONLY);
+        assert_int_equal(dup2(ffd, fd), fd);
+        close(ffd);
+        if (forget)
+            ccap_redis_forget(r);
+        ccap_redis_free(r);
+        assert_true(fcntl(fd, F_GETFD) >= 0);
+        close(fd);
+    }
+
     /* Closed and left closed. */
     r = ccap_redis_new(&c);
     assert_int_equal(ccap_redis_connect(r), 0);
@@ -427,6 +446,46 @@ static void test_fork(void **state)
         freeReplyObject(rep);
     }
     ccap_redis_free(r);
+}
+
+/* The server closed the connection: our write must not raise SIGPIPE in
+ * the program (whose default action would kill it). */
+static void test_no_sigpipe(void **state)
+{
+    struct sockaddr_un sun = { .sun_family = AF_UNIX };
+    struct ccap_redis_conf c = unix_conf();
+    struct ccap_redis *r;
+    sigset_t before, after, pend;
+    char path[300];
+    int lfd, cfd, rc;
+    (void)state;
+
+    snprintf(path, sizeof path, "%s/closer.sock", fx.dir);
+    assert_true(strlen(path) < sizeof sun.sun_path);
+    memcpy(sun.sun_path, path, strlen(path) + 1);
+    lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&sun, sizeof sun), 0);
+    assert_int_equal(listen(lfd, 4), 0);
+    assert_ptr_equal(signal(SIGPIPE, SIG_DFL), SIG_DFL);
+
+    c.socket = path;
+    r = ccap_redis_new(&c);
+    assert_int_equal(ccap_redis_connect(r), 0);
+    cfd = accept(lfd, NULL, NULL);
+    assert_true(cfd >= 0);
+    close(cfd);
+
+    assert_int_equal(pthread_sigmask(SIG_SETMASK, NULL, &before), 0);
+    rc = cmd(r, NULL, 1, "PING"); /* still alive here */
+    assert_true(rc == -EPIPE || rc == -EIO);
+    assert_int_equal(ccap_redis_fd(r), -1);
+    assert_int_equal(pthread_sigmask(SIG_SETMASK, NULL, &after), 0);
+    assert_int_equal(sigismember(&after, SIGPIPE), sigismember(&before, SIGPIPE));
+    assert_int_equal(sigpending(&pend), 0);
+    assert_false(sigismember(&pend, SIGPIPE));
+
+    ccap_redis_free(r);
+    close(lfd);
 }
 
 static void test_select_db(void **state)
@@ -553,6 +612,7 @@ int main(void)
         cmocka_unit_test(test_connect_timeout),
         cmocka_unit_test(test_program_replaced_fd),
         cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_no_sigpipe),
         cmocka_unit_test(test_select_db),
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_server_restart),

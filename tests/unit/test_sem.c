@@ -1,0 +1,668 @@
+/* test_sem.c -- the leased semaphore against a private redis-server: limits, leases, TTL, renew. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "sem.h"
+#include "redis_fixture.h"
+
+#define PFX "ccaptest:"
+
+static struct redis_fixture fx;
+static struct ccap_redis *R;
+static redisContext *CLI; /* the test's own view of the server */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return redis_fixture_start(&fx, NULL);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    redis_fixture_stop(&fx);
+    return 0;
+}
+
+static struct ccap_redis *client_for(const char *sock)
+{
+    struct ccap_redis_conf c = { 0 };
+
+    c.socket = (char *)sock;
+    c.connect_timeout_ms = 1000;
+    c.command_timeout_ms = 2000;
+    return ccap_redis_new(&c);
+}
+
+static int setup(void **state)
+{
+    redisReply *rep;
+    (void)state;
+
+    CLI = redis_fixture_cli(&fx);
+    if (!CLI)
+        return -1;
+    rep = redisCommand(CLI, "FLUSHALL");
+    if (!rep)
+        return -1;
+    freeReplyObject(rep);
+    R = client_for(fx.sock);
+    return R ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ccap_redis_free(R);
+    R = NULL;
+    if (CLI)
+        redisFree(CLI);
+    CLI = NULL;
+    return 0;
+}
+
+/* ---- helpers: the test's view of the keys ---- */
+
+static long long cli_int(const char *fmt, ...)
+{
+    redisReply *rep;
+    long long v;
+    va_list ap;
+
+    va_start(ap, fmt);
+    rep = redisvCommand(CLI, fmt, ap);
+    va_end(ap);
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_INTEGER);
+    v = rep->integer;
+    freeReplyObject(rep);
+    return v;
+}
+
+static void cli_ok(const char *fmt, ...)
+{
+    redisReply *rep;
+    va_list ap;
+
+    va_start(ap, fmt);
+    rep = redisvCommand(CLI, fmt, ap);
+    va_end(ap);
+    assert_non_null(rep);
+    assert_int_not_equal(rep->type, REDIS_REPLY_ERROR);
+    freeReplyObject(rep);
+}
+
+static int has_holder(const char *name, const char *holder)
+{
+    redisReply *rep = redisCommand(CLI, "ZSCORE " PFX "{%s}:holders %s", name, holder);
+    int present;
+
+    assert_non_null(rep);
+    present = rep->type != REDIS_REPLY_NIL;
+    freeReplyObject(rep);
+    return present;
+}
+
+static long long n_holders(const char *name)
+{
+    return cli_int("ZCARD " PFX "{%s}:holders", name);
+}
+
+static int key_exists(const char *name)
+{
+    return (int)cli_int("EXISTS " PFX "{%s}:holders", name);
+}
+
+/* The holders key's PTTL and the longest remaining lease, read at one
+ * instant (inside one script, so no time passes between them). */
+static void ttl_and_lease(const char *name, long long *pttl, long long *longest)
+{
+    static const char lua[] =
+        "local t = redis.call('TIME') "
+        "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+        "local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') "
+        "local rem = 0 if top[2] then rem = tonumber(top[2]) - now end "
+        "return {redis.call('PTTL', KEYS[1]), rem}";
+    redisReply *rep = redisCommand(CLI, "EVAL %s 1 " PFX "{%s}:holders", lua, name);
+
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(rep->elements, 2);
+    *pttl = rep->element[0]->integer;
+    *longest = rep->element[1]->integer;
+    freeReplyObject(rep);
+}
+
+/* The TTL invariant: the key lives at least as long as its longest lease. */
+static void assert_ttl_covers_leases(const char *name)
+{
+    long long pttl, longest;
+
+    ttl_and_lease(name, &pttl, &longest);
+    assert_true(longest > 0);
+    if (pttl < longest)
+        fail_msg("%s: PTTL %lld < longest remaining lease %lld", name, pttl, longest);
+}
+
+static struct ccap_sem_result acq(const char *name, const char *holder, int lease_ms, int limit)
+{
+    struct ccap_sem_result res = { -1, -1, -1 };
+
+    assert_int_equal(ccap_sem_acquire(R, PFX, name, holder, lease_ms, limit, &res), 0);
+    return res;
+}
+
+static int renew(const char *name, const char *const *h, size_t n, int lease_ms, int add_missing)
+{
+    return ccap_sem_renew(R, PFX, name, h, n, lease_ms, add_missing);
+}
+
+/* ---- tests ---- */
+
+static void test_key(void **state)
+{
+    char buf[64];
+    (void)state;
+
+    assert_int_equal(ccap_sem_key(buf, sizeof buf, "conncap:", "db", "holders"), 20);
+    assert_string_equal(buf, "conncap:{db}:holders");
+    assert_int_equal(ccap_sem_key(buf, sizeof buf, NULL, "db", "limit"), 10);
+    assert_string_equal(buf, "{db}:limit");
+    assert_int_equal(ccap_sem_key(buf, 11, NULL, "db", "limit"), 10);
+    assert_int_equal(ccap_sem_key(buf, 10, NULL, "db", "limit"), -ENAMETOOLONG);
+}
+
+static void test_bad_args(void **state)
+{
+    struct ccap_sem_result res;
+    char longname[600];
+    (void)state;
+
+    assert_int_equal(ccap_sem_acquire(R, PFX, "s", "a", 0, 3, &res), -EINVAL);
+    assert_int_equal(ccap_sem_renew(R, PFX, "s", NULL, 0, 1000, 1), 0);
+    memset(longname, 'n', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    assert_int_equal(ccap_sem_acquire(R, PFX, longname, "a", 1000, 3, &res), -ENAMETOOLONG);
+    assert_int_equal(ccap_sem_release(R, PFX, longname, "a"), -ENAMETOOLONG);
+}
+
+static void test_limit(void **state)
+{
+    struct ccap_sem_result res;
+    (void)state;
+
+    res = acq("lim", "a", 10000, 3);
+    assert_int_equal(res.granted, 1);
+    assert_int_equal(res.count, 1);
+    assert_int_equal(res.limit, 3);
+    assert_int_equal(acq("lim", "b", 10000, 3).count, 2);
+    res = acq("lim", "c", 10000, 3);
+    assert_int_equal(res.granted, 1);
+    assert_int_equal(res.count, 3);
+
+    res = acq("lim", "d", 10000, 3);
+    assert_int_equal(res.granted, 0);
+    assert_int_equal(res.count, 3);
+    assert_int_equal(res.limit, 3);
+    assert_false(has_holder("lim", "d"));
+
+    /* A holder asking again keeps its permit (its lease renewed), no second one. */
+    res = acq("lim", "a", 10000, 3);
+    assert_int_equal(res.granted, 1);
+    assert_int_equal(res.count, 3);
+    assert_int_equal(n_holders("lim"), 3);
+
+    /* Limit 0: nobody. */
+    res = acq("zero", "a", 10000, 0);
+    assert_int_equal(res.granted, 0);
+    assert_int_equal(res.count, 0);
+    assert_false(key_exists("zero"));
+}
+
+static void test_release(void **state)
+{
+    (void)state;
+
+    assert_int_equal(acq("rel", "A", 10000, 5).granted, 1);
+    assert_int_equal(acq("rel", "B", 10000, 5).granted, 1);
+
+    assert_int_equal(ccap_sem_release(R, PFX, "rel", "B"), 1);
+    assert_true(has_holder("rel", "A"));
+    assert_false(has_holder("rel", "B"));
+    assert_int_equal(ccap_sem_release(R, PFX, "rel", "B"), 0);
+    assert_int_equal(ccap_sem_release(R, PFX, "rel", "never"), 0);
+    assert_int_equal(n_holders("rel"), 1);
+    assert_true(has_holder("rel", "A"));
+    assert_ttl_covers_leases("rel");
+
+    /* Released the last: the key is gone. */
+    assert_int_equal(ccap_sem_release(R, PFX, "rel", "A"), 1);
+    assert_false(key_exists("rel"));
+    assert_int_equal(ccap_sem_release(R, PFX, "rel", "A"), 0);
+}
+
+static void test_lease_expiry(void **state)
+{
+    struct ccap_sem_result res;
+    (void)state;
+
+    assert_int_equal(acq("exp", "old", 300, 1).granted, 1);
+    assert_int_equal(acq("exp", "new", 10000, 1).granted, 0);
+    fx_sleep_ms(400);
+    res = acq("exp", "new", 10000, 1);
+    assert_int_equal(res.granted, 1);
+    assert_int_equal(res.count, 1);
+    assert_false(has_holder("exp", "old"));
+    assert_true(has_holder("exp", "new"));
+}
+
+static void test_runtime_limit(void **state)
+{
+    struct ccap_sem_result res;
+    (void)state;
+
+    cli_ok("SET " PFX "{rt}:limit 1");
+    res = acq("rt", "a", 10000, 3);
+    assert_int_equal(res.granted, 1);
+    assert_int_equal(res.limit, 1);
+    res = acq("rt", "b", 10000, 3);
+    assert_int_equal(res.granted, 0);
+    assert_int_equal(res.limit, 1);
+    assert_int_equal(res.count, 1);
+
+    /* The override has no TTL: it is ops state. */
+    assert_int_equal(cli_int("PTTL " PFX "{rt}:limit"), -1);
+
+    cli_ok("DEL " PFX "{rt}:limit");
+    res = acq("rt", "b", 10000, 3);
+    assert_int_equal(res.granted, 1);
+    assert_int_equal(res.limit, 3);
+    assert_int_equal(res.count, 2);
+
+    /* Lowering below the current count admits nobody new, removes nobody. */
+    cli_ok("SET " PFX "{rt}:limit 0");
+    res = acq("rt", "c", 10000, 3);
+    assert_int_equal(res.granted, 0);
+    assert_int_equal(res.limit, 0);
+    assert_int_equal(res.count, 2);
+    assert_true(has_holder("rt", "a") && has_holder("rt", "b"));
+
+    /* Garbage in the override: the configured limit applies. */
+    cli_ok("SET " PFX "{rt}:limit lots");
+    res = acq("rt", "c", 10000, 3);
+    assert_int_equal(res.granted, 1);
+    assert_int_equal(res.limit, 3);
+}
+
+static int script_exists(enum ccap_script s)
+{
+    redisReply *rep = redisCommand(CLI, "SCRIPT EXISTS %s", ccap_script_sha(s));
+    int v;
+
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_ARRAY);
+    v = (int)rep->element[0]->integer;
+    freeReplyObject(rep);
+    return v;
+}
+
+static void test_noscript(void **state)
+{
+    const char *flush[] = { "SCRIPT", "FLUSH" };
+    const char *h[] = { "a" };
+    redisReply *rep;
+    (void)state;
+
+    assert_int_equal(acq("ns", "a", 10000, 3).granted, 1);
+    assert_true(script_exists(CCAP_SCRIPT_ACQUIRE));
+
+    assert_int_equal(ccap_redis_command(R, 2, flush, &rep), 0);
+    freeReplyObject(rep);
+    assert_false(script_exists(CCAP_SCRIPT_ACQUIRE));
+    assert_int_equal(acq("ns", "b", 10000, 3).count, 2);
+    assert_true(script_exists(CCAP_SCRIPT_ACQUIRE));
+
+    assert_int_equal(ccap_redis_command(R, 2, flush, &rep), 0);
+    freeReplyObject(rep);
+    assert_int_equal(renew("ns", h, 1, 10000, 0), 0);
+    assert_int_equal(ccap_sem_release(R, PFX, "ns", "a"), 1);
+    assert_true(script_exists(CCAP_SCRIPT_RENEW));
+    assert_true(script_exists(CCAP_SCRIPT_RELEASE));
+    assert_string_equal(ccap_redis_errstr(R), "");
+}
+
+static void test_ttl_covers_leases(void **state)
+{
+    const char *a[] = { "A" };
+    long long pttl, longest;
+    (void)state;
+
+    /* A long lease, then a short one: the short must not cut the TTL. */
+    assert_int_equal(acq("ttl", "A", 5000, 10).granted, 1);
+    assert_ttl_covers_leases("ttl");
+    assert_int_equal(acq("ttl", "B", 300, 10).granted, 1);
+    assert_ttl_covers_leases("ttl");
+    ttl_and_lease("ttl", &pttl, &longest);
+    assert_true(longest > 4000);
+
+    /* Renewing with a longer lease lengthens the TTL with it. */
+    assert_int_equal(renew("ttl", a, 1, 20000, 0), 0);
+    assert_ttl_covers_leases("ttl");
+    ttl_and_lease("ttl", &pttl, &longest);
+    assert_true(longest > 15000);
+
+    /* Release of the longest holder: the rest stay covered. */
+    assert_int_equal(acq("ttl", "C", 8000, 10).granted, 1);
+    assert_int_equal(ccap_sem_release(R, PFX, "ttl", "A"), 1);
+    assert_ttl_covers_leases("ttl");
+
+    /* A later acquire with a short lease, after sweeping B. */
+    fx_sleep_ms(350);
+    assert_int_equal(acq("ttl", "D", 300, 10).count, 2); /* C and D; B swept */
+    assert_false(has_holder("ttl", "B"));
+    assert_ttl_covers_leases("ttl");
+}
+
+static void test_idle_key_vanishes(void **state)
+{
+    (void)state;
+
+    /* Nobody calls after the leases end: the key expires by itself. */
+    assert_int_equal(acq("idle", "A", 300, 5).granted, 1);
+    assert_int_equal(acq("idle", "B", 300, 5).granted, 1);
+    assert_true(key_exists("idle"));
+    fx_sleep_ms(300 + 300 + 400); /* lease + margin + slack */
+    assert_false(key_exists("idle"));
+
+    /* Expired holders are swept by the next acquire. */
+    assert_int_equal(acq("idle", "A", 300, 5).granted, 1);
+    fx_sleep_ms(400);
+    assert_int_equal(acq("idle", "C", 10000, 5).count, 1);
+    assert_false(has_holder("idle", "A"));
+}
+
+/* A key-wide EXPIRE counter never gives back a crashed holder's permit while
+ * others keep coming: here it comes back after its lease. */
+static void test_crashed_holder_reclaimed(void **state)
+{
+    struct ccap_sem_result res;
+    long long t0;
+    int rounds = 0;
+    (void)state;
+
+    assert_int_equal(acq("crash", "C", 1000, 2).granted, 1); /* never released */
+    t0 = fx_now_ms();
+    assert_int_equal(acq("crash", "X", 10000, 2).granted, 1);
+    assert_int_equal(acq("crash", "Y", 10000, 2).granted, 0); /* C still counts */
+    assert_int_equal(ccap_sem_release(R, PFX, "crash", "X"), 1);
+
+    /* Steady traffic through and past C's lease. */
+    while (fx_now_ms() - t0 < 1600 || rounds < 10) {
+        res = acq("crash", "X", 10000, 2);
+        assert_true(res.count <= 2);
+        res = acq("crash", "Y", 10000, 2);
+        assert_true(res.count <= 2);
+        if (res.granted)
+            assert_int_equal(ccap_sem_release(R, PFX, "crash", "Y"), 1);
+        assert_int_equal(ccap_sem_release(R, PFX, "crash", "X"), 1);
+        rounds++;
+        fx_sleep_ms(20);
+    }
+
+    assert_int_equal(acq("crash", "X", 10000, 2).granted, 1);
+    res = acq("crash", "Y", 10000, 2);
+    assert_int_equal(res.granted, 1);
+    assert_int_equal(res.count, 2);
+    assert_false(has_holder("crash", "C"));
+}
+
+/* A key-wide EXPIRE counter can vanish under live holders when traffic
+ * pauses: here holders kept alive by renew stay, with no other calls. */
+static void test_renewed_holders_survive_pause(void **state)
+{
+    const char *h[] = { "A", "B" };
+    long long t0 = fx_now_ms();
+    (void)state;
+
+    assert_int_equal(acq("pause", "A", 600, 2).granted, 1);
+    assert_int_equal(acq("pause", "B", 600, 2).granted, 1);
+    while (fx_now_ms() - t0 < 1800) { /* three leases long */
+        fx_sleep_ms(100);
+        assert_int_equal(renew("pause", h, 2, 600, 0), 0);
+        assert_int_equal(n_holders("pause"), 2);
+        assert_ttl_covers_leases("pause");
+    }
+    assert_int_equal(acq("pause", "C", 600, 2).granted, 0);
+
+    /* Renewal stops: the leases run out and the idle key goes. */
+    fx_sleep_ms(600 + 600 + 400);
+    assert_false(key_exists("pause"));
+    assert_int_equal(acq("pause", "C", 600, 2).granted, 1);
+}
+
+static void test_renew_add_missing(void **state)
+{
+    const char *abc[] = { "A", "B", "C" };
+    const char *ab[] = { "A", "B" };
+    (void)state;
+
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(acq("ren", abc[i], 10000, 3).granted, 1);
+    assert_int_equal(renew("ren", abc, 3, 10000, 1), 0);
+
+    /* Lost (as by a restart): counted, and re-added only when asked. */
+    cli_ok("DEL " PFX "{ren}:holders");
+    assert_int_equal(renew("ren", abc, 3, 10000, 0), 3);
+    assert_false(key_exists("ren"));
+    assert_int_equal(renew("ren", abc, 3, 10000, 1), 3);
+    assert_int_equal(n_holders("ren"), 3);
+    assert_ttl_covers_leases("ren");
+    assert_int_equal(renew("ren", abc, 3, 10000, 1), 0);
+
+    /* Partly lost. */
+    cli_ok("ZREM " PFX "{ren}:holders B");
+    assert_int_equal(renew("ren", abc, 3, 10000, 0), 1);
+    assert_false(has_holder("ren", "B"));
+    assert_int_equal(renew("ren", abc, 3, 10000, 1), 1);
+    assert_true(has_holder("ren", "B"));
+
+    /* FLUSHALL, new holders fill the limit meanwhile: the old ones come back
+     * above the limit (they hold live connections), nobody new gets in. */
+    cli_ok("FLUSHALL");
+    assert_int_equal(acq("ren", "X", 10000, 2).granted, 1);
+    assert_int_equal(acq("ren", "Y", 10000, 2).granted, 1);
+    assert_int_equal(renew("ren", ab, 2, 10000, 1), 2);
+    assert_int_equal(n_holders("ren"), 4);
+    assert_int_equal(acq("ren", "Z", 10000, 2).granted, 0);
+    assert_ttl_covers_leases("ren");
+}
+
+static void test_renew_batch(void **state)
+{
+    enum { N = 200 };
+    static char names[N][16];
+    const char *h[N];
+    (void)state;
+
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "holder-%d", i);
+        h[i] = names[i];
+    }
+    for (int i = 0; i < N; i += 2)
+        assert_int_equal(acq("batch", h[i], 10000, N).granted, 1);
+    assert_int_equal(renew("batch", h, N, 10000, 0), N / 2);
+    assert_int_equal(n_holders("batch"), N / 2);
+    assert_int_equal(renew("batch", h, N, 10000, 1), N / 2);
+    assert_int_equal(n_holders("batch"), N);
+}
+
+static void test_wrong_type(void **state)
+{
+    struct ccap_sem_result res;
+    (void)state;
+
+    cli_ok("SET " PFX "{wt}:holders notazset");
+    assert_int_equal(ccap_sem_acquire(R, PFX, "wt", "a", 1000, 3, &res), -EPROTO);
+    assert_non_null(strstr(ccap_redis_errstr(R), "WRONGTYPE"));
+    assert_int_equal(ccap_sem_release(R, PFX, "wt", "a"), -EPROTO);
+}
+
+static void test_server_restart(void **state)
+{
+    const char *ab[] = { "A", "B" };
+    struct ccap_sem_result res;
+    int rc;
+    (void)state;
+
+    assert_int_equal(acq("rs", "A", 10000, 2).granted, 1);
+    assert_int_equal(acq("rs", "B", 10000, 2).granted, 1);
+    redisFree(CLI);
+    CLI = NULL;
+    redis_fixture_kill(&fx);
+    assert_int_equal(redis_fixture_restart(&fx), 0);
+    CLI = redis_fixture_cli(&fx);
+    assert_non_null(CLI);
+
+    /* The old connection is dead: one transport error, then a new one;
+     * the restarted server has neither scripts nor holders. */
+    rc = renew("rs", ab, 2, 10000, 1);
+    if (rc < 0)
+        rc = renew("rs", ab, 2, 10000, 1);
+    assert_int_equal(rc, 2);
+    assert_int_equal(n_holders("rs"), 2);
+    res = acq("rs", "C", 10000, 2);
+    assert_int_equal(res.granted, 0);
+}
+
+/* ---- a fake server that answers every command with a canned reply ---- */
+
+static const char *_Atomic canned;
+static int fake_lfd = -1;
+
+static void *fake_server(void *arg)
+{
+    char buf[65536];
+    int cfd;
+    (void)arg;
+
+    while ((cfd = accept(fake_lfd, NULL, NULL)) >= 0) {
+        ssize_t n;
+
+        while ((n = read(cfd, buf, sizeof buf)) > 0) {
+            const char *rep = canned;
+
+            if (write(cfd, rep, strlen(rep)) < 0)
+                break;
+        }
+        close(cfd);
+    }
+    return NULL;
+}
+
+static void test_malformed_replies(void **state)
+{
+    struct sockaddr_un sun = { .sun_family = AF_UNIX };
+    struct ccap_sem_result res;
+    struct ccap_redis *fr;
+    const char *ab[] = { "a", "b" };
+    pthread_t th;
+    char path[300];
+    (void)state;
+
+
+    snprintf(path, sizeof path, "%s/fake.sock", fx.dir);
+    assert_true(strlen(path) < sizeof sun.sun_path);
+    memcpy(sun.sun_path, path, strlen(path) + 1);
+    fake_lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fake_lfd >= 0);
+    assert_int_equal(bind(fake_lfd, (struct sockaddr *)&sun, sizeof sun), 0);
+    assert_int_equal(listen(fake_lfd, 4), 0);
+    assert_int_equal(pthread_create(&th, NULL, fake_server, NULL), 0);
+    fr = client_for(sun.sun_path);
+
+    static const char *const bad_acquire[] = {
+        "*2\r\n:1\r\n:2\r\n",                  /* too short */
+        "*3\r\n:1\r\n$1\r\nx\r\n:3\r\n",       /* a string inside */
+        "*3\r\n:2\r\n:1\r\n:3\r\n",            /* granted not 0/1 */
+        "*3\r\n:1\r\n:-1\r\n:3\r\n",           /* negative count */
+        "$3\r\nabc\r\n",                       /* not an array */
+        ":1\r\n",
+        "*-1\r\n",                             /* nil array */
+        "*3\r\n*0\r\n:1\r\n:1\r\n",            /* nested */
+    };
+    for (size_t i = 0; i < sizeof bad_acquire / sizeof *bad_acquire; i++) {
+        canned = bad_acquire[i];
+        assert_int_equal(ccap_sem_acquire(fr, PFX, "s", "a", 1000, 3, &res), -EPROTO);
+    }
+    canned = "*3\r\n:1\r\n:2\r\n:3\r\n"; /* well-formed: the same link still works */
+    assert_int_equal(ccap_sem_acquire(fr, PFX, "s", "a", 1000, 3, &res), 0);
+    assert_int_equal(res.granted, 1);
+    assert_int_equal(res.count, 2);
+    assert_int_equal(res.limit, 3);
+
+    canned = "-ERR boom\r\n";
+    assert_int_equal(ccap_sem_acquire(fr, PFX, "s", "a", 1000, 3, &res), -EPROTO);
+    assert_string_equal(ccap_redis_errstr(fr), "ERR boom");
+
+    canned = ":2\r\n";
+    assert_int_equal(ccap_sem_release(fr, PFX, "s", "a"), -EPROTO);
+    canned = "+OK\r\n";
+    assert_int_equal(ccap_sem_release(fr, PFX, "s", "a"), -EPROTO);
+    canned = "$-1\r\n";
+    assert_int_equal(ccap_sem_release(fr, PFX, "s", "a"), -EPROTO);
+
+    canned = ":3\r\n"; /* more missing than asked about */
+    assert_int_equal(ccap_sem_renew(fr, PFX, "s", ab, 2, 1000, 1), -EPROTO);
+    canned = ":-1\r\n";
+    assert_int_equal(ccap_sem_renew(fr, PFX, "s", ab, 2, 1000, 1), -EPROTO);
+    canned = "*1\r\n:1\r\n";
+    assert_int_equal(ccap_sem_renew(fr, PFX, "s", ab, 2, 1000, 1), -EPROTO);
+    canned = ":2\r\n";
+    assert_int_equal(ccap_sem_renew(fr, PFX, "s", ab, 2, 1000, 1), 2);
+
+    /* A bad SCRIPT LOAD answer after NOSCRIPT is an error, not a loop. */
+    canned = "-NOSCRIPT No matching script.\r\n";
+    assert_int_equal(ccap_sem_release(fr, PFX, "s", "a"), -EPROTO);
+
+    ccap_redis_free(fr);
+    shutdown(fake_lfd, SHUT_RDWR);
+    pthread_join(th, NULL);
+    close(fake_lfd);
+    fake_lfd = -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_key),
+        cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_release, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lease_expiry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_runtime_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_noscript, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ttl_covers_leases, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_key_vanishes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crashed_holder_reclaimed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_renewed_holders_survive_pause, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_renew_add_missing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_renew_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_type, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_malformed_replies, setup, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
