@@ -607,9 +607,11 @@ static int load_list(struct ctx *c, const config_setting_t *root, const char *na
     const config_setting_t *s = config_setting_get_member(root, name);
     if (!s)
         return 0;
+    size_t len = config_setting_is_aggregate(s) ? (size_t)config_setting_length(s) : 0;
+    if (config_setting_type(s) == CONFIG_TYPE_ARRAY && len == 0)
+        return 0; /* "[]": empty too */
     if (config_setting_type(s) != CONFIG_TYPE_LIST)
         return fail(c, s, name, "must be a list of groups, as in %s, not %s", example, type_name(s));
-    size_t len = (size_t)config_setting_length(s);
     if (len == 0)
         return 0;
     if (!(*arr = calloc(len, size)))

@@ -69,6 +69,10 @@ struct ccap_config {
  * -EACCES for an unreadable file, -EINVAL for bad content) and writes into
  * ERR a one-line message naming the file, the line and the setting, e.g.
  * "/etc/conncap.conf:7: semaphores[0].limit: must be an integer >= 0".
+ * Also: another open(2) errno, -EISDIR for a directory, -EIO when libconfig
+ * cannot read it, -ENOMEM. A missing file gives "FILE: cannot open: No such
+ * file or directory"; libconfig syntax errors "FILE:LINE: syntax error".
+ * Unknown settings are errors (with a "did you mean" hint when one is close).
  * Thread-safe (no global state). */
 int ccap_config_load(const char *path, struct ccap_config **out, char *err, size_t errlen);
 
@@ -85,7 +89,8 @@ const char *ccap_config_path(void);
 /* First rule that matches: checks the address SA against address patterns,
  * and each of NAMES (N_NAMES host names that resolved to that address; may be
  * 0) against host patterns, with the port of SA. Returns the rule, or NULL.
- * Rules are tried in file order; within a rule any pattern may match. */
+ * Rules are tried in file order; within a rule any pattern may match.
+ * NAMES may hold NULL entries. No allocation, no locks; thread-safe. */
 const struct ccap_rule *ccap_config_match(const struct ccap_config *cfg, const struct sockaddr *sa,
                                           socklen_t len, const char *const *names, size_t n_names);
 

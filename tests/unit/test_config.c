@@ -107,6 +107,13 @@ static void test_defaults(void **state)
     assert_int_equal(cfg->audit_maxlen, 10000);
     ccap_config_free(cfg);
 
+    /* empty lists, written either way */
+    cfg = load_ok("semaphores = ();\nrules = [];\nredis = {};\n");
+    assert_int_equal(cfg->n_sems, 0);
+    assert_int_equal(cfg->n_rules, 0);
+    assert_int_equal(cfg->redis.port, 6379);
+    ccap_config_free(cfg);
+
     /* semaphore and rule defaults */
     cfg = load_ok(SEM "rules = ( { semaphore = \"api\"; match = ( \"10.0.0.1\" ); } );\n");
     assert_int_equal(cfg->n_sems, 1);
