@@ -13,8 +13,9 @@
 -- Time is the server's (TIME), never the client's. Expired holders (score <=
 -- now) are dropped first, so a crashed holder's permit comes back after its
 -- lease whatever other holders do. The holders key gets a TTL of (latest lease
--- expiry - now) + lease: an idle semaphore vanishes, but never while a lease is
--- live.
+-- expiry - now) + lease: it never expires while a lease is live, and an idle
+-- semaphore (nobody renewing) vanishes at most one lease after its last lease
+-- ended. Releasing the last holder deletes the key at once.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local holders, limkey = KEYS[1], KEYS[2]

@@ -8,8 +8,9 @@
 -- ARGV[3..] holder ids
 -- Returns the number of holders that were missing from the set.
 --
--- Present holders get expiry now + lease (server TIME). Other holders whose
--- lease has expired are dropped afterwards. The key's TTL is then set to
+-- Present holders get expiry now + lease (server TIME); that includes one
+-- whose lease ran out but was not swept yet (nobody was admitted in its place).
+-- Other holders whose lease has expired are dropped afterwards. The key's TTL is then set to
 -- (latest expiry - now) + lease, as in acquire.lua.
 if redis.replicate_commands then redis.replicate_commands() end
 
