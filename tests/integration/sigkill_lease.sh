@@ -5,12 +5,12 @@ h_server_start 60000
 lease=1500
 h_conf "$T/c.conf" api 2 $lease 100 "127.0.0.1:$SRV_PORT"
 run() { LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$@"; }
-run python3 "$ROOT/tests/lib/pyclient.py" 127.0.0.1 "$SRV_PORT" &
+LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" python3 "$ROOT/tests/lib/pyclient.py" 127.0.0.1 "$SRV_PORT" &
 a=$!
-WAIT_S=5 h_wait_for test "$(h_holders api)" -eq 1 || h_fail "A got no permit"
-run python3 "$ROOT/tests/lib/pyclient.py" 127.0.0.1 "$SRV_PORT" &
+WAIT_S=5 h_wait_for h_holders_is api 1 || h_fail "A got no permit"
+LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" python3 "$ROOT/tests/lib/pyclient.py" 127.0.0.1 "$SRV_PORT" &
 b=$!
-WAIT_S=5 h_wait_for test "$(h_holders api)" -eq 2 || h_fail "B got no permit"
+WAIT_S=5 h_wait_for h_holders_is api 2 || h_fail "B got no permit"
 sleep 1.2   # heartbeats renew both leases meanwhile
 kill -9 $b
 t0=$(date +%s%N)

@@ -5,7 +5,7 @@ h_server_start 3000
 h_conf "$T/c.conf" api 1 5000 300 "127.0.0.1:$SRV_PORT"
 LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" python3 "$ROOT/tests/lib/pyclient.py" 127.0.0.1 "$SRV_PORT" &
 holder=$!
-WAIT_S=5 h_wait_for test "$(h_holders api)" -eq 1 || h_fail "first client got no permit"
+WAIT_S=5 h_wait_for h_holders_is api 1 || h_fail "first client got no permit"
 t0=$(date +%s%N)
 out=$(LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" python3 "$ROOT/tests/lib/pyclient.py" 127.0.0.1 "$SRV_PORT" --expect-errno ETIMEDOUT) \
     || h_fail "second client: want ETIMEDOUT, got '$out'"

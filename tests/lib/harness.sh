@@ -110,3 +110,6 @@ h_wait_for() {
     for i in $(seq $(( ${WAIT_S:-10} * 20 ))); do "$@" && return 0; sleep 0.05; done
     return 1
 }
+
+# h_holders_is SEM N: true when SEM has exactly N holders (for h_wait_for).
+h_holders_is() { [ "$(h_holders "$1")" -eq "$2" ]; }
