@@ -12,13 +12,15 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/conncap-test.XXXXXX")
 _pids=()
 
 h_cleanup() {
-    local p
+    local rc=$? p
+    set +e
     for p in "${_pids[@]}"; do kill "$p" 2>/dev/null; done
     for p in "${_pids[@]}"; do
         for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
         kill -9 "$p" 2>/dev/null
     done
     rm -rf "$T"
+    exit $rc
 }
 trap h_cleanup EXIT
 
