@@ -93,6 +93,7 @@ static void init_once(void)
         return;
     }
     ccap_log_setup(cfg->log_level, cfg->log_target);
+    ccap_sem_set_audit(cfg->audit ? cfg->audit_maxlen : 0);
     g.redis = ccap_redis_new(&cfg->redis);
     g.local_used = calloc(cfg->n_sems ? cfg->n_sems : 1, sizeof(*g.local_used));
     if (!g.redis || !g.local_used) {
@@ -183,14 +184,16 @@ static void circuit_success(void)
     g.backoff_ms = 0;
 }
 
-/* One acquire attempt under rlock. Returns 1 granted, 0 denied, -errno. */
-static int try_acquire(const struct ccap_sem_conf *s, const char *holder)
+/* One acquire attempt under rlock, WAITED ms into a wait that ends in LEFT
+ * ms (for the stats). Returns 1 granted, 0 denied, -errno. */
+static int try_acquire(const struct ccap_sem_conf *s, const char *holder, long long waited, long long left)
 {
     struct ccap_sem_result res;
     pthread_mutex_lock(&g.rlock);
     int rc = -ECONNREFUSED;
     if (!circuit_open()) {
-        rc = ccap_sem_acquire(g.redis, g.cfg->redis.key_prefix, s->name, holder, s->lease_ms, s->limit, &res);
+        rc = ccap_sem_acquire_wait(g.redis, g.cfg->redis.key_prefix, s->name, holder, s->lease_ms, s->limit,
+                                   waited, left, &res);
         if (rc == 0) circuit_success();
         else if (rc != -EPROTO) circuit_failure(rc);
     }
@@ -221,14 +224,24 @@ static int redis_down(const struct ccap_sem_conf *s, size_t sem, struct ccap_per
     }
 }
 
+/* Stats: HOLDER gave up on S after WAITED ms (best effort, under rlock). */
+static void report_timeout(const struct ccap_sem_conf *s, const char *holder, long long waited)
+{
+    pthread_mutex_lock(&g.rlock);
+    if (!circuit_open() && ccap_sem_timeout(g.redis, g.cfg->redis.key_prefix, s->name, holder, waited) < 0)
+        ccap_log(CCAP_LOG_DEBUG, "timeout of %s not counted: %s", holder, ccap_redis_errstr(g.redis));
+    pthread_mutex_unlock(&g.rlock);
+}
+
 static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd)
 {
     int wait_ms = s->wait_timeout_ms;
     if (g.cfg->nonblocking == CCAP_NONBLOCK_FAIL && (fcntl(fd, F_GETFL) & O_NONBLOCK)) wait_ms = 0;
-    long long deadline = now_ms() + wait_ms;
+    long long start = now_ms(), deadline = start + wait_ms;
     int backoff = BACKOFF_MIN_MS;
     for (;;) {
-        int rc = try_acquire(s, p->holder);
+        long long t = now_ms();
+        int rc = try_acquire(s, p->holder, t - start, deadline - t);
         if (rc == 1) return 1;
         if (rc < 0) {
             rc = redis_down(s, sem, p);
@@ -236,6 +249,7 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
         }
         long long left = deadline - now_ms();
         if (left <= 0) {
+            if (rc == 0) report_timeout(s, p->holder, now_ms() - start); /* Redis said no: stats */
             ccap_log(CCAP_LOG_WARN, "no permit of %s within %d ms: connect fails with %s", s->name, wait_ms,
                      ccap_errno_name(g.cfg->on_timeout_errno));
             return -g.cfg->on_timeout_errno;
@@ -388,14 +402,28 @@ static void renew_all(struct beat *b)
     }
 }
 
+/* ARG: per-semaphore counts of the permits registered now (stats), or NULL. */
 static void clear_local_flags(struct ccap_permit *p, void *arg)
 {
-    (void)arg;
     if (p->flags & CCAP_PERMIT_LOCAL) {
         int i = sem_index_of(p->sem);
         if (i >= 0) atomic_fetch_sub(&g.local_used[i], 1);
+        if (i >= 0 && arg) ((int *)arg)[i]++;
         p->flags &= ~CCAP_PERMIT_LOCAL;
     }
+}
+
+/* Clears the local flags of permits now registered in Redis and counts
+ * them in each semaphore's fallback_granted. Under rlock. */
+static void count_fallback(void)
+{
+    int *n = calloc(g.cfg->n_sems ? g.cfg->n_sems : 1, sizeof(*n));
+    ccap_ptab_each(clear_local_flags, n);
+    for (size_t i = 0; n && i < g.cfg->n_sems; i++)
+        if (n[i] && ccap_sem_count_fallback(g.redis, g.cfg->redis.key_prefix, g.cfg->sems[i].name, n[i]) < 0)
+            ccap_log(CCAP_LOG_DEBUG, "fallback grants of %s not counted: %s", g.cfg->sems[i].name,
+                     ccap_redis_errstr(g.redis));
+    free(n);
 }
 
 int ccap_core_heartbeat(void)
@@ -415,7 +443,7 @@ int ccap_core_heartbeat(void)
         ccap_ptab_each(collect, &b);
         if (b.n && !circuit_open()) {
             renew_all(&b);
-            if (!g.down) ccap_ptab_each(clear_local_flags, NULL); /* all registered now */
+            if (!g.down) count_fallback();  /* all registered now */
         }
     }
     for (size_t i = 0; i < b.n; i++) free((void *)b.holders[i]);

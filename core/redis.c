@@ -26,6 +26,8 @@
 extern const char ccap_lua_acquire[];
 extern const char ccap_lua_release[];
 extern const char ccap_lua_renew[];
+extern const char ccap_lua_timeout[];
+extern const char ccap_lua_reset[];
 
 #define CCAP_FD_HIGH_CAP 1024
 #define CCAP_FD_HIGH_GAP 32
@@ -45,6 +47,8 @@ static const char *const script_src[CCAP_SCRIPT_COUNT] = {
     [CCAP_SCRIPT_ACQUIRE] = ccap_lua_acquire,
     [CCAP_SCRIPT_RELEASE] = ccap_lua_release,
     [CCAP_SCRIPT_RENEW] = ccap_lua_renew,
+    [CCAP_SCRIPT_TIMEOUT] = ccap_lua_timeout,
+    [CCAP_SCRIPT_RESET] = ccap_lua_reset,
 };
 static char script_sha[CCAP_SCRIPT_COUNT][41];
 static pthread_once_t script_sha_once = PTHREAD_ONCE_INIT;

@@ -7,7 +7,9 @@
 #include "config.h"
 
 /* The embedded Lua scripts (lua/NAME.lua), in this order. */
-enum ccap_script { CCAP_SCRIPT_ACQUIRE = 0, CCAP_SCRIPT_RELEASE, CCAP_SCRIPT_RENEW, CCAP_SCRIPT_COUNT };
+enum ccap_script { CCAP_SCRIPT_ACQUIRE = 0, CCAP_SCRIPT_RELEASE, CCAP_SCRIPT_RENEW,
+                   CCAP_SCRIPT_TIMEOUT, CCAP_SCRIPT_RESET, /* ops: timeout event, conncap reset */
+                   CCAP_SCRIPT_COUNT };
 
 /* One connection. Not thread-safe: callers serialise use (core/ holds a
  * mutex around it). Errors live on the object: the last one is in

@@ -2,11 +2,24 @@
 #include "sem.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define CCAP_KEY_MAX 512
+
+static atomic_int audit_maxlen; /* 0: audit off */
+
+void ccap_sem_set_audit(int maxlen)
+{
+    atomic_store_explicit(&audit_maxlen, maxlen > 0 ? maxlen : 0, memory_order_relaxed);
+}
+
+static void audit_arg(char *buf, size_t n)
+{
+    snprintf(buf, n, "%d", atomic_load_explicit(&audit_maxlen, memory_order_relaxed));
+}
 
 int ccap_sem_key(char *out, size_t outlen, const char *prefix, const char *name, const char *suffix)
 {
@@ -46,20 +59,36 @@ static int parse_acquire(const redisReply *rep, struct ccap_sem_result *res)
 int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
                      int lease_ms, int limit, struct ccap_sem_result *res)
 {
+    return ccap_sem_acquire_wait(r, prefix, name, holder, lease_ms, limit, 0, 0, res);
+}
+
+int ccap_sem_acquire_wait(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
+                          int lease_ms, int limit, long long waited_ms, long long wait_left_ms,
+                          struct ccap_sem_result *res)
+{
     char hkey[CCAP_KEY_MAX], lkey[CCAP_KEY_MAX], lease[16], lim[16];
-    const char *args[5] = { hkey, lkey, holder, lease, lim };
+    char skey[CCAP_KEY_MAX], tkey[CCAP_KEY_MAX], wkey[CCAP_KEY_MAX], akey[CCAP_KEY_MAX]; /* stats */
+    char waited[24], left[24], audit[16];                                               /* stats */
+    const char *args[12] = { hkey, lkey, skey, tkey, wkey, akey, holder, lease, lim, waited, left, audit };
     redisReply *rep;
     int rc;
 
     if (lease_ms <= 0 || !holder)
         return -EINVAL;
     if (ccap_sem_key(hkey, sizeof hkey, prefix, name, "holders") < 0 ||
-        ccap_sem_key(lkey, sizeof lkey, prefix, name, "limit") < 0)
+        ccap_sem_key(lkey, sizeof lkey, prefix, name, "limit") < 0 ||
+        ccap_sem_key(skey, sizeof skey, prefix, name, "stats") < 0 ||
+        ccap_sem_key(tkey, sizeof tkey, prefix, name, "since") < 0 ||
+        ccap_sem_key(wkey, sizeof wkey, prefix, name, "waiters") < 0 ||
+        ccap_sem_key(akey, sizeof akey, prefix, name, "audit") < 0)
         return -ENAMETOOLONG;
     snprintf(lease, sizeof lease, "%d", lease_ms);
     snprintf(lim, sizeof lim, "%d", limit);
+    snprintf(waited, sizeof waited, "%lld", waited_ms > 0 ? waited_ms : 0);
+    snprintf(left, sizeof left, "%lld", wait_left_ms > 0 ? wait_left_ms : 0);
+    audit_arg(audit, sizeof audit);
 
-    rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, 2, 5, args, &rep);
+    rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, 6, 12, args, &rep);
     if (rc < 0)
         return rc;
     rc = parse_acquire(rep, res);
@@ -70,16 +99,21 @@ int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name,
 int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name, const char *holder)
 {
     char hkey[CCAP_KEY_MAX];
-    const char *args[2] = { hkey, holder };
+    char skey[CCAP_KEY_MAX], tkey[CCAP_KEY_MAX], akey[CCAP_KEY_MAX], audit[16]; /* stats */
+    const char *args[6] = { hkey, skey, tkey, akey, holder, audit };
     redisReply *rep;
     long long v;
     int rc;
 
     if (!holder)
         return -EINVAL;
-    if (ccap_sem_key(hkey, sizeof hkey, prefix, name, "holders") < 0)
+    if (ccap_sem_key(hkey, sizeof hkey, prefix, name, "holders") < 0 ||
+        ccap_sem_key(skey, sizeof skey, prefix, name, "stats") < 0 ||
+        ccap_sem_key(tkey, sizeof tkey, prefix, name, "since") < 0 ||
+        ccap_sem_key(akey, sizeof akey, prefix, name, "audit") < 0)
         return -ENAMETOOLONG;
-    rc = ccap_redis_script(r, CCAP_SCRIPT_RELEASE, 1, 2, args, &rep);
+    audit_arg(audit, sizeof audit);
+    rc = ccap_redis_script(r, CCAP_SCRIPT_RELEASE, 4, 6, args, &rep);
     if (rc < 0)
         return rc;
     rc = int_elem(rep, &v);
@@ -93,6 +127,7 @@ int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, c
                    size_t n, int lease_ms, int add_missing)
 {
     char hkey[CCAP_KEY_MAX], lease[16];
+    char skey[CCAP_KEY_MAX], tkey[CCAP_KEY_MAX]; /* stats */
     const char **args;
     redisReply *rep;
     long long v;
@@ -102,19 +137,23 @@ int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, c
         return -EINVAL;
     if (n == 0)
         return 0;
-    if (ccap_sem_key(hkey, sizeof hkey, prefix, name, "holders") < 0)
+    if (ccap_sem_key(hkey, sizeof hkey, prefix, name, "holders") < 0 ||
+        ccap_sem_key(skey, sizeof skey, prefix, name, "stats") < 0 ||
+        ccap_sem_key(tkey, sizeof tkey, prefix, name, "since") < 0)
         return -ENAMETOOLONG;
-    args = malloc(sizeof *args * (n + 3));
+    args = malloc(sizeof *args * (n + 5));
     if (!args)
         return -ENOMEM;
     snprintf(lease, sizeof lease, "%d", lease_ms);
     args[0] = hkey;
-    args[1] = lease;
-    args[2] = add_missing ? "1" : "0";
+    args[1] = skey;
+    args[2] = tkey;
+    args[3] = lease;
+    args[4] = add_missing ? "1" : "0";
     for (size_t i = 0; i < n; i++)
-        args[3 + i] = holders[i];
+        args[5 + i] = holders[i];
 
-    rc = ccap_redis_script(r, CCAP_SCRIPT_RENEW, 1, (int)(n + 3), args, &rep);
+    rc = ccap_redis_script(r, CCAP_SCRIPT_RENEW, 3, (int)(n + 5), args, &rep);
     free(args);
     if (rc < 0)
         return rc;
@@ -123,4 +162,71 @@ int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, c
         rc = -EPROTO;
     freeReplyObject(rep);
     return rc < 0 ? rc : (int)v;
+}
+
+int ccap_sem_timeout(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
+                     long long waited_ms)
+{
+    char skey[CCAP_KEY_MAX], wkey[CCAP_KEY_MAX], akey[CCAP_KEY_MAX], waited[24], audit[16];
+    const char *args[6] = { skey, wkey, akey, holder, waited, audit };
+    redisReply *rep;
+    int rc;
+
+    if (!holder)
+        return -EINVAL;
+    if (ccap_sem_key(skey, sizeof skey, prefix, name, "stats") < 0 ||
+        ccap_sem_key(wkey, sizeof wkey, prefix, name, "waiters") < 0 ||
+        ccap_sem_key(akey, sizeof akey, prefix, name, "audit") < 0)
+        return -ENAMETOOLONG;
+    snprintf(waited, sizeof waited, "%lld", waited_ms > 0 ? waited_ms : 0);
+    audit_arg(audit, sizeof audit);
+    rc = ccap_redis_script(r, CCAP_SCRIPT_TIMEOUT, 3, 6, args, &rep);
+    if (rc < 0)
+        return rc;
+    freeReplyObject(rep);
+    return 0;
+}
+
+int ccap_sem_count_fallback(struct ccap_redis *r, const char *prefix, const char *name, int n)
+{
+    char skey[CCAP_KEY_MAX], num[16];
+    const char *argv[4] = { "HINCRBY", skey, CCAP_STAT_FALLBACK, num };
+    redisReply *rep;
+    int rc;
+
+    if (n <= 0)
+        return n < 0 ? -EINVAL : 0;
+    if (ccap_sem_key(skey, sizeof skey, prefix, name, "stats") < 0)
+        return -ENAMETOOLONG;
+    snprintf(num, sizeof num, "%d", n);
+    rc = ccap_redis_command(r, 4, argv, &rep);
+    if (rc < 0)
+        return rc;
+    rc = rep->type == REDIS_REPLY_INTEGER ? 0 : -EPROTO;
+    freeReplyObject(rep);
+    return rc;
+}
+
+int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, const char *who)
+{
+    char hkey[CCAP_KEY_MAX], tkey[CCAP_KEY_MAX], skey[CCAP_KEY_MAX], akey[CCAP_KEY_MAX], audit[16];
+    const char *args[6] = { hkey, tkey, skey, akey, audit, who ? who : "" };
+    redisReply *rep;
+    long long v;
+    int rc;
+
+    if (ccap_sem_key(hkey, sizeof hkey, prefix, name, "holders") < 0 ||
+        ccap_sem_key(tkey, sizeof tkey, prefix, name, "since") < 0 ||
+        ccap_sem_key(skey, sizeof skey, prefix, name, "stats") < 0 ||
+        ccap_sem_key(akey, sizeof akey, prefix, name, "audit") < 0)
+        return -ENAMETOOLONG;
+    audit_arg(audit, sizeof audit);
+    rc = ccap_redis_script(r, CCAP_SCRIPT_RESET, 4, 6, args, &rep);
+    if (rc < 0)
+        return rc;
+    rc = int_elem(rep, &v);
+    if (rc == 0 && v < 0)
+        rc = -EPROTO;
+    freeReplyObject(rep);
+    return rc < 0 ? rc : (int)(v > 0x7fffffff ? 0x7fffffff : v);
 }

@@ -9,6 +9,12 @@
  *   <prefix>{<name>}:holders  sorted set: member holder id, score lease expiry
  *                             (ms of Redis server TIME)
  *   <prefix>{<name>}:limit    optional runtime override of the limit (string)
+ *   <prefix>{<name>}:stats    ops counters (hash, no TTL): see CCAP_STAT_*
+ *   <prefix>{<name>}:since    holder id -> acquire time (ms of server TIME);
+ *                             lives as long as the holders key
+ *   <prefix>{<name>}:waiters  sorted set: holder id -> when its wait ends (ms)
+ *   <prefix>{<name>}:audit    stream of acquire/release/timeout/reset events,
+ *                             only when audit is on (XADD MAXLEN ~ audit_maxlen)
  * Algorithm: a leased counting semaphore as a sorted set of holders (as in
  * the "fair semaphore" of Redis in Action, 6.3, with server time and leases
  * instead of client time), one atomic Lua script per operation. */
@@ -18,6 +24,25 @@ struct ccap_sem_result {
     long long count;    /* holders after the call */
     long long limit;    /* limit in force (override or configured) */
 };
+
+/* Fields of the stats hash (monotonic counters unless noted). */
+#define CCAP_STAT_ACQUIRED "acquired"          /* permits granted by Redis */
+#define CCAP_STAT_RELEASED "released"          /* permits given back */
+#define CCAP_STAT_TIMED_OUT "timed_out"        /* waits that gave up */
+#define CCAP_STAT_DENIED "denied"              /* acquire attempts refused (every retry) */
+#define CCAP_STAT_RECLAIMED "reclaimed"        /* holders dropped at lease expiry */
+#define CCAP_STAT_REREGISTERED "reregistered"  /* holders re-added by renew */
+#define CCAP_STAT_FALLBACK "fallback_granted"  /* granted while Redis was down, counted on recovery */
+#define CCAP_STAT_RESET_DROPPED "reset_dropped"/* holders dropped by conncap reset */
+#define CCAP_STAT_FULL_SINCE "full_since"      /* gauge: ms (server TIME) since no permit is free; absent if one is */
+#define CCAP_STAT_LIMIT "limit"                /* gauge: limit in force at the last acquire */
+#define CCAP_STAT_WAIT_COUNT "wait_count"      /* waits ended (granted or timed out) */
+#define CCAP_STAT_WAIT_SUM "wait_sum_ms"       /* their total ms */
+/* Wait-time histogram: field "wait_le_<B>" counts waits of ms in
+ * (previous bound, B] (not cumulative), "wait_le_inf" the longer ones. The
+ * bounds are also in lua/acquire.lua and lua/timeout.lua. */
+#define CCAP_WAIT_BOUNDS_MS { 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000 }
+#define CCAP_WAIT_N_BOUNDS 12
 
 /* Writes "<prefix>{<name>}:<suffix>" into OUT. Returns its length, or
  * -ENAMETOOLONG when OUTLEN is too small. */
@@ -30,6 +55,36 @@ int ccap_sem_key(char *out, size_t outlen, const char *prefix, const char *name,
  * ccap_redis_script. Never waits. */
 int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
                      int lease_ms, int limit, struct ccap_sem_result *res);
+
+/* As ccap_sem_acquire, for an acquirer that has waited WAITED_MS so far
+ * (its own monotonic clock) and gives up in WAIT_LEFT_MS (0: it will not
+ * wait). A grant feeds the wait histogram with WAITED_MS and counts
+ * acquired; a refusal counts denied and lists HOLDER in the waiters set
+ * until it gets a permit, times out, or WAIT_LEFT_MS + 1 s pass. */
+int ccap_sem_acquire_wait(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
+                          int lease_ms, int limit, long long waited_ms, long long wait_left_ms,
+                          struct ccap_sem_result *res);
+
+/* HOLDER gave up waiting for NAME after WAITED_MS: counts timed_out, feeds
+ * the wait histogram, takes HOLDER off the waiters set, and appends a timeout
+ * event to the audit stream when audit is on. Returns 0 or -errno as
+ * ccap_redis_script. */
+int ccap_sem_timeout(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
+                     long long waited_ms);
+
+/* Adds N to NAME's fallback_granted counter (permits granted while Redis
+ * was down, now registered). Returns 0 or -errno as ccap_redis_command. */
+int ccap_sem_count_fallback(struct ccap_redis *r, const char *prefix, const char *name, int n);
+
+/* Drops every holder of NAME (and their acquire times); counters stay.
+ * Appends a reset event naming WHO when audit is on. Returns the number of
+ * holders dropped, or -errno as ccap_redis_script. */
+int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, const char *who);
+
+/* Audit: MAXLEN > 0 makes acquire, release, timeout and reset append events
+ * to <prefix>{<name>}:audit (XADD MAXLEN ~ MAXLEN); 0 turns it off (the
+ * default). Process-wide; thread-safe (an atomic). */
+void ccap_sem_set_audit(int maxlen);
 
 /* Releases HOLDER's permit on NAME. Idempotent; removes no other holder.
  * Returns 1 if a permit was removed, 0 if HOLDER held none, or -errno. */

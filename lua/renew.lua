@@ -6,6 +6,11 @@
 --          they hold live connections that Redis forgot, e.g. after a restart
 --          or failover), 0 to only count them
 -- ARGV[3..] holder ids
+-- stats (ops, issue 7): keys appended after the above --
+-- KEYS[2]  <prefix>{name}:stats  KEYS[3] <prefix>{name}:since  (see acquire.lua)
+-- Counts re-added holders (reregistered) and swept ones (reclaimed); a
+-- re-added holder's acquire time becomes now if Redis lost it.
+-- -- end stats --
 -- Returns the number of holders that were missing from the set.
 --
 -- Present holders get expiry now + lease (server TIME); that includes one
@@ -33,10 +38,14 @@ for i = 3, #ARGV do
         missing = missing + 1
         if add_missing then
             redis.call('ZADD', holders, expiry, ARGV[i])
+            redis.call('HSETNX', KEYS[3], ARGV[i], string.format('%d', now)) -- stats
         end
     end
 end
 
+-- stats: the holders the sweep below drops (their lease ended) --
+local swept = redis.call('ZRANGEBYSCORE', holders, '-inf', now)
+-- end stats --
 redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
 
 if redis.call('ZCARD', holders) > 0 then
@@ -45,4 +54,24 @@ if redis.call('ZCARD', holders) > 0 then
     if ttl < lease then ttl = lease end
     redis.call('PEXPIRE', holders, string.format('%d', ttl))
 end
+-- stats: reregistered, reclaimed, acquire times, full_since --
+do
+    local stats, since = KEYS[2], KEYS[3]
+    if add_missing and missing > 0 then
+        redis.call('HINCRBY', stats, 'reregistered', missing)
+    end
+    if #swept > 0 then
+        redis.call('HINCRBY', stats, 'reclaimed', #swept)
+        for i = 1, #swept, 1000 do
+            redis.call('HDEL', since, unpack(swept, i, math.min(i + 999, #swept)))
+        end
+        local lim = tonumber(redis.call('HGET', stats, 'limit'))
+        if lim and redis.call('ZCARD', holders) < lim then
+            redis.call('HDEL', stats, 'full_since')
+        end
+    end
+    local pttl = redis.call('PTTL', holders)
+    if pttl > 0 then redis.call('PEXPIRE', since, pttl) end
+end
+-- end stats --
 return missing

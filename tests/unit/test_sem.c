@@ -643,6 +643,298 @@ static void test_malformed_replies(void **state)
     fake_lfd = -1;
 }
 
+/* ---- ops stats (issue 7): counters, histogram, acquire times, waiters, audit ---- */
+
+/* A field of NAME's stats hash as a number; -1 when absent. */
+static long long stat_of(const char *name, const char *field)
+{
+    redisReply *rep = redisCommand(CLI, "HGET " PFX "{%s}:stats %s", name, field);
+    long long v = -1;
+
+    assert_non_null(rep);
+    if (rep->type == REDIS_REPLY_STRING)
+        v = atoll(rep->str);
+    else
+        assert_int_equal(rep->type, REDIS_REPLY_NIL);
+    freeReplyObject(rep);
+    return v;
+}
+
+static long long server_now_ms(void)
+{
+    redisReply *rep = redisCommand(CLI, "TIME");
+    long long v;
+
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_ARRAY);
+    v = atoll(rep->element[0]->str) * 1000 + atoll(rep->element[1]->str) / 1000;
+    freeReplyObject(rep);
+    return v;
+}
+
+static struct ccap_sem_result acq_wait(const char *name, const char *holder, int limit, long long waited, long long left)
+{
+    struct ccap_sem_result res = { -1, -1, -1 };
+
+    assert_int_equal(ccap_sem_acquire_wait(R, PFX, name, holder, 10000, limit, waited, left, &res), 0);
+    return res;
+}
+
+static void test_stats_counters(void **state)
+{
+    (void)state;
+
+    assert_int_equal(acq_wait("st", "A", 1, 0, 0).granted, 1);
+    assert_int_equal(stat_of("st", CCAP_STAT_ACQUIRED), 1);
+    assert_int_equal(stat_of("st", "wait_le_1"), 1);
+    assert_int_equal(stat_of("st", CCAP_STAT_WAIT_COUNT), 1);
+    assert_int_equal(stat_of("st", CCAP_STAT_WAIT_SUM), 0);
+    assert_int_equal(stat_of("st", CCAP_STAT_DENIED), -1);
+    assert_int_equal(stat_of("st", CCAP_STAT_LIMIT), 1);
+
+    /* Re-asking holder: no second grant counted. */
+    assert_int_equal(acq_wait("st", "A", 1, 0, 0).granted, 1);
+    assert_int_equal(stat_of("st", CCAP_STAT_ACQUIRED), 1);
+
+    /* B is refused twice while waiting, listed as a waiter, then gives up. */
+    assert_int_equal(acq_wait("st", "B", 1, 0, 600).granted, 0);
+    assert_int_equal(acq_wait("st", "B", 1, 300, 300).granted, 0);
+    assert_int_equal(stat_of("st", CCAP_STAT_DENIED), 2);
+    assert_int_equal(cli_int("ZCARD " PFX "{st}:waiters"), 1);
+    assert_true(cli_int("PTTL " PFX "{st}:waiters") > 0);
+    assert_int_equal(ccap_sem_timeout(R, PFX, "st", "B", 700), 0);
+    assert_int_equal(stat_of("st", CCAP_STAT_TIMED_OUT), 1);
+    assert_int_equal(stat_of("st", "wait_le_1000"), 1);
+    assert_int_equal(stat_of("st", CCAP_STAT_WAIT_COUNT), 2);
+    assert_int_equal(stat_of("st", CCAP_STAT_WAIT_SUM), 700);
+    assert_int_equal(cli_int("EXISTS " PFX "{st}:waiters"), 0);
+    assert_int_equal(n_holders("st"), 1); /* a timeout touches no holder */
+
+    /* A refusal of an acquirer that will not wait lists no waiter. */
+    assert_int_equal(acq_wait("st", "C", 1, 0, 0).granted, 0);
+    assert_int_equal(cli_int("EXISTS " PFX "{st}:waiters"), 0);
+
+    /* A waiter that gets its permit leaves the waiters set, its wait counted. */
+    assert_int_equal(acq_wait("st", "D", 1, 0, 5000).granted, 0);
+    assert_int_equal(ccap_sem_release(R, PFX, "st", "A"), 1);
+    assert_int_equal(ccap_sem_release(R, PFX, "st", "A"), 0);
+    assert_int_equal(stat_of("st", CCAP_STAT_RELEASED), 1);
+    assert_int_equal(acq_wait("st", "D", 1, 42, 4958).granted, 1);
+    assert_int_equal(cli_int("EXISTS " PFX "{st}:waiters"), 0);
+    assert_int_equal(stat_of("st", "wait_le_50"), 1);
+    assert_int_equal(stat_of("st", CCAP_STAT_ACQUIRED), 2);
+    assert_int_equal(stat_of("st", CCAP_STAT_WAIT_SUM), 742);
+
+    /* A waiter that crashed (no timeout call) drops out when its wait ends. */
+    assert_int_equal(acq_wait("st", "E", 1, 0, 1).granted, 0);
+    assert_int_equal(cli_int("ZCARD " PFX "{st}:waiters"), 1);
+    fx_sleep_ms(1200);
+    assert_int_equal(acq_wait("st", "F", 1, 0, 0).granted, 0);
+    assert_int_equal(cli_int("EXISTS " PFX "{st}:waiters"), 0);
+
+    /* Counters are monotonic (Prometheus counters): the hash has no TTL. */
+    assert_int_equal(cli_int("PTTL " PFX "{st}:stats"), -1);
+    assert_int_equal(ccap_sem_release(R, PFX, "st", "D"), 1);
+    assert_false(key_exists("st"));
+    assert_int_equal(stat_of("st", CCAP_STAT_ACQUIRED), 2);
+    assert_int_equal(stat_of("st", CCAP_STAT_RELEASED), 2);
+}
+
+/* Every bound of CCAP_WAIT_BOUNDS_MS is the one the scripts use: a wait of
+ * exactly B lands in wait_le_B, one of B + 1 in the next bucket. */
+static void test_stats_histogram_bounds(void **state)
+{
+    static const int bounds[] = CCAP_WAIT_BOUNDS_MS;
+    char field[32], h[32];
+    long long sum = 0, n = 0;
+    (void)state;
+
+    assert_int_equal(sizeof bounds / sizeof *bounds, CCAP_WAIT_N_BOUNDS);
+    for (int i = 0; i < CCAP_WAIT_N_BOUNDS; i++) {
+        snprintf(h, sizeof h, "g%d", i);
+        assert_int_equal(acq_wait("hist", h, 1000, bounds[i], 0).granted, 1);
+        snprintf(h, sizeof h, "t%d", i);
+        assert_int_equal(ccap_sem_timeout(R, PFX, "hist", h, bounds[i] + 1), 0);
+        sum += 2LL * bounds[i] + 1;
+        n += 2;
+    }
+    for (int i = 0; i < CCAP_WAIT_N_BOUNDS; i++) {
+        snprintf(field, sizeof field, "wait_le_%d", bounds[i]);
+        /* B itself, plus the timeout of the previous bound + 1 when that is <= B */
+        assert_int_equal(stat_of("hist", field), i == 0 ? 1 : 2);
+    }
+    assert_int_equal(stat_of("hist", "wait_le_inf"), 1);
+    assert_int_equal(stat_of("hist", CCAP_STAT_WAIT_COUNT), n);
+    assert_int_equal(stat_of("hist", CCAP_STAT_WAIT_SUM), sum);
+    assert_int_equal(stat_of("hist", CCAP_STAT_TIMED_OUT), CCAP_WAIT_N_BOUNDS);
+    assert_int_equal(stat_of("hist", CCAP_STAT_ACQUIRED), CCAP_WAIT_N_BOUNDS);
+}
+
+static void test_stats_since_and_reclaimed(void **state)
+{
+    const char *y[] = { "Y" };
+    long long t0 = server_now_ms(), at;
+    (void)state;
+
+    assert_int_equal(acq("since", "old", 300, 5).granted, 1);
+    assert_int_equal(acq("since", "Y", 10000, 5).granted, 1);
+    fx_sleep_ms(400);
+    /* The sweep in acquire reclaims "old" and forgets its acquire time. */
+    assert_int_equal(acq("since", "Z", 300, 5).count, 2);
+    assert_int_equal(stat_of("since", CCAP_STAT_RECLAIMED), 1);
+    assert_int_equal(cli_int("HEXISTS " PFX "{since}:since old"), 0);
+    assert_int_equal(cli_int("HLEN " PFX "{since}:since"), 2);
+    fx_sleep_ms(400);
+    /* The sweep in renew reclaims "Z". */
+    assert_int_equal(renew("since", y, 1, 10000, 0), 0);
+    assert_int_equal(stat_of("since", CCAP_STAT_RECLAIMED), 2);
+    assert_int_equal(cli_int("HEXISTS " PFX "{since}:since Z"), 0);
+    /* The acquire time is the server's, and stays put on renew. */
+    assert_int_equal(cli_int("HEXISTS " PFX "{since}:since Y"), 1);
+    redisReply *rep = redisCommand(CLI, "HGET " PFX "{since}:since Y");
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    at = atoll(rep->str);
+    freeReplyObject(rep);
+    assert_true(at >= t0 - 5 && at <= t0 + 5000);
+    /* It lives exactly as long as the holders key. */
+    assert_true(cli_int("PTTL " PFX "{since}:since") > 0);
+    assert_true(cli_int("PTTL " PFX "{since}:since") <= cli_int("PTTL " PFX "{since}:holders") + 50);
+    assert_int_equal(ccap_sem_release(R, PFX, "since", "Y"), 1);
+    assert_int_equal(cli_int("EXISTS " PFX "{since}:since"), 0);
+}
+
+static void test_stats_reregistered_and_fallback(void **state)
+{
+    const char *ab[] = { "A", "B" };
+    (void)state;
+
+    assert_int_equal(acq("rr", "A", 10000, 3).granted, 1);
+    assert_int_equal(acq("rr", "B", 10000, 3).granted, 1);
+    cli_ok("DEL " PFX "{rr}:holders " PFX "{rr}:since");
+    assert_int_equal(renew("rr", ab, 2, 10000, 0), 2); /* only counted as missing */
+    assert_int_equal(stat_of("rr", CCAP_STAT_REREGISTERED), -1);
+    assert_int_equal(renew("rr", ab, 2, 10000, 1), 2);
+    assert_int_equal(stat_of("rr", CCAP_STAT_REREGISTERED), 2);
+    assert_int_equal(cli_int("HLEN " PFX "{rr}:since"), 2); /* age restarts at re-registration */
+    assert_int_equal(renew("rr", ab, 2, 10000, 1), 0);
+    assert_int_equal(stat_of("rr", CCAP_STAT_REREGISTERED), 2);
+
+    assert_int_equal(ccap_sem_count_fallback(R, PFX, "rr", 0), 0);
+    assert_int_equal(stat_of("rr", CCAP_STAT_FALLBACK), -1);
+    assert_int_equal(ccap_sem_count_fallback(R, PFX, "rr", 3), 0);
+    assert_int_equal(ccap_sem_count_fallback(R, PFX, "rr", 2), 0);
+    assert_int_equal(stat_of("rr", CCAP_STAT_FALLBACK), 5);
+    assert_int_equal(ccap_sem_count_fallback(R, PFX, "rr", -1), -EINVAL);
+}
+
+static void test_stats_full_since(void **state)
+{
+    long long t0 = server_now_ms(), fs;
+    (void)state;
+
+    assert_int_equal(acq("full", "A", 10000, 2).granted, 1);
+    assert_int_equal(stat_of("full", CCAP_STAT_FULL_SINCE), -1);
+    assert_int_equal(acq("full", "B", 10000, 2).granted, 1);
+    fs = stat_of("full", CCAP_STAT_FULL_SINCE);
+    assert_true(fs >= t0 - 5 && fs <= t0 + 5000);
+    fx_sleep_ms(20);
+    assert_int_equal(acq("full", "C", 10000, 2).granted, 0);
+    assert_int_equal(stat_of("full", CCAP_STAT_FULL_SINCE), fs); /* kept, not moved */
+    assert_int_equal(ccap_sem_release(R, PFX, "full", "B"), 1);
+    assert_int_equal(stat_of("full", CCAP_STAT_FULL_SINCE), -1);
+    assert_int_equal(acq("full", "B", 10000, 2).granted, 1);
+    assert_true(stat_of("full", CCAP_STAT_FULL_SINCE) > 0);
+    /* Raising the limit frees a permit: the next acquire clears it. */
+    cli_ok("SET " PFX "{full}:limit 5");
+    assert_int_equal(acq("full", "C", 10000, 2).granted, 1);
+    assert_int_equal(stat_of("full", CCAP_STAT_FULL_SINCE), -1);
+    assert_int_equal(stat_of("full", CCAP_STAT_LIMIT), 5);
+    /* Over the limit (lowered under live holders): releasing one keeps it full. */
+    cli_ok("SET " PFX "{full}:limit 1");
+    assert_int_equal(acq("full", "D", 10000, 2).granted, 0);
+    assert_true(stat_of("full", CCAP_STAT_FULL_SINCE) > 0);
+    assert_int_equal(ccap_sem_release(R, PFX, "full", "C"), 1);
+    assert_true(stat_of("full", CCAP_STAT_FULL_SINCE) > 0);
+}
+
+static void test_reset(void **state)
+{
+    (void)state;
+
+    for (int i = 0; i < 3; i++) {
+        char h[8];
+        snprintf(h, sizeof h, "h%d", i);
+        assert_int_equal(acq("rst", h, 10000, 3).granted, 1);
+    }
+    assert_true(stat_of("rst", CCAP_STAT_FULL_SINCE) > 0);
+    assert_int_equal(ccap_sem_reset(R, PFX, "rst", "test"), 3);
+    assert_false(key_exists("rst"));
+    assert_int_equal(cli_int("EXISTS " PFX "{rst}:since"), 0);
+    assert_int_equal(stat_of("rst", CCAP_STAT_FULL_SINCE), -1);
+    assert_int_equal(stat_of("rst", CCAP_STAT_RESET_DROPPED), 3);
+    assert_int_equal(stat_of("rst", CCAP_STAT_ACQUIRED), 3); /* counters stay */
+    assert_int_equal(ccap_sem_reset(R, PFX, "rst", "test"), 0);
+    assert_int_equal(acq("rst", "n", 10000, 3).count, 1);
+}
+
+/* The event list of NAME's audit stream, as "event:holder" words. */
+static void audit_events(const char *name, char *out, size_t n)
+{
+    redisReply *rep = redisCommand(CLI, "XRANGE " PFX "{%s}:audit - +", name);
+
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_ARRAY);
+    out[0] = '\0';
+    for (size_t i = 0; i < rep->elements; i++) {
+        redisReply *f = rep->element[i]->element[1];
+        const char *ev = "?", *who = "";
+        for (size_t j = 0; j + 1 < f->elements; j += 2) {
+            if (!strcmp(f->element[j]->str, "event")) ev = f->element[j + 1]->str;
+            if (!strcmp(f->element[j]->str, "holder") || !strcmp(f->element[j]->str, "by"))
+                who = f->element[j + 1]->str;
+        }
+        snprintf(out + strlen(out), n - strlen(out), "%s%s:%s", i ? " " : "", ev, who);
+    }
+    freeReplyObject(rep);
+}
+
+static void test_audit(void **state)
+{
+    char ev[1024];
+    (void)state;
+
+    assert_int_equal(acq("aud", "A", 10000, 1).granted, 1); /* audit off: nothing */
+    assert_int_equal(cli_int("EXISTS " PFX "{aud}:audit"), 0);
+    ccap_sem_set_audit(50);
+    assert_int_equal(acq("aud", "B", 10000, 1).granted, 0); /* refusals are not events */
+    assert_int_equal(ccap_sem_timeout(R, PFX, "aud", "B", 12), 0);
+    assert_int_equal(ccap_sem_release(R, PFX, "aud", "A"), 1);
+    assert_int_equal(ccap_sem_release(R, PFX, "aud", "A"), 0); /* nothing released: no event */
+    assert_int_equal(acq_wait("aud", "C", 1, 7, 100).granted, 1);
+    assert_int_equal(ccap_sem_reset(R, PFX, "aud", "ops@box"), 1);
+    audit_events("aud", ev, sizeof ev);
+    assert_string_equal(ev, "timeout:B release:A acquire:C reset:ops@box");
+    redisReply *rep = redisCommand(CLI, "XREVRANGE " PFX "{aud}:audit + - COUNT 2");
+    assert_non_null(rep);
+    assert_int_equal(rep->elements, 2);
+    redisReply *f = rep->element[1]->element[1]; /* the acquire */
+    assert_string_equal(f->element[4]->str, "wait_ms");
+    assert_string_equal(f->element[5]->str, "7");
+    freeReplyObject(rep);
+
+    /* Bounded: MAXLEN ~ trims whole stream nodes (100 entries by default). */
+    for (int i = 0; i < 400; i++) {
+        assert_int_equal(acq("aud", "X", 10000, 1).granted, 1);
+        assert_int_equal(ccap_sem_release(R, PFX, "aud", "X"), 1);
+    }
+    long long len = cli_int("XLEN " PFX "{aud}:audit");
+    assert_true(len >= 50 && len <= 50 + 200);
+    ccap_sem_set_audit(0);
+    assert_int_equal(acq("aud", "Y", 10000, 1).granted, 1);
+    assert_int_equal(cli_int("XLEN " PFX "{aud}:audit"), len);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -662,6 +954,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_wrong_type, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_malformed_replies, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stats_counters, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stats_histogram_bounds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stats_since_and_reclaimed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stats_reregistered_and_fallback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stats_full_since, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reset, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_audit, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
