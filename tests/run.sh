@@ -6,7 +6,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 BUILD=${BUILD:-build}
 export BUILD ROOT
-pass=0; fail=0; failed=()
+pass=0; fail=0; skip=0; failed=()
 sel=("$@")
 
 want() {
@@ -25,6 +25,8 @@ run_one() { # kind name cmd...
     timeout 300 "$@" >"$log" 2>&1; rc=$?
     if [ $rc -eq 0 ]; then
         pass=$((pass + 1)); printf 'PASS %-40s %3ss\n' "$name" $((SECONDS - t0))
+    elif [ $rc -eq 77 ]; then
+        skip=$((skip + 1)); printf 'SKIP %-40s %s\n' "$name" "$(tail -n 1 "$log")"
     else
         fail=$((fail + 1)); failed+=("$name")
         printf 'FAIL %-40s %3ss (exit %d)\n' "$name" $((SECONDS - t0)) $rc
@@ -45,5 +47,5 @@ done
 
 echo
 [ $fail -gt 0 ] && echo "failed: ${failed[*]} (logs in $BUILD/test-logs/)"
-echo "$pass passed, $fail failed"
+echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ] && [ $pass -gt 0 ]

@@ -1,5 +1,6 @@
 # cap_real_clients.sh -- 30 concurrent curl and python3 clients, limit 4: the server sees at most 4.
 . "$(dirname "$0")/../lib/harness.sh"
+h_plain_only
 h_redis_start
 h_server_start 300
 h_conf "$T/c.conf" api 4 5000 20000 "127.0.0.1:$SRV_PORT"

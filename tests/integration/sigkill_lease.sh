@@ -1,5 +1,6 @@
 # sigkill_lease.sh -- a SIGKILLed holder's permit returns within lease + one heartbeat, while others keep acquiring.
 . "$(dirname "$0")/../lib/harness.sh"
+h_plain_only
 h_redis_start
 h_server_start 60000
 lease=1500

@@ -1,5 +1,6 @@
 # unmatched_no_redis.sh -- an unmatched destination causes no Redis command at all.
 . "$(dirname "$0")/../lib/harness.sh"
+h_plain_only
 h_redis_start
 h_server_start 10
 h_conf "$T/c.conf" api 2 5000 1000 "10.99.0.0/16:443"

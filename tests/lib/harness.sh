@@ -6,6 +6,12 @@ ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 BUILD=${BUILD:-build}
 case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
 LIB="$BUILD/libconncap.so"
+# A sanitizer runtime must come first in the process: preload it before the
+# shim (our own test programs are built with the same sanitizer).
+case "${SAN:-}" in
+    asan) LIB="$(${CC:-cc} -print-file-name=libasan.so):$LIB" ;;
+    tsan) LIB="$(${CC:-cc} -print-file-name=libtsan.so):$LIB" ;;
+esac
 CLI="$BUILD/conncap"
 PROGS="$BUILD/progs"
 T=$(mktemp -d "${TMPDIR:-/tmp}/conncap-test.XXXXXX")
@@ -23,6 +29,17 @@ h_cleanup() {
     exit $rc
 }
 trap h_cleanup EXIT
+
+# h_plain_only: this test runs third-party programs (curl, python3, nc)
+# under the shim; a sanitizer-built shim cannot be preloaded into them (the
+# sanitizer runtime must come first in the process), so under SAN=... the
+# test reports itself skipped (exit 77) and says why.
+h_plain_only() {
+    if [ -n "${SAN:-}" ]; then
+        echo "skipped under SAN=$SAN: third-party programs cannot host a sanitizer-built shim"
+        exit 77
+    fi
+}
 
 h_fail() { echo "FAIL: $*" >&2; exit 1; }
 h_note() { echo "  $*" >&2; }
@@ -115,3 +132,168 @@ h_wait_for() {
 
 # h_holders_is SEM N: true when SEM has exactly N holders (for h_wait_for).
 h_holders_is() { [ "$(h_holders "$1")" -eq "$2" ]; }
+
+# ---- Redis failures, Sentinel, Cluster (tests/integration/redis_*.sh) ----
+
+# h_free_ports N: prints N distinct free TCP ports on 127.0.0.1, one a line
+# (one interpreter start for all of them).
+h_free_ports() {
+    python3 -c '
+import socket, sys
+ss = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1", 0))
+print("\n".join(str(s.getsockname()[1]) for s in ss))' "$1"
+}
+
+# h_wait_pid_gone PID [SECONDS]: waits until PID has exited.
+h_wait_pid_gone() {
+    local i
+    for i in $(seq $(( ${2:-10} * 20 ))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
+    return 1
+}
+
+# h_redis_restart [NAME]: stops the private redis-server (SIGTERM, by pid)
+# and starts it again on the same port, socket and folder, with the same
+# $REDIS_EXTRA. Without persistence in $REDIS_EXTRA it comes back empty.
+# $RESTART_GAP_S seconds pass between stop and start (default 0).
+h_redis_restart() {
+    local n=${1:-redis}
+    h_redis_stop
+    sleep "${RESTART_GAP_S:-0}"
+    h_redis_spawn_again "$n"
+}
+
+# h_redis_spawn_again [NAME]: starts the private redis-server again after
+# h_redis_stop (same port, socket, folder); waits for PING.
+h_redis_spawn_again() {
+    local n=${1:-redis} i
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --unixsocket "$REDIS_SOCK" \
+        --unixsocketperm 700 --dir "$T/$n" --save '' --appendonly no --daemonize no \
+        --logfile "$T/$n.log" ${REDIS_EXTRA:-} &
+    REDIS_PID=$!
+    _pids+=("$REDIS_PID")
+    for i in $(seq 100); do
+        redis-cli -s "$REDIS_SOCK" ping 2>/dev/null | grep -q PONG && return 0
+        sleep 0.05
+    done
+    h_fail "redis-server did not start again (see $T/$n.log)"
+}
+
+# h_sentinel_start: a master and one replica (redis-server) and three
+# sentinels (redis-sentinel) watching them as "mymaster", with short
+# timeouts (down-after 500 ms, failover-timeout 2000 ms). Sets
+# SENT_MASTER_PORT, SENT_REPLICA_PORT, SENT_MASTER_PID, SENT_REPLICA_PID,
+# SENT_PORTS (array), SENT_NAME. Returns once every sentinel knows the
+# replica and the two other sentinels.
+h_sentinel_start() {
+    local ports p i k
+    SENT_NAME=mymaster
+    mapfile -t ports < <(h_free_ports 5)
+    SENT_MASTER_PORT=${ports[0]}
+    SENT_REPLICA_PORT=${ports[1]}
+    SENT_PORTS=("${ports[2]}" "${ports[3]}" "${ports[4]}")
+    mkdir -p "$T/smaster" "$T/sreplica"
+    redis-server --port "$SENT_MASTER_PORT" --bind 127.0.0.1 --dir "$T/smaster" --save '' \
+        --appendonly no --daemonize no --logfile "$T/smaster.log" ${SENT_EXTRA:-} &
+    SENT_MASTER_PID=$!
+    _pids+=("$SENT_MASTER_PID")
+    redis-server --port "$SENT_REPLICA_PORT" --bind 127.0.0.1 --dir "$T/sreplica" --save '' \
+        --appendonly no --daemonize no --logfile "$T/sreplica.log" \
+        --replicaof 127.0.0.1 "$SENT_MASTER_PORT" ${SENT_EXTRA:-} &
+    SENT_REPLICA_PID=$!
+    _pids+=("$SENT_REPLICA_PID")
+    for k in 0 1 2; do
+        p=${SENT_PORTS[$k]}
+        mkdir -p "$T/sentinel$k"
+        cat > "$T/sentinel$k/sentinel.conf" <<SCONF
+port $p
+bind 127.0.0.1
+daemonize no
+dir $T/sentinel$k
+logfile $T/sentinel$k.log
+sentinel monitor $SENT_NAME 127.0.0.1 $SENT_MASTER_PORT 2
+sentinel down-after-milliseconds $SENT_NAME 500
+sentinel failover-timeout $SENT_NAME 2000
+sentinel parallel-syncs $SENT_NAME 1
+SCONF
+        redis-sentinel "$T/sentinel$k/sentinel.conf" &
+        _pids+=("$!")
+    done
+    for i in $(seq 400); do
+        local ready=1
+        [ "$(redis-cli -p "$SENT_REPLICA_PORT" info replication 2>/dev/null | tr -d '\r' |
+             sed -n 's/^master_link_status://p')" = up ] || ready=0
+        for p in "${SENT_PORTS[@]}"; do
+            [ $ready = 1 ] || break
+            [ "$(redis-cli -p "$p" sentinel replicas "$SENT_NAME" 2>/dev/null | grep -c '^name$')" -ge 1 ] || ready=0
+            [ "$(redis-cli -p "$p" sentinel sentinels "$SENT_NAME" 2>/dev/null | grep -c '^name$')" -ge 2 ] || ready=0
+        done
+        [ $ready = 1 ] && return 0
+        sleep 0.05
+    done
+    h_fail "sentinels did not settle within 20 s (see $T/sentinel*.log)"
+}
+
+# h_sentinel_master: prints the master's "host:port" as the first sentinel
+# that answers reports it.
+h_sentinel_master() {
+    local p out
+    for p in "${SENT_PORTS[@]}"; do
+        out=$(redis-cli -p "$p" sentinel get-master-addr-by-name "$SENT_NAME" 2>/dev/null | paste -sd: -)
+        [ -n "$out" ] && { echo "$out"; return 0; }
+    done
+    return 1
+}
+
+# h_cluster_start: three redis-server masters with cluster-enabled, joined
+# with redis-cli --cluster create (slots split in three, no replicas).
+# Sets CLUSTER_PORTS and CLUSTER_PIDS (arrays). Returns once every node
+# reports cluster_state:ok.
+h_cluster_start() {
+    local ports p k i
+    mapfile -t ports < <(h_free_ports 3)
+    CLUSTER_PORTS=("${ports[@]}")
+    CLUSTER_PIDS=()
+    for k in 0 1 2; do
+        p=${CLUSTER_PORTS[$k]}
+        mkdir -p "$T/cnode$k"
+        (cd "$T/cnode$k" && exec redis-server --port "$p" --bind 127.0.0.1 --cluster-enabled yes \
+            --cluster-config-file "$T/cnode$k/nodes.conf" --cluster-node-timeout 2000 --dir "$T/cnode$k" \
+            --save '' --appendonly no --daemonize no --logfile "$T/cnode$k.log" ${CLUSTER_EXTRA:-}) &
+        CLUSTER_PIDS+=("$!")
+        _pids+=("$!")
+    done
+    for p in "${CLUSTER_PORTS[@]}"; do
+        h_wait_for redis-cli -p "$p" ping >/dev/null || h_fail "cluster node $p did not start"
+    done
+    redis-cli ${CLUSTER_AUTH:-} --cluster create "127.0.0.1:${CLUSTER_PORTS[0]}" "127.0.0.1:${CLUSTER_PORTS[1]}" \
+        "127.0.0.1:${CLUSTER_PORTS[2]}" --cluster-yes >"$T/cluster-create.log" 2>&1 ||
+        h_fail "redis-cli --cluster create failed (see $T/cluster-create.log)"
+    for i in $(seq 400); do
+        local ok=1
+        for p in "${CLUSTER_PORTS[@]}"; do
+            redis-cli ${CLUSTER_AUTH:-} -p "$p" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || ok=0
+        done
+        [ $ok = 1 ] && return 0
+        sleep 0.05
+    done
+    h_fail "the cluster did not reach cluster_state:ok within 20 s"
+}
+
+# h_cluster_owner KEY: prints the port of the cluster master that serves KEY
+# (from CLUSTER NODES: "id host:port@bus flags master ... slot ranges").
+h_cluster_owner() {
+    local slot
+    slot=$(redis-cli ${CLUSTER_AUTH:-} -p "${CLUSTER_PORTS[0]}" cluster keyslot "$1")
+    redis-cli ${CLUSTER_AUTH:-} -p "${CLUSTER_PORTS[0]}" cluster nodes | awk -v s="$slot" '
+        $3 ~ /master/ {
+            for (i = 9; i <= NF; i++) {
+                if ($i ~ /^\[/) continue
+                n = split($i, r, "-"); lo = r[1] + 0; hi = (n > 1 ? r[2] : r[1]) + 0
+                if (s >= lo && s <= hi) { split($2, a, "[:@]"); print a[2]; exit }
+            }
+        }'
+}
+
+# h_ccli PORT ARGS...: redis-cli against one cluster node, following redirects.
+h_ccli() { local p=$1; shift; redis-cli ${CLUSTER_AUTH:-} -c -p "$p" "$@"; }
