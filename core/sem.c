@@ -44,9 +44,13 @@ static int parse_acquire(const redisReply *rep, struct ccap_sem_result *res)
 {
     long long g, c, l;
 
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3)
+    if (rep->type != REDIS_REPLY_ARRAY || (rep->elements != 3 && rep->elements != 5))
         return -EPROTO;
     if (int_elem(rep->element[0], &g) || int_elem(rep->element[1], &c) || int_elem(rep->element[2], &l))
+        return -EPROTO;
+    res->retry_ms = 0; /* wait: retry_ms and wake_ms, when the queue keys were passed */
+    res->wake_ms = -1;
+    if (rep->elements == 5 && (int_elem(rep->element[3], &res->retry_ms) || int_elem(rep->element[4], &res->wake_ms)))
         return -EPROTO;
     if ((g != 0 && g != 1) || c < 0)
         return -EPROTO;
@@ -229,4 +233,99 @@ int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, c
         rc = -EPROTO;
     freeReplyObject(rep);
     return rc < 0 ? rc : (int)(v > 0x7fffffff ? 0x7fffffff : v);
+}
+
+/* ---- waiting: fair queue, wake-ups, rate limit (issue 6) ---- */
+
+int ccap_sem_wake_key(char *out, size_t outlen, const char *prefix, const char *name, const char *holder)
+{
+    char suffix[CCAP_KEY_MAX];
+
+    if ((size_t)snprintf(suffix, sizeof suffix, "wake:%s", holder) >= sizeof suffix)
+        return -ENAMETOOLONG;
+    return ccap_sem_key(out, outlen, prefix, name, suffix);
+}
+
+int ccap_sem_acquire_fair(struct ccap_redis *r, const char *prefix, const char *name,
+                          const struct ccap_sem_req *q, struct ccap_sem_result *res)
+{
+    static const char *const suffix[9] = { "holders", "limit", "stats", "since", "waiters", "audit",
+                                           "queue", "qexp", "rate" };
+    char keys[9][CCAP_KEY_MAX], lease[16], lim[16], waited[24], left[24], audit[16];
+    char ttl[16], flags[4], rate[32], burst[16];
+    const char *args[19];
+    redisReply *rep;
+    int rc, nf = 0;
+
+    if (!q || q->lease_ms <= 0 || !q->holder || q->rate < 0 || q->ticket_ttl_ms < 0)
+        return -EINVAL;
+    for (int i = 0; i < 9; i++) {
+        if (ccap_sem_key(keys[i], sizeof keys[i], prefix, name, suffix[i]) < 0)
+            return -ENAMETOOLONG;
+        args[i] = keys[i];
+    }
+    snprintf(lease, sizeof lease, "%d", q->lease_ms);
+    snprintf(lim, sizeof lim, "%d", q->limit);
+    snprintf(waited, sizeof waited, "%lld", q->waited_ms > 0 ? q->waited_ms : 0);
+    snprintf(left, sizeof left, "%lld", q->wait_left_ms > 0 ? q->wait_left_ms : 0);
+    audit_arg(audit, sizeof audit);
+    snprintf(ttl, sizeof ttl, "%d", q->ticket_ttl_ms);
+    if (q->flags & CCAP_SEM_UNBLOCK)
+        flags[nf++] = 'u';
+    if (q->flags & CCAP_SEM_LEAVE)
+        flags[nf++] = 'l';
+    flags[nf] = '\0';
+    snprintf(rate, sizeof rate, "%.6f", q->rate);
+    snprintf(burst, sizeof burst, "%d", q->burst > 0 ? q->burst : 1);
+    args[9] = q->holder;
+    args[10] = lease;
+    args[11] = lim;
+    args[12] = waited;
+    args[13] = left;
+    args[14] = audit;
+    args[15] = ttl;
+    args[16] = flags;
+    args[17] = rate;
+    args[18] = burst;
+
+    rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, 9, 19, args, &rep);
+    if (rc < 0)
+        return rc;
+    rc = parse_acquire(rep, res);
+    if (rc == 0 && rep->elements != 5)
+        rc = -EPROTO;
+    freeReplyObject(rep);
+    return rc;
+}
+
+int ccap_sem_release_wake(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
+                          int limit)
+{
+    static const char *const suffix[7] = { "holders", "stats", "since", "audit", "limit", "queue", "qexp" };
+    char keys[7][CCAP_KEY_MAX], audit[16], lim[16];
+    const char *args[10];
+    redisReply *rep;
+    long long v;
+    int rc;
+
+    if (!holder)
+        return -EINVAL;
+    for (int i = 0; i < 7; i++) {
+        if (ccap_sem_key(keys[i], sizeof keys[i], prefix, name, suffix[i]) < 0)
+            return -ENAMETOOLONG;
+        args[i] = keys[i];
+    }
+    audit_arg(audit, sizeof audit);
+    snprintf(lim, sizeof lim, "%d", limit);
+    args[7] = holder;
+    args[8] = audit;
+    args[9] = lim;
+    rc = ccap_redis_script(r, CCAP_SCRIPT_RELEASE, 7, 10, args, &rep);
+    if (rc < 0)
+        return rc;
+    rc = int_elem(rep, &v);
+    if (rc == 0 && v != 0 && v != 1)
+        rc = -EPROTO;
+    freeReplyObject(rep);
+    return rc < 0 ? rc : (int)v;
 }

@@ -23,6 +23,8 @@ struct ccap_sem_result {
     int granted;        /* 1 if this holder now holds a permit */
     long long count;    /* holders after the call */
     long long limit;    /* limit in force (override or configured) */
+    long long retry_ms; /* ccap_sem_acquire_fair: > 0 the rate says not yet, next slot in that many ms */
+    long long wake_ms;  /* ccap_sem_acquire_fair: ms until the earliest lease ends (re-check then), -1 none */
 };
 
 /* Fields of the stats hash (monotonic counters unless noted). */
@@ -97,5 +99,50 @@ int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name,
  * -errno. */
 int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, const char *const *holders,
                    size_t n, int lease_ms, int add_missing);
+
+/* ---- waiting: fair queue, wake-ups, rate limit (issue 6) ----
+ * More keys, same hash tag:
+ *   <prefix>{<name>}:queue       sorted set: waiting holder id -> arrival (us of TIME)
+ *   <prefix>{<name>}:qexp        sorted set: waiting holder id -> ticket expiry (ms)
+ *   <prefix>{<name>}:wake:<id>   list of at most one token: BLPOPed by that waiter
+ *   <prefix>{<name>}:rate        GCRA theoretical arrival time (us of TIME)
+ * Fairness: waiters are admitted in arrival order (Redis in Action 6.3.2's
+ * fair semaphore, as a queue): with the queue not empty, only its first
+ * (limit - count) live tickets may take a permit, a newcomer lines up last.
+ * Rate: GCRA (one permit per 1/rate s, BURST at once), on server time. */
+
+/* One acquire attempt of a (possibly waiting) connect. */
+struct ccap_sem_req {
+    const char *holder;     /* holder id, also the waiter's ticket */
+    int lease_ms;           /* > 0 */
+    int limit;              /* configured limit (the limit key wins) */
+    long long waited_ms;    /* stats: waited so far */
+    long long wait_left_ms; /* stats: ms until it gives up (0: will not wait) */
+    int ticket_ttl_ms;      /* > 0: queue HOLDER if not admitted, ticket lives this long unless
+                             * refreshed by the next attempt; 0: try once, never queue */
+    int flags;              /* CCAP_SEM_UNBLOCK, CCAP_SEM_LEAVE */
+    double rate;            /* permits per second, 0: no rate limit */
+    int burst;              /* >= 1 */
+};
+#define CCAP_SEM_UNBLOCK 1  /* push a token to HOLDER's own wake list (ends its pending BLPOP) */
+#define CCAP_SEM_LEAVE 2    /* leave the queue if not admitted now (the last attempt) */
+
+/* One attempt: admits REQ->holder if the limit, the queue order and the rate
+ * allow; otherwise queues or refreshes its ticket (ticket_ttl_ms > 0) and
+ * tells when to re-check (res->retry_ms, res->wake_ms). Wakes the waiters
+ * that may go when expired leases or tickets were swept. Returns 0 and *RES,
+ * or -errno as ccap_redis_script. Never waits. Not thread-safe on R. */
+int ccap_sem_acquire_fair(struct ccap_redis *r, const char *prefix, const char *name,
+                          const struct ccap_sem_req *req, struct ccap_sem_result *res);
+
+/* As ccap_sem_release, and then wakes the first (LIMIT - live holders)
+ * waiters (LIMIT is the configured limit; the limit key wins; -1 unknown:
+ * one waiter per permit freed). Also takes HOLDER out of the queue. */
+int ccap_sem_release_wake(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
+                          int limit);
+
+/* Writes the wake list key of waiter HOLDER on NAME into OUT. Returns its
+ * length or -ENAMETOOLONG. */
+int ccap_sem_wake_key(char *out, size_t outlen, const char *prefix, const char *name, const char *holder);
 
 #endif

@@ -7,6 +7,13 @@
 -- KEYS[4]  <prefix>{name}:audit  (see acquire.lua)
 -- ARGV[2]  audit stream MAXLEN ~ (0: no audit)
 -- -- end stats --
+-- wait (wake-ups; issue 6): appended after the above --
+-- KEYS[5]  <prefix>{name}:limit  KEYS[6] <prefix>{name}:queue
+-- KEYS[7]  <prefix>{name}:qexp   (see acquire.lua)
+-- ARGV[3]  configured limit (-1: unknown, wake one waiter per permit freed)
+-- Takes HOLDER out of the queue too (a waiter giving up), then wakes the
+-- first (limit - live holders) waiters by pushing a token to their wake lists.
+-- -- end wait --
 -- Returns 1 if the holder was removed, 0 if it held no permit.
 --
 -- Only this member is removed, never another holder. The TTL invariant (the
@@ -31,4 +38,36 @@ if removed == 1 then
     end
 end
 -- end stats --
+-- wait: hand the freed permit to the first waiters (issue 6) --
+if KEYS[7] then
+    local holders, queue, qexp = KEYS[1], KEYS[6], KEYS[7]
+    local base = string.sub(queue, 1, -6) .. 'wake:'
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local left = redis.call('ZREM', queue, ARGV[1])
+    redis.call('ZREM', qexp, ARGV[1])
+    redis.call('DEL', base .. ARGV[1])
+    local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now, 'LIMIT', 0, 100)
+    for _, d in ipairs(dead) do
+        redis.call('ZREM', queue, d)
+        redis.call('ZREM', qexp, d)
+        redis.call('DEL', base .. d)
+    end
+    if removed == 1 or left == 1 or #dead > 0 then
+        -- live holders only; the expired ones are swept by the next acquire
+        local live = redis.call('ZCOUNT', holders, '(' .. now, '+inf')
+        local limit = tonumber(redis.call('GET', KEYS[5])) or tonumber(ARGV[3]) or -1
+        local free = removed
+        if limit >= 0 then free = limit - live end
+        if free > 0 then
+            for _, w in ipairs(redis.call('ZRANGE', queue, 0, free - 1)) do
+                local e = tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)
+                redis.call('LPUSH', base .. w, 'w')
+                redis.call('LTRIM', base .. w, 0, 0)
+                redis.call('PEXPIRE', base .. w, string.format('%d', math.max(1, e - now)))
+            end
+        end
+    end
+end
+-- end wait --
 return removed

@@ -3,9 +3,15 @@
 
 Each connection is held HOLD ms (or until the peer closes), answered with a
 small HTTP/1.0 response, and closed. The current, maximum and total counts are
-written to STATS (JSON, atomically replaced) at every change. The bound port
-is written to PORTFILE. Listens on 127.0.0.1 and, with --v6, also on ::1 (same
-port). Usage: countserver.py --hold MS --stats FILE --portfile FILE [--v6] [--port N]
+written to STATS (JSON, atomically replaced) at every change. A connection
+counts from its accept until the peer closed or the hold ended, whichever is
+first: the count stops before the response goes out, because a client may close
+(and hand its permit on) as soon as it has read it -- a count that stopped later
+would see the next client's accept overlap a connection already closed. With
+--log FILE, each accept appends a line "<CLOCK_MONOTONIC seconds>" to FILE.
+The bound port is written to PORTFILE. Listens on 127.0.0.1 and, with --v6,
+also on ::1 (same port).
+Usage: countserver.py --hold MS --stats FILE --portfile FILE [--v6] [--port N] [--log FILE]
 """
 import argparse, json, os, socket, threading, time
 
@@ -15,6 +21,7 @@ ap.add_argument("--stats", required=True)
 ap.add_argument("--portfile", required=True)
 ap.add_argument("--port", type=int, default=0)
 ap.add_argument("--v6", action="store_true")
+ap.add_argument("--log")
 a = ap.parse_args()
 
 lock = threading.Lock()
@@ -29,6 +36,15 @@ def dump():
 
 
 def serve(c):
+    counted = [True]
+
+    def uncount():
+        if counted[0]:
+            counted[0] = False
+            with lock:
+                st["cur"] -= 1
+                dump()
+
     try:
         c.settimeout(a.hold / 1000.0)
         end = time.monotonic() + a.hold / 1000.0
@@ -36,36 +52,41 @@ def serve(c):
             while time.monotonic() < end:
                 d = c.recv(65536)
                 if not d:
+                    uncount()
                     break
                 if b"\r\n\r\n" in d or b"\n" in d:
                     c.settimeout(max(0.001, end - time.monotonic()))
                     try:
                         while c.recv(65536):
                             pass
+                        uncount()  # the peer closed
                     except OSError:
                         pass
                     break
         except OSError:
             pass
         rest = end - time.monotonic()
-        if rest > 0:
+        if rest > 0 and counted[0]:
             time.sleep(rest)
+        uncount()
         try:
             c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")
             c.shutdown(socket.SHUT_WR)
         except OSError:
             pass
     finally:
-        with lock:
-            st["cur"] -= 1
-            dump()
+        uncount()
         c.close()
 
 
 def accept_loop(s):
     while True:
         c, _ = s.accept()
+        t = time.monotonic()
         with lock:
+            if a.log:
+                with open(a.log, "a") as f:
+                    f.write("%.6f\n" % t)
             st["cur"] += 1
             st["total"] += 1
             st["max"] = max(st["max"], st["cur"])
