@@ -17,13 +17,14 @@
 #include "log.h"
 #include "redis.h"
 #include "sem.h"
+#include "wait.h"
 
 #ifndef IPPROTO_MPTCP
 #define IPPROTO_MPTCP 262
 #endif
 
-#define BACKOFF_MIN_MS 2
-#define BACKOFF_MAX_MS 100
+#define WAIT_RECHECK_MS 1000   /* a waiter re-checks at least this often (wait.h) */
+#define WAIT_DOWN_NAP_MS 50    /* Redis down and the local limit full: re-check this often */
 #define CIRCUIT_MIN_MS 250
 #define CIRCUIT_MAX_MS 5000
 
@@ -184,23 +185,21 @@ static void circuit_success(void)
     g.backoff_ms = 0;
 }
 
-/* One acquire attempt under rlock, WAITED ms into a wait that ends in LEFT
- * ms (for the stats). Returns 1 granted, 0 denied, -errno. */
-static int try_acquire(const struct ccap_sem_conf *s, const char *holder, long long waited, long long left)
+/* One acquire attempt Q under rlock. Returns 1 granted, 0 denied (*RES
+ * tells when to re-check), -errno. */
+static int try_acquire(const struct ccap_sem_conf *s, const struct ccap_sem_req *q, struct ccap_sem_result *res)
 {
-    struct ccap_sem_result res;
     pthread_mutex_lock(&g.rlock);
     int rc = -ECONNREFUSED;
     if (!circuit_open()) {
-        rc = ccap_sem_acquire_wait(g.redis, g.cfg->redis.key_prefix, s->name, holder, s->lease_ms, s->limit,
-                                   waited, left, &res);
+        rc = ccap_sem_acquire_fair(g.redis, g.cfg->redis.key_prefix, s->name, q, res);
         if (rc == 0) circuit_success();
         else if (rc != -EPROTO) circuit_failure(rc);
     }
     pthread_mutex_unlock(&g.rlock);
     if (rc == -EPROTO)
         ccap_log(CCAP_LOG_ERROR, "redis refused the acquire script for %s: %s", s->name, ccap_redis_errstr(g.redis));
-    return rc < 0 ? rc : res.granted;
+    return rc < 0 ? rc : res->granted;
 }
 
 /* Redis is down: apply on_redis_down. Returns 0 (go on, P set up or
@@ -233,31 +232,86 @@ static void report_timeout(const struct ccap_sem_conf *s, const char *holder, lo
     pthread_mutex_unlock(&g.rlock);
 }
 
+/* How long a waiter's ticket lives unless refreshed: it is refreshed at
+ * every re-check, at most WAIT_RECHECK_MS apart plus a command each way. */
+static int ticket_ttl_ms(void)
+{
+    int cmd = g.cfg->redis.command_timeout_ms > 0 ? g.cfg->redis.command_timeout_ms : 200;
+    return 3 * WAIT_RECHECK_MS + 2 * cmd;
+}
+
+/* Waits for a permit of S for P (issue 6: no polling, FIFO, rate). Each
+ * attempt is one acquire.lua call on the shared connection; in between the
+ * thread blocks with BLPOP on its own wake list, on a connection of its own
+ * (core/wait.c), until a token comes (a release, or an attempt that swept
+ * expired leases or dead tickets, admits it), the rate's next slot, the
+ * earliest lease expiry, WAIT_RECHECK_MS, or the deadline, whichever is
+ * first; the deadline is kept here, not by Redis. The last attempt, at the
+ * deadline, leaves the queue unless it gets the permit. Returns 1 granted,
+ * or -errno (on_timeout's, or on_redis_down's). */
 static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd)
 {
     int wait_ms = s->wait_timeout_ms;
     if (g.cfg->nonblocking == CCAP_NONBLOCK_FAIL && (fcntl(fd, F_GETFL) & O_NONBLOCK)) wait_ms = 0;
     long long start = now_ms(), deadline = start + wait_ms;
-    int backoff = BACKOFF_MIN_MS;
+    struct ccap_sem_req q = { .holder = p->holder, .lease_ms = s->lease_ms, .limit = s->limit,
+                              .ticket_ttl_ms = wait_ms > 0 ? ticket_ttl_ms() : 0, .rate = s->rate,
+                              .burst = s->burst };
+    struct ccap_sem_result res;
+    struct ccap_redis *wc = NULL;
+    char wake[640];
+    bool pending = false, can_block = ccap_sem_wake_key(wake, sizeof(wake), g.cfg->redis.key_prefix, s->name,
+                                                        p->holder) > 0;
+    int rc;
     for (;;) {
         long long t = now_ms();
-        int rc = try_acquire(s, p->holder, t - start, deadline - t);
-        if (rc == 1) return 1;
+        q.waited_ms = t - start;
+        q.wait_left_ms = deadline - t;
+        if (t >= deadline && q.ticket_ttl_ms > 0) q.flags |= CCAP_SEM_LEAVE;
+        rc = try_acquire(s, &q, &res);
+        if (pending) {          /* our BLPOP was ended by the attempt's own token */
+            pending = false;
+            if (ccap_wait_finish(wc, g.cfg->redis.command_timeout_ms > 0 ? g.cfg->redis.command_timeout_ms : 200) < 0) {
+                ccap_wait_conn_put(wc, false);
+                wc = NULL;
+            }
+        }
+        bool left_queue = q.flags & CCAP_SEM_LEAVE;
+        q.flags = 0;
+        if (rc == 1) break;
+        t = now_ms();
         if (rc < 0) {
             rc = redis_down(s, sem, p);
-            if (rc != -g.cfg->on_timeout_errno || now_ms() >= deadline) return rc;
+            if (rc != -g.cfg->on_timeout_errno || t >= deadline) break;
+            sleep_ms(deadline - t < WAIT_DOWN_NAP_MS ? deadline - t : WAIT_DOWN_NAP_MS);
+            continue;
         }
-        long long left = deadline - now_ms();
-        if (left <= 0) {
-            if (rc == 0) report_timeout(s, p->holder, now_ms() - start); /* Redis said no: stats */
+        if (t >= deadline) {
+            if (!left_queue && q.ticket_ttl_ms > 0) continue;   /* one last attempt, leaving the queue */
+            report_timeout(s, p->holder, t - start); /* Redis said no: stats */
             ccap_log(CCAP_LOG_WARN, "no permit of %s within %d ms: connect fails with %s", s->name, wait_ms,
                      ccap_errno_name(g.cfg->on_timeout_errno));
-            return -g.cfg->on_timeout_errno;
+            rc = -g.cfg->on_timeout_errno;
+            break;
         }
-        long long nap = backoff / 2 + rand_u32() % (backoff / 2 + 1);
-        sleep_ms(nap < left ? nap : left);
-        backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+        long long block = deadline - t;
+        if (block > WAIT_RECHECK_MS) block = WAIT_RECHECK_MS;
+        if (res.retry_ms > 0 && res.retry_ms < block) block = res.retry_ms;
+        if (res.wake_ms >= 0 && res.wake_ms + 1 < block) block = res.wake_ms + 1;
+        if (can_block && !wc) wc = ccap_wait_conn_get(&g.cfg->redis);
+        int w = wc ? ccap_wait_block(wc, wake, (int)block) : -ENOMEM;
+        if (w == 0) {
+            pending = true;     /* the next attempt pushes a token to end it */
+            q.flags |= CCAP_SEM_UNBLOCK;
+        } else if (w < 0) {     /* no connection to block on: sleep instead */
+            if (wc) ccap_wait_conn_put(wc, false);
+            wc = NULL;
+            can_block = false;
+            sleep_ms(t + block - now_ms());
+        }
     }
+    if (wc) ccap_wait_conn_put(wc, rc == 1);
+    return rc;
 }
 
 int ccap_core_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, struct ccap_ticket *t)
@@ -346,7 +400,9 @@ void ccap_core_release(struct ccap_permit *p)
     if (g.redis) {
         pthread_mutex_lock(&g.rlock);
         if (!circuit_open()) {
-            int rc = ccap_sem_release(g.redis, g.cfg->redis.key_prefix, p->sem, p->holder);
+            int i = sem_index_of(p->sem);   /* wakes the first waiters (issue 6) */
+            int rc = ccap_sem_release_wake(g.redis, g.cfg->redis.key_prefix, p->sem, p->holder,
+                                           i >= 0 ? g.cfg->sems[i].limit : -1);
             if (rc >= 0) circuit_success();
             else if (rc != -EPROTO) circuit_failure(rc);
             if (rc < 0) ccap_log(CCAP_LOG_INFO, "release of %s failed (%s): it expires with its lease", p->holder,
@@ -451,6 +507,7 @@ int ccap_core_heartbeat(void)
     free(b.sems);
     free(b.permits);
     pthread_mutex_unlock(&g.rlock);
+    ccap_wait_reap(b.n ? CCAP_WAIT_IDLE_MS : 0);    /* waiters' idle connections (issue 6) */
     if (!b.n) return ccap_ptab_count() ? 1000 : -1;
     int ms = b.min_lease / 3;
     return ms < 50 ? 50 : ms;

@@ -8,7 +8,7 @@ case "${1:-build}" in
   build) want=$build ;;
   test)  want=$test ;;
   demo)  want="$build redis-server redis-tools curl python3 procps" ;;
-  bench) want="$test hyperfine" ;;
+  bench) want="$test valgrind" ;;   # npm (nodejs) is optional: its row says when it is missing
   *) echo "usage: $0 build|test|demo|bench" >&2; exit 2 ;;
 esac
 missing=""

@@ -1,0 +1,223 @@
+/* bench.c -- the timed loops behind bench/run.sh: one program, one mode per figure. */
+/*
+ * bench listen PORTFILE              accept and close connections forever (backlog 4096)
+ * bench conn PORT N                  N x (socket, connect, close) to PORT; prints ns/op
+ * bench close N ROUNDS               ROUNDS x (dup /dev/null N times, then close them, timed)
+ * bench floor SOCK PORT N K          N x (K x EVALSHA of "return 1" on Redis at SOCK, then
+ *                                    socket, connect, close to PORT): the floor
+ * bench spin N                       a pure user-space loop: calibrates instructions per ns
+ * bench mem PORT N                   holds N connections to PORT; prints VmRSS before and after
+ * bench handoff PORT N HOLD_US       2 processes (this program again) take turns on a permit
+ *                                    of limit 1: prints "CONNECTED_NS CLOSED_NS" per turn
+ * Timed parts sit between CALLGRIND_TOGGLE_COLLECT marks: run under
+ * valgrind --tool=callgrind --collect-atstart=no, only they are counted.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <valgrind/callgrind.h>
+#include <hiredis/hiredis.h>
+
+extern char **environ;
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static struct sockaddr_in loopback(int port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((unsigned short)port) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+}
+
+static int die(const char *what)
+{
+    fprintf(stderr, "bench: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static int do_listen(const char *portfile)
+{
+    struct sockaddr_in a = loopback(0);
+    socklen_t l = sizeof(a);
+    int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 4096) || getsockname(s, (struct sockaddr *)&a, &l))
+        die("listen");
+    FILE *f = fopen(portfile, "w");
+    fprintf(f, "%d\n", ntohs(a.sin_port));
+    fclose(f);
+    for (;;) {
+        int c = accept(s, NULL, NULL);
+        if (c >= 0) close(c);
+    }
+}
+
+static int do_conn(int port, int n)
+{
+    struct sockaddr_in a = loopback(port);
+    int w = socket(AF_INET, SOCK_STREAM, 0);     /* warm-up: the shim loads its configuration */
+    if (connect(w, (struct sockaddr *)&a, sizeof(a)) != 0) die("connect");
+    close(w);
+    long long t0 = now_ns();
+    CALLGRIND_TOGGLE_COLLECT;
+    for (int i = 0; i < n; i++) {
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0) die("connect");
+        close(s);
+    }
+    CALLGRIND_TOGGLE_COLLECT;
+    printf("%.1f\n", (double)(now_ns() - t0) / n);
+    return 0;
+}
+
+static int do_close(int n, int rounds)
+{
+    raise_nofile();
+    int base = open("/dev/null", O_RDONLY), *fds = calloc((size_t)n, sizeof(int));
+    long long total = 0;
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < n; i++)
+            if ((fds[i] = fcntl(base, F_DUPFD, 3)) < 0) die("dup");
+        long long t0 = now_ns();
+        CALLGRIND_TOGGLE_COLLECT;
+        for (int i = 0; i < n; i++) close(fds[i]);
+        CALLGRIND_TOGGLE_COLLECT;
+        total += now_ns() - t0;
+    }
+    printf("%.1f\n", (double)total / ((double)n * rounds));
+    return 0;
+}
+
+static int do_floor(const char *sock, int port, int n, int k)
+{
+    struct sockaddr_in a = loopback(port);
+    redisContext *c = redisConnectUnix(sock);
+    if (!c || c->err) die("redis");
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", "return 1");
+    char sha[64];
+    snprintf(sha, sizeof(sha), "%s", r->str);
+    freeReplyObject(r);
+    long long t0 = now_ns();
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < k; j++) {
+            r = redisCommand(c, "EVALSHA %s 0", sha);
+            if (!r) die("evalsha");
+            freeReplyObject(r);
+        }
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0) die("connect");
+        close(s);
+    }
+    printf("%.1f\n", (double)(now_ns() - t0) / n);
+    redisFree(c);
+    return 0;
+}
+
+static int do_spin(long n)
+{
+    volatile uint64_t x = 1;
+    long long t0 = now_ns();
+    CALLGRIND_TOGGLE_COLLECT;
+    for (long i = 0; i < n; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    CALLGRIND_TOGGLE_COLLECT;
+    printf("%.3f\n", (double)(now_ns() - t0) / n);
+    return 0;
+}
+
+static long rss_kib(void)
+{
+    char line[256];
+    long kib = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1) break;
+    if (f) fclose(f);
+    return kib;
+}
+
+static int do_mem(int port, int n)
+{
+    raise_nofile();
+    struct sockaddr_in a = loopback(port);
+    int *fds = calloc((size_t)n, sizeof(int));
+    long before = rss_kib();
+    for (int i = 0; i < n; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(fds[i], (struct sockaddr *)&a, sizeof(a)) != 0) die("connect");
+    }
+    struct timespec ts = { 0, 300 * 1000000L }; /* let the heartbeat thread settle */
+    nanosleep(&ts, NULL);
+    printf("%ld %ld\n", before, rss_kib());
+    for (int i = 0; i < n; i++) close(fds[i]);
+    return 0;
+}
+
+static int handoff_child(int port, int n, int hold_us)
+{
+    struct sockaddr_in a = loopback(port);
+    struct timespec hold = { 0, hold_us * 1000L };
+    char line[64];
+    for (int i = 0; i < n; i++) {
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0) die("connect");
+        long long t1 = now_ns();
+        nanosleep(&hold, NULL);
+        long long t2 = now_ns();
+        close(s);
+        int k = snprintf(line, sizeof(line), "%lld %lld\n", t1, t2);
+        if (write(1, line, (size_t)k) != k) return 1;
+    }
+    return 0;
+}
+
+static int do_handoff(char **argv)
+{
+    for (int p = 0; p < 2; p++) {
+        char *av[] = { argv[0], "handoff-child", argv[2], argv[3], argv[4], NULL };
+        pid_t pid;
+        if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, av, environ) != 0) die("spawn");
+    }
+    int st, bad = 0;
+    while (wait(&st) > 0) bad |= !WIFEXITED(st) || WEXITSTATUS(st);
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    const char *m = argc > 1 ? argv[1] : "";
+    if (!strcmp(m, "listen") && argc == 3) return do_listen(argv[2]);
+    if (!strcmp(m, "conn") && argc == 4) return do_conn(atoi(argv[2]), atoi(argv[3]));
+    if (!strcmp(m, "close") && argc == 4) return do_close(atoi(argv[2]), atoi(argv[3]));
+    if (!strcmp(m, "floor") && argc == 6) return do_floor(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    if (!strcmp(m, "spin") && argc == 3) return do_spin(atol(argv[2]));
+    if (!strcmp(m, "mem") && argc == 4) return do_mem(atoi(argv[2]), atoi(argv[3]));
+    if (!strcmp(m, "handoff") && argc == 5) return do_handoff(argv);
+    if (!strcmp(m, "handoff-child") && argc == 5) return handoff_child(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
+    fprintf(stderr, "usage: see the comment at the top of bench/bench.c\n");
+    return 2;
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# run.sh -- `make bench`: every figure against a baseline measured in the same run, on loopback; prints a table.
+# Method (see bench/RESULTS.md): the cheap paths (unmatched connect, close of a
+# non-socket) are counted in instructions with valgrind's callgrind, which is
+# repeatable on a noisy machine: the shim's extra instructions per call,
+# turned into ns with this machine's measured instructions per ns, over the
+# wall-clock time of the call without the shim. Latencies and rates are
+# wall-clock medians or percentiles. Needs no network beyond 127.0.0.1.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+. tests/lib/harness.sh
+B="$BUILD/bench"
+mkdir -p "$B"
+CFLAGS_B="-O2 -g -std=gnu11 -D_GNU_SOURCE $(pkg-config --cflags hiredis)"
+cc $CFLAGS_B -o "$B/bench" bench/bench.c $(pkg-config --libs hiredis) || exit 1
+cc $CFLAGS_B -Icore -I"$BUILD" -o "$B/pairs" bench/pairs.c "$BUILD"/core/*.o "$BUILD/scripts.o" \
+    $(pkg-config --libs hiredis libconfig) -ldl -pthread -lm || exit 1
+have_valgrind=0; command -v valgrind >/dev/null && have_valgrind=1
+
+h_redis_start
+listener() { # VAR: starts an accept-and-close listener, its port in VAR
+    local pf="$T/l.$1"
+    "$B/bench" listen "$pf" >/dev/null 2>&1 &
+    _pids+=("$!")
+    h_wait_file "$pf" || h_fail "listener did not start"
+    printf -v "$1" '%s' "$(cat "$pf")"
+}
+listener LP; listener MP; listener HP; listener XP
+cat >"$T/c.conf" <<CONF
+redis = { socket = "$REDIS_SOCK"; key_prefix = "bench:"; command_timeout_ms = 1000; };
+semaphores = ( { name = "free"; limit = 1000000; lease_ms = 30000; },
+               { name = "one"; limit = 1; lease_ms = 30000; wait_timeout_ms = 10000; } );
+rules = ( { semaphore = "free"; match = ( "127.0.0.1:$MP", "127.0.0.1:$XP" ); },
+          { semaphore = "one"; match = ( "127.0.0.1:$HP" ); } );
+CONF
+export CONNCAP_CONFIG="$T/c.conf"
+shim() { LD_PRELOAD="$LIB" "$@"; }
+median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+# wall ns/op: median of 7 runs, with and without the shim interleaved
+wall() { # ARGS... -> "without with"
+    local a=() b=() i
+    for i in 1 2 3 4 5 6 7; do a+=("$("$B/bench" "$@")"); b+=("$(shim "$B/bench" "$@")"); done
+    echo "$(printf '%s\n' "${a[@]}" | median) $(printf '%s\n' "${b[@]}" | median)"
+}
+# instructions in the timed part (callgrind totals)
+instr() {
+    local out="$T/cg.$RANDOM"
+    valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$out" "$@" >/dev/null 2>&1 || { echo -1; return; }
+    awk '/^(summary|totals):/ {print $2; exit}' "$out"
+}
+rows=()
+row() { rows+=("$(printf '| %-52s | %-20s | %-16s | %-8s |' "$1" "$2" "$3" "$4")"); }
+verdict() { awk -v v="$1" -v t="$2" 'BEGIN {print (v <= t) ? "ok" : "MISSED"}'; }
+
+# ---- calibration: instructions per ns of this machine ----
+ipns=""
+if [ $have_valgrind = 1 ]; then
+    sn=20000000
+    ns_per=$(for i in 1 2 3; do "$B/bench" spin $sn; done | median)
+    ir=$(instr "$B/bench" spin $sn)
+    ipns=$(awk -v ir="$ir" -v n=$sn -v ns="$ns_per" 'BEGIN {printf "%.2f", ir / (n * ns)}')
+fi
+
+cheap() { # NAME TARGET ARGS... (ARGS: the bench mode, N per op last)
+    local name=$1 target=$2; shift 2
+    local n=${!#} w with without d ratio
+    w=$(wall "$@"); without=${w% *}; with=${w#* }
+    if [ -n "$ipns" ]; then
+        local i0 i1
+        i0=$(instr "$B/bench" "$@"); i1=$(LD_PRELOAD="$LIB" instr "$B/bench" "$@")
+        d=$(awk -v a="$i0" -v b="$i1" -v n="$OPS" 'BEGIN {printf "%.0f", (b - a) / n}')
+        ratio=$(awk -v d="$d" -v ip="$ipns" -v t="$without" 'BEGIN {printf "%.3f", 1 + d / ip / t}')
+        row "$name" "${ratio}x (+$d instr)" "${target}x" "$(verdict "$ratio" "$target")"
+    else
+        ratio=$(awk -v a="$without" -v b="$with" 'BEGIN {printf "%.3f", b / a}')
+        row "$name (wall clock: no valgrind)" "${ratio}x" "${target}x" "$(verdict "$ratio" "$target")"
+    fi
+    rows+=("$(printf '|   %-50s | %-20s | %-16s | %-8s |' "wall clock, ns/op without / with" "$without / $with" "" "")")
+}
+
+# 1. unmatched connect+close; 2. close() of a non-socket descriptor
+OPS=2000 cheap "unmatched connect+close, with vs without the shim" 1.03 conn "$LP" 2000
+OPS=50000 cheap "close() of a non-socket descriptor, with vs without" 1.05 close 10000 5
+
+# 3. matched connect+close with a free permit vs the floor
+m=$(for i in 1 2 3 4 5; do shim "$B/bench" conn "$MP" 2000; done | median)
+f1=$(for i in 1 2 3 4 5; do "$B/bench" floor "$REDIS_SOCK" "$LP" 2000 1; done | median)
+f2=$(for i in 1 2 3 4 5; do "$B/bench" floor "$REDIS_SOCK" "$LP" 2000 2; done | median)
+r1=$(awk -v a="$m" -v b="$f1" 'BEGIN {printf "%.2f", a / b}')
+r2=$(awk -v a="$m" -v b="$f2" 'BEGIN {printf "%.2f", a / b}')
+row "matched connect+close (free permit) vs 1 EVALSHA + connect" "${r1}x" "1.25x" "$(verdict "$r1" 1.25)"
+row "  same vs 2 EVALSHA + connect (acquire and release)" "${r2}x" "" ""
+rows+=("$(printf '|   %-50s | %-20s | %-16s | %-8s |' "ns/op: matched / floor 1 / floor 2" "$(printf '%.0f / %.0f / %.0f' "$m" "$f1" "$f2")" "" "")")
+
+# 4. hand-off latency: two processes take turns on a permit of limit 1
+shim "$B/bench" handoff "$HP" 300 1000 >"$T/handoff" || h_fail "hand-off bench failed"
+sort -n "$T/handoff" | awk 'NR > 1 { printf "%.3f\n", ($1 - prev) / 1e6 } { prev = $2 }' | sort -g >"$T/lat"
+n=$(wc -l <"$T/lat")
+p50=$(sed -n "$(( (n + 1) / 2 ))p" "$T/lat"); p99=$(sed -n "$(( (n * 99 + 99) / 100 ))p" "$T/lat")
+row "hand-off: release to the waiter's connect, p50" "$p50 ms" "" ""
+row "hand-off: release to the waiter's connect, p99" "$p99 ms" "2 ms" "$(verdict "$p99" 2)"
+
+# 5. acquire/release pairs per second, 8 processes, next to redis-semaphore
+ours=$("$B/pairs" "$REDIS_SOCK" 8 3 8)
+row "acquire/release pairs/s, 8 processes: conncap" "$ours" "" ""
+if command -v npm >/dev/null && command -v node >/dev/null; then
+    [ -d bench/node_modules/redis-semaphore ] || (cd bench && npm install --no-audit --no-fund --loglevel=error >/dev/null 2>&1)
+    if [ -d bench/node_modules/redis-semaphore ]; then
+        theirs=$(node bench/pairs.js "$REDIS_SOCK" 8 3 8 2>/dev/null || echo failed)
+        v=$(node -p 'require("./bench/node_modules/redis-semaphore/package.json").version' 2>/dev/null)
+        row "same with npm redis-semaphore $v (ioredis)" "$theirs" "" ""
+    else
+        row "same with npm redis-semaphore" "npm install failed" "" ""
+    fi
+else
+    row "same with npm redis-semaphore" "npm not installed" "" ""
+fi
+
+# 6. memory: added resident memory holding 1000 permits
+read -r _ rss_with < <(shim "$B/bench" mem "$XP" 1000)
+read -r _ rss_without < <("$B/bench" mem "$XP" 1000)
+row "added resident memory, 1000 permits held" "$((rss_with - rss_without)) KiB" "" ""
+
+echo
+echo "conncap bench -- $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -r), $(redis-server --version | awk '{print $3}')${ipns:+, $ipns instr/ns}"
+echo
+printf '| %-52s | %-20s | %-16s | %-8s |\n' "figure" "result" "target" ""
+printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..54})" "$(printf -- '-%.0s' {1..22})" "$(printf -- '-%.0s' {1..18})" "$(printf -- '-%.0s' {1..10})"
+printf '%s\n' "${rows[@]}"

@@ -1,0 +1,143 @@
+/* redis_block.c -- a blocking command (BLPOP) on a waiter's own connection, with a deadline of our own. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "redis_int.h"
+#include "wait.h"
+
+/* The node serving KEY, connected (the same choice as the shared client's:
+ * the single server, the Sentinel's master, or the cluster node of KEY's
+ * slot). Returns 0 and *OUT, or -errno. */
+static int node_for(struct ccap_redis *r, const char *key, struct ccap_node **out)
+{
+    int rc;
+
+    *out = NULL;
+    switch (r->mode) {
+    case CCAP_MODE_CLUSTER:
+        rc = ccap_cluster_node(r, ccap_redis_key_slot(key, strlen(key)), out);
+        return rc < 0 ? rc : 0;
+    case CCAP_MODE_SENTINEL:
+        if (r->main.ctx && r->main.pid == getpid()) {
+            rc = ccap_node_ensure(r, &r->main, ccap_redis_now_ms() + r->conf.connect_timeout_ms,
+                                  CCAP_SETUP_AUTH | CCAP_SETUP_SELECT);
+            if (rc >= 0) {
+                *out = &r->main;
+                return 0;
+            }
+        }
+        rc = ccap_sentinel_connect(r);
+        if (rc < 0)
+            return rc;
+        *out = &r->main;
+        return 0;
+    default:
+        rc = ccap_node_ensure(r, &r->main, ccap_redis_now_ms() + r->conf.connect_timeout_ms,
+                              CCAP_SETUP_AUTH | CCAP_SETUP_SELECT);
+        if (rc < 0)
+            return rc;
+        *out = &r->main;
+        return 0;
+    }
+}
+
+static bool still_ours(const struct ccap_node *n)
+{
+    struct stat st;
+
+    return n && n->ctx && n->ctx->fd >= 0 && n->pid == getpid() && fstat(n->ctx->fd, &st) == 0 &&
+           st.st_dev == n->dev && st.st_ino == n->ino;
+}
+
+int ccap_redis_send(struct ccap_redis *r, int argc, const char *const *argv)
+{
+    size_t small[16], *lens = small;
+    struct ccap_node *n;
+    char *cmd = NULL;
+    long long len;
+    size_t off = 0;
+    int rc;
+
+    r->err[0] = '\0';
+    if (argc < 2 || !argv)
+        return -EINVAL;
+    rc = node_for(r, argv[1], &n);
+    if (rc < 0)
+        return rc;
+    r->last = n;
+    if (argc > 16 && !(lens = malloc(sizeof *lens * (size_t)argc)))
+        return -ENOMEM;
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    len = redisFormatCommandArgv(&cmd, argc, (const char **)argv, lens);
+    if (lens != small)
+        free(lens);
+    if (len < 0 || !cmd) {
+        ccap_redis_set_err(r, "out of memory");
+        return -ENOMEM;
+    }
+    /* MSG_NOSIGNAL: a peer that went away must not kill the program with SIGPIPE */
+    while (off < (size_t)len) {
+        ssize_t w = send(n->ctx->fd, cmd + off, (size_t)len - off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            rc = errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : errno == EPIPE ? -EPIPE : -EIO;
+            ccap_redis_set_err(r, "redis %s: %s", argv[0], strerror(errno));
+            ccap_node_drop(n);
+            break;
+        }
+        off += (size_t)w;
+    }
+    redisFreeCommand(cmd);
+    return rc;
+}
+
+int ccap_redis_recv(struct ccap_redis *r, int timeout_ms, redisReply **reply)
+{
+    long long deadline = ccap_redis_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    struct ccap_node *n = r->last;
+    void *rep = NULL;
+
+    *reply = NULL;
+    if (!still_ours(n)) {
+        ccap_redis_set_err(r, "redis: the connection of the pending reply is gone");
+        if (n)
+            ccap_node_forget(n);
+        return -EPIPE;
+    }
+    for (;;) {
+        struct pollfd p = { .fd = n->ctx->fd, .events = POLLIN };
+        long long left;
+        int k;
+
+        if (redisGetReplyFromReader(n->ctx, &rep) != REDIS_OK)
+            break;
+        if (rep) {
+            *reply = rep;
+            return 0;
+        }
+        left = deadline - ccap_redis_now_ms();
+        k = poll(&p, 1, left > 0 ? (int)left : 0);
+        if (k == 0)
+            return -EAGAIN;
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 || redisBufferRead(n->ctx) != REDIS_OK)
+            break;
+    }
+    ccap_redis_set_err(r, "redis: %s", n->ctx->errstr[0] ? n->ctx->errstr : "connection lost");
+    ccap_node_drop(n);
+    return -EPIPE;
+}
+
+void ccap_redis_close(struct ccap_redis *r)
+{
+    if (r && r->last)
+        ccap_node_drop(r->last);
+}

@@ -1,0 +1,434 @@
+/* test_wait.c -- waiting without polling against a private redis-server: FIFO queue, wake lists, rate, blocks, pool. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sem.h"
+#include "wait.h"
+#include "redis_fixture.h"
+
+#define PFX "ccapwait:"
+
+static struct redis_fixture fx;
+static struct ccap_redis *R;
+static redisContext *CLI;
+
+static struct ccap_redis_conf conf_for(const char *sock)
+{
+    struct ccap_redis_conf c = { 0 };
+
+    c.socket = (char *)sock;
+    c.connect_timeout_ms = 1000;
+    c.command_timeout_ms = 2000;
+    return c;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return redis_fixture_start(&fx, NULL);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    redis_fixture_stop(&fx);
+    return 0;
+}
+
+static int setup(void **state)
+{
+    struct ccap_redis_conf c = conf_for(fx.sock);
+    redisReply *rep;
+    (void)state;
+
+    CLI = redis_fixture_cli(&fx);
+    if (!CLI)
+        return -1;
+    rep = redisCommand(CLI, "FLUSHALL");
+    if (!rep)
+        return -1;
+    freeReplyObject(rep);
+    R = ccap_redis_new(&c);
+    return R ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ccap_redis_free(R);
+    R = NULL;
+    if (CLI)
+        redisFree(CLI);
+    CLI = NULL;
+    ccap_wait_reap(0);
+    return 0;
+}
+
+/* ---- helpers ---- */
+
+static long long cli_int(const char *fmt, ...)
+{
+    redisReply *rep;
+    long long v;
+    va_list ap;
+
+    va_start(ap, fmt);
+    rep = redisvCommand(CLI, fmt, ap);
+    va_end(ap);
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_INTEGER);
+    v = rep->integer;
+    freeReplyObject(rep);
+    return v;
+}
+
+static int queued(const char *sem, const char *h)
+{
+    redisReply *rep = redisCommand(CLI, "ZSCORE " PFX "{%s}:queue %s", sem, h);
+    int present;
+
+    assert_non_null(rep);
+    present = rep->type != REDIS_REPLY_NIL;
+    freeReplyObject(rep);
+    return present;
+}
+
+static long long tokens(const char *sem, const char *h)
+{
+    return cli_int("LLEN " PFX "{%s}:wake:%s", sem, h);
+}
+
+/* One attempt with ticket TTL (0: try once), flags, rate/burst. */
+static struct ccap_sem_result attempt(const char *sem, const char *h, int limit, int ttl, int flags, double rate,
+                                      int burst)
+{
+    struct ccap_sem_req q = { .holder = h, .lease_ms = 30000, .limit = limit, .ticket_ttl_ms = ttl,
+                              .flags = flags, .rate = rate, .burst = burst };
+    struct ccap_sem_result res = { -1, -1, -1, -1, -2 };
+
+    assert_int_equal(ccap_sem_acquire_fair(R, PFX, sem, &q, &res), 0);
+    return res;
+}
+
+static int granted(const char *sem, const char *h, int limit, int ttl)
+{
+    return attempt(sem, h, limit, ttl, 0, 0, 1).granted;
+}
+
+/* ---- the queue ---- */
+
+static void test_fifo_order(void **state)
+{
+    struct ccap_sem_result res;
+    (void)state;
+
+    assert_true(granted("f", "A", 1, 0));
+    res = attempt("f", "B", 1, 5000, 0, 0, 1);
+    assert_int_equal(res.granted, 0);
+    assert_int_equal(res.retry_ms, 0);
+    assert_in_range(res.wake_ms, 29000, 30000); /* A's lease is the next chance */
+    assert_false(granted("f", "C", 1, 5000));
+    assert_true(queued("f", "B"));
+    assert_true(queued("f", "C"));
+    assert_false(granted("f", "N", 1, 0)); /* try-once newcomer: never queued */
+    assert_false(queued("f", "N"));
+
+    /* a release wakes exactly the first waiter */
+    assert_int_equal(ccap_sem_release_wake(R, PFX, "f", "A", 1), 1);
+    assert_int_equal(tokens("f", "B"), 1);
+    assert_int_equal(tokens("f", "C"), 0);
+    /* C may not overtake B, nor may a newcomer */
+    assert_false(granted("f", "C", 1, 5000));
+    assert_false(granted("f", "N", 1, 0));
+    assert_true(granted("f", "B", 1, 5000));
+    assert_false(queued("f", "B"));
+    assert_int_equal(cli_int("EXISTS " PFX "{f}:wake:B"), 0);
+    assert_int_equal(ccap_sem_release_wake(R, PFX, "f", "B", 1), 1);
+    assert_int_equal(tokens("f", "C"), 1);
+    assert_true(granted("f", "C", 1, 5000));
+    assert_int_equal(cli_int("EXISTS " PFX "{f}:queue"), 0);
+}
+
+static void test_free_slots_wake_several(void **state)
+{
+    (void)state;
+    assert_true(granted("m", "A", 2, 0));
+    assert_true(granted("m", "B", 2, 0));
+    assert_false(granted("m", "W1", 2, 5000));
+    assert_false(granted("m", "W2", 2, 5000));
+    assert_false(granted("m", "W3", 2, 5000));
+    /* the runtime limit rises to 4 and one permit is released: three free,
+     * so the first three waiters are woken */
+    redisReply *rep = redisCommand(CLI, "SET " PFX "{m}:limit 4");
+    assert_non_null(rep);
+    freeReplyObject(rep);
+    assert_int_equal(ccap_sem_release_wake(R, PFX, "m", "A", 2), 1);
+    assert_int_equal(tokens("m", "W1"), 1);
+    assert_int_equal(tokens("m", "W2"), 1);
+    assert_int_equal(tokens("m", "W3"), 1);
+    assert_true(granted("m", "W3", 2, 5000)); /* within the first three */
+    assert_true(granted("m", "W1", 2, 5000));
+    assert_true(granted("m", "W2", 2, 5000));
+    assert_false(granted("m", "W4", 2, 5000));
+}
+
+static void test_dead_ticket_expires(void **state)
+{
+    (void)state;
+    assert_true(granted("d", "A", 1, 0));
+    assert_false(granted("d", "B", 1, 300)); /* B will die: never refreshes */
+    assert_false(granted("d", "C", 1, 5000));
+    assert_int_equal(ccap_sem_release_wake(R, PFX, "d", "A", 1), 1);
+    assert_int_equal(tokens("d", "B"), 1);
+    assert_int_equal(tokens("d", "C"), 0);
+    assert_false(granted("d", "C", 1, 5000)); /* B's ticket is still live */
+    fx_sleep_ms(400);
+    assert_true(granted("d", "C", 1, 5000));
+    assert_false(queued("d", "B"));
+    assert_int_equal(cli_int("EXISTS " PFX "{d}:wake:B"), 0);
+}
+
+static void test_leave_and_cancel(void **state)
+{
+    struct ccap_sem_result res;
+    (void)state;
+
+    assert_true(granted("l", "A", 1, 0));
+    assert_false(granted("l", "B", 1, 5000));
+    assert_false(granted("l", "C", 1, 5000));
+    assert_false(granted("l", "D", 1, 5000));
+    res = attempt("l", "B", 1, 5000, CCAP_SEM_LEAVE, 0, 1); /* B gives up */
+    assert_int_equal(res.granted, 0);
+    assert_false(queued("l", "B"));
+    assert_int_equal(tokens("l", "C"), 0); /* nothing is free: nobody woken */
+    /* a release of a holder id that only waits takes it out of the queue */
+    assert_int_equal(ccap_sem_release_wake(R, PFX, "l", "D", 1), 0);
+    assert_false(queued("l", "D"));
+    assert_int_equal(ccap_sem_release_wake(R, PFX, "l", "A", 1), 1);
+    assert_int_equal(tokens("l", "C"), 1);
+    assert_true(granted("l", "C", 1, 5000));
+}
+
+static void test_leaving_head_passes_the_wake(void **state)
+{
+    (void)state;
+    assert_true(granted("h", "A", 1, 0));
+    assert_false(granted("h", "B", 1, 5000));
+    assert_false(granted("h", "C", 1, 5000));
+    assert_int_equal(ccap_sem_release_wake(R, PFX, "h", "A", 1), 1);
+    assert_int_equal(tokens("h", "B"), 1);
+    assert_int_equal(tokens("h", "C"), 0);
+    /* B was woken but gives up before its attempt: the wake passes to C */
+    assert_int_equal(ccap_sem_release_wake(R, PFX, "h", "B", 1), 0);
+    assert_int_equal(cli_int("EXISTS " PFX "{h}:wake:B"), 0);
+    assert_int_equal(tokens("h", "C"), 1);
+    assert_true(granted("h", "C", 1, 5000));
+}
+
+static void test_unblock_flag(void **state)
+{
+    (void)state;
+    assert_true(granted("u", "A", 1, 0));
+    assert_false(granted("u", "B", 1, 5000));
+    assert_int_equal(tokens("u", "B"), 0);
+    assert_int_equal(attempt("u", "B", 1, 5000, CCAP_SEM_UNBLOCK, 0, 1).granted, 0);
+    assert_int_equal(tokens("u", "B"), 1);
+    assert_in_range(cli_int("PTTL " PFX "{u}:wake:B"), 1, 5000);
+}
+
+static void test_lease_expiry_wakes_first(void **state)
+{
+    struct ccap_sem_req q = { .holder = "A", .lease_ms = 300, .limit = 1 };
+    struct ccap_sem_result res;
+    (void)state;
+
+    assert_int_equal(ccap_sem_acquire_fair(R, PFX, "e", &q, &res), 0);
+    assert_int_equal(res.granted, 1);
+    res = attempt("e", "B", 1, 5000, 0, 0, 1);
+    assert_int_equal(res.granted, 0);
+    assert_in_range(res.wake_ms, 0, 300); /* re-check when A's lease ends */
+    assert_false(granted("e", "C", 1, 5000));
+    fx_sleep_ms(350);
+    /* C's attempt sweeps A's expired lease: not C's turn, but B is woken */
+    assert_false(granted("e", "C", 1, 5000));
+    assert_int_equal(tokens("e", "B"), 1);
+    assert_true(granted("e", "B", 1, 5000));
+}
+
+/* ---- the rate ---- */
+
+static void test_rate_burst_then_spacing(void **state)
+{
+    struct ccap_sem_result res;
+    (void)state;
+
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(attempt("r", i == 0 ? "a" : i == 1 ? "b" : "c", 100, 0, 0, 10, 3).granted, 1);
+    res = attempt("r", "d", 100, 0, 0, 10, 3);
+    assert_int_equal(res.granted, 0);
+    assert_in_range(res.retry_ms, 1, 100);
+    assert_int_equal(res.wake_ms, -1);
+    assert_int_equal(cli_int("EXISTS " PFX "{r}:queue"), 0); /* try-once: not queued */
+    fx_sleep_ms((int)res.retry_ms);
+    res = attempt("r", "d", 100, 0, 0, 10, 3);
+    assert_int_equal(res.granted, 1);
+    /* the key expires once the bucket is full again */
+    assert_in_range(cli_int("PTTL " PFX "{r}:rate"), 1, 301);
+}
+
+static void test_rate_never_exceeds_window(void **state)
+{
+    long long t0 = fx_now_ms(), grants[64];
+    int n = 0;
+    char h[32];
+    (void)state;
+
+    /* hammer for 700 ms at rate 20/s, burst 4: at most 4 + 20 * 0.7 = 18 */
+    for (int i = 0; fx_now_ms() - t0 < 700 && n < 64; i++) {
+        snprintf(h, sizeof h, "h%d", i);
+        if (attempt("w", h, 1000, 0, 0, 20, 4).granted)
+            grants[n++] = fx_now_ms();
+    }
+    assert_in_range(n, 10, 4 + 14 + 1);
+    for (int i = 0; i < n; i++)
+        for (int j = i; j < n; j++)
+            assert_true(j - i + 1 <= 4 + 20 * (grants[j] - grants[i] + 5) / 1000.0);
+}
+
+static void test_rate_retry_by_queue_place(void **state)
+{
+    struct ccap_sem_result b, c;
+    (void)state;
+
+    assert_int_equal(attempt("q", "A", 100, 0, 0, 10, 1).granted, 1);
+    b = attempt("q", "B", 100, 5000, 0, 10, 1);
+    c = attempt("q", "C", 100, 5000, 0, 10, 1);
+    assert_int_equal(b.granted, 0);
+    assert_int_equal(c.granted, 0);
+    assert_in_range(b.retry_ms, 1, 100);
+    assert_in_range(c.retry_ms, 101, 200); /* after B's slot */
+}
+
+/* ---- blocks on a waiter's own connection ---- */
+
+static void test_block_deadline_is_ours(void **state)
+{
+    struct ccap_redis_conf c = conf_for(fx.sock);
+    struct ccap_redis *w = ccap_wait_conn_get(&c);
+    long long t0;
+    int rc;
+    (void)state;
+
+    assert_non_null(w);
+    /* Redis would time the BLPOP out up to 100 ms late: the deadline is ours */
+    t0 = fx_now_ms();
+    rc = ccap_wait_block(w, PFX "{b}:wake:x", 130);
+    assert_int_equal(rc, 0);
+    assert_in_range(fx_now_ms() - t0, 130, 130 + 60);
+    cli_int("LPUSH " PFX "{b}:wake:x u");
+    assert_int_equal(ccap_wait_finish(w, 1000), 0);
+    assert_int_equal(cli_int("EXISTS " PFX "{b}:wake:x"), 0);
+    /* a token already there: at once */
+    cli_int("LPUSH " PFX "{b}:wake:x w");
+    t0 = fx_now_ms();
+    assert_int_equal(ccap_wait_block(w, PFX "{b}:wake:x", 5000), 1);
+    assert_in_range(fx_now_ms() - t0, 0, 500);
+    ccap_wait_conn_put(w, true);
+}
+
+static void test_no_lost_wakeup_between_attempt_and_block(void **state)
+{
+    struct ccap_redis_conf c = conf_for(fx.sock);
+    struct ccap_redis *w;
+    char key[256];
+    long long t0;
+    (void)state;
+
+    assert_true(granted("x", "A", 1, 0));
+    assert_false(granted("x", "B", 1, 5000));
+    /* the release lands after B's attempt, before B blocks */
+    assert_int_equal(ccap_sem_release_wake(R, PFX, "x", "A", 1), 1);
+    assert_true(ccap_sem_wake_key(key, sizeof key, PFX, "x", "B") > 0);
+    w = ccap_wait_conn_get(&c);
+    assert_non_null(w);
+    t0 = fx_now_ms();
+    assert_int_equal(ccap_wait_block(w, key, 5000), 1);
+    assert_in_range(fx_now_ms() - t0, 0, 500);
+    assert_true(granted("x", "B", 1, 5000));
+    ccap_wait_conn_put(w, true);
+}
+
+static void test_pool_reuse_reap_fork(void **state)
+{
+    struct ccap_redis_conf c = conf_for(fx.sock);
+    struct ccap_redis *a, *b;
+    int fd, st;
+    pid_t pid;
+    (void)state;
+
+    ccap_wait_reap(0);
+    assert_int_equal(ccap_wait_conn_count(), 0);
+    a = ccap_wait_conn_get(&c);
+    b = ccap_wait_conn_get(&c);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_ptr_not_equal(a, b);
+    assert_int_equal(ccap_wait_conn_count(), 2);
+    assert_int_equal(ccap_wait_block(a, PFX "{p}:wake:z", 10), 0); /* opens it */
+    cli_int("LPUSH " PFX "{p}:wake:z u");
+    assert_int_equal(ccap_wait_finish(a, 1000), 0);
+    fd = ccap_redis_fd(a);
+    assert_true(fd >= 0);
+    assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    ccap_wait_conn_put(a, true);
+    ccap_wait_conn_put(b, false); /* closed, not pooled */
+    assert_int_equal(ccap_wait_conn_count(), 1);
+    assert_ptr_equal(ccap_wait_conn_get(&c), a); /* the idle one is reused */
+    ccap_wait_conn_put(a, true);
+
+    /* a fork child forgets them without I/O and closes its copies */
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(ccap_wait_conn_count() == 0 && fcntl(fd, F_GETFD) == -1 ? 0 : 1);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_true(fcntl(fd, F_GETFD) >= 0); /* the parent's stays open */
+
+    ccap_wait_reap(60000);
+    assert_int_equal(ccap_wait_conn_count(), 1); /* not idle long enough */
+    ccap_wait_reap(0);
+    assert_int_equal(ccap_wait_conn_count(), 0);
+    assert_int_equal(fcntl(fd, F_GETFD), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_fifo_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_free_slots_wake_several, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dead_ticket_expires, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_leave_and_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_leaving_head_passes_the_wake, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unblock_flag, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lease_expiry_wakes_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rate_burst_then_spacing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rate_never_exceeds_window, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rate_retry_by_queue_place, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_block_deadline_is_ours, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_lost_wakeup_between_attempt_and_block, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pool_reuse_reap_fork, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
