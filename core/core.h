@@ -17,8 +17,37 @@ struct ccap_core_hooks {
     void (*fork_child)(void);       /* after fork, in the child */
 };
 
-/* Installs HOOKS. No I/O, no locks, no allocation: safe in a constructor. */
+/* Installs HOOKS and records this process as the owner of the shim's state
+ * (one getpid). No I/O, no locks, no allocation: safe in a constructor. */
 void ccap_core_set_hooks(const struct ccap_core_hooks *hooks);
+
+/* True if the calling process owns the shim's state (permit table, Redis
+ * connection). False in a child that shares the parent's memory (vfork(),
+ * clone(CLONE_VM), posix_spawn's helper) once the parent has any state: such
+ * a child must pass every call straight through, or it would release the
+ * parent's permits. A fork() child owns its own (empty) state: the fork
+ * handlers switch the owner. Costs one getpid(). Async-signal-safe. */
+bool ccap_core_owner(void);
+
+/* The process is about to create state (a permit, an adopted handoff, the
+ * Redis client): registers the fork handlers once (pthread_atfork) and
+ * remembers where the Redis descriptor will live. Never from a constructor.
+ * Thread-safe. */
+void ccap_core_claim(void);
+
+/* The program is about to close or replace descriptors LO..HI (close,
+ * dup2, dup3, close_range, closefrom). If that range may hold the shim's
+ * Redis descriptor, waits (at most 2 s) until no Redis call is in flight
+ * and returns true: the caller then makes its call and calls
+ * ccap_core_own_fd_end(true), so that the shim never writes to a file the
+ * program put on that number (the next Redis call sees the change by the
+ * identity check and reconnects). Returns false at once otherwise (two
+ * atomic loads). */
+bool ccap_core_own_fd_begin(unsigned lo, unsigned hi);
+void ccap_core_own_fd_end(bool locked);
+
+/* A permit is held: makes sure the heartbeat runs. */
+void ccap_core_kick(void);
 
 /* Before the real connect(FD, SA, LEN). Loads the configuration on first
  * use. For an AF_INET/AF_INET6 TCP socket to a matched destination, takes a
@@ -41,8 +70,9 @@ void ccap_core_connect_post(int fd, struct ccap_ticket *t, int rc, int err);
  * or NULL. */
 struct ccap_permit *ccap_core_close_pre(int fd);
 
-/* dup2/dup3/F_DUPFD: NEWFD now refers to what OLDFD refers to. Returns a
- * permit NEWFD held before (to give back after the call), or NULL. */
+/* dup2/dup3/F_DUPFD: NEWFD now refers to what OLDFD refers to. Returns the
+ * permits to give back with ccap_core_release_list (one NEWFD held before,
+ * one a stale OLDFD entry held), or NULL. Nothing in a non-owner. */
 struct ccap_permit *ccap_core_dup(int oldfd, int newfd);
 
 /* close_range/closefrom: forgets every descriptor in [LO, HI]; returns the
@@ -53,8 +83,21 @@ struct ccap_permit *ccap_core_close_range(unsigned lo, unsigned hi);
 void ccap_core_release_list(struct ccap_permit *list);
 
 /* Gives back P in Redis (if it was counted there) and frees it. NULL is
- * fine. Errors are logged; an unreturned permit expires with its lease. */
+ * fine. Errors are logged; an unreturned permit expires with its lease.
+ * Loads the configuration if needed (an adopted permit). */
 void ccap_core_release(struct ccap_permit *p);
+
+/* Gives back P in Redis like ccap_core_release but keeps P (for an exec
+ * that may fail: see ccap_core_renew_entries). */
+void ccap_core_unregister(struct ccap_permit *p);
+
+struct ccap_handoff_entry;
+
+/* Renews the leases of the N holders in E (grouped by semaphore, one call
+ * per semaphore) and adds again those Redis does not have (an exec that
+ * failed after their release, a Redis restart). Returns 0 or the first
+ * -errno (the heartbeat retries later). Thread-safe; Redis I/O. */
+int ccap_core_renew_entries(const struct ccap_handoff_entry *e, size_t n);
 
 /* One heartbeat: drops table entries whose descriptors were closed behind
  * the shim's back, renews the leases of all live permits (re-adding any that
@@ -63,7 +106,9 @@ void ccap_core_release(struct ccap_permit *p);
  * when no permit is held and the thread may stop. */
 int ccap_core_heartbeat(void);
 
-/* At normal exit: gives back every permit this process holds. */
+/* At normal exit: gives back every permit this process holds (adopting a
+ * waiting handoff first, so that those are given back too). Nothing in a
+ * non-owner. */
 void ccap_core_shutdown(void);
 
 /* True once the configuration was loaded and is usable. */

@@ -1,9 +1,13 @@
 /* permit.c -- the permit table: fd -> permit, two-level, lock-free to read. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
+#include "handoff.h"
 #include "permit.h"
 
 #define CHUNK_BITS 10
@@ -15,7 +19,9 @@ typedef _Atomic(struct ccap_permit *) slot_t;
 static _Atomic(slot_t *) chunks[N_CHUNKS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ccap_permit *all;   /* live permits, under lock */
-static size_t n_all;
+static atomic_size_t n_all;       /* written under lock; read lock-free by ccap_ptab_empty */
+
+#define PERMIT_MARK 0x100          /* scratch flag of exec_split/exec_restore, under lock */
 
 static slot_t *slot_of(int fd, bool create)
 {
@@ -115,16 +121,28 @@ struct ccap_permit *ccap_ptab_detach(int fd)
     return p;
 }
 
+static void push(struct ccap_permit **list, struct ccap_permit *p)
+{
+    if (!p) return;
+    p->next = *list;
+    *list = p;
+}
+
 struct ccap_permit *ccap_ptab_dup(int oldfd, int newfd)
 {
     struct ccap_permit *gone = NULL;
     if (oldfd == newfd) return NULL;
     pthread_mutex_lock(&lock);
     slot_t *ns = slot_of(newfd, false);
-    if (ns) gone = drop_locked(ns);
+    if (ns) push(&gone, drop_locked(ns));
     slot_t *os = slot_of(oldfd, false);
     struct ccap_permit *p = os ? atomic_load_explicit(os, memory_order_relaxed) : NULL;
-    if (p && (ns = slot_of(newfd, true)) != NULL) attach_locked(ns, p);
+    if (p && !same_file(newfd, p)) {
+        /* OLDFD's number was reused behind the shim's back: not the socket */
+        push(&gone, drop_locked(os));
+    } else if (p && (ns = slot_of(newfd, true)) != NULL) {
+        attach_locked(ns, p);
+    }
     pthread_mutex_unlock(&lock);
     return gone;
 }
@@ -185,6 +203,11 @@ size_t ccap_ptab_count(void)
     return n;
 }
 
+bool ccap_ptab_empty(void)
+{
+    return atomic_load_explicit(&n_all, memory_order_relaxed) == 0;
+}
+
 void ccap_ptab_fork_prepare(void) { pthread_mutex_lock(&lock); }
 void ccap_ptab_fork_parent(void) { pthread_mutex_unlock(&lock); }
 
@@ -222,4 +245,113 @@ struct ccap_permit *ccap_ptab_detach_range(unsigned lo, unsigned hi)
     }
     pthread_mutex_unlock(&lock);
     return list;
+}
+
+static bool survives_exec(int fd)
+{
+    int fl = fcntl(fd, F_GETFD);
+    return fl >= 0 && !(fl & FD_CLOEXEC);
+}
+
+/* Calls FN(FD, SLOT, P, ARG) for every tracked descriptor. Under lock. */
+static void each_slot_locked(void (*fn)(int fd, slot_t *s, struct ccap_permit *p, void *arg), void *arg)
+{
+    for (int c = 0; c < N_CHUNKS && n_all > 0; c++) {
+        slot_t *ch = atomic_load_explicit(&chunks[c], memory_order_relaxed);
+        if (!ch) continue;
+        for (int i = 0; i < CHUNK_SIZE; i++) {
+            struct ccap_permit *p = atomic_load_explicit(&ch[i], memory_order_relaxed);
+            if (p) fn(c * CHUNK_SIZE + i, &ch[i], p, arg);
+        }
+    }
+}
+
+struct split {
+    struct ccap_handoff_entry *surv;
+    size_t nsurv;
+    struct ccap_ptab_ent *gone;
+    size_t ngone;
+    struct ccap_permit *released, *orphans;
+};
+
+/* Pass 1: drop stale entries; mark permits with a surviving descriptor. */
+static void split_mark(int fd, slot_t *s, struct ccap_permit *p, void *arg)
+{
+    struct split *sp = arg;
+    if (!same_file(fd, p)) push(&sp->orphans, drop_locked(s));
+    else if (survives_exec(fd)) p->flags |= PERMIT_MARK;
+}
+
+/* Pass 2: list survivors' surviving descriptors; detach the others. */
+static void split_sort(int fd, slot_t *s, struct ccap_permit *p, void *arg)
+{
+    struct split *sp = arg;
+    if (p->flags & PERMIT_MARK) {
+        if (!survives_exec(fd)) return;
+        struct ccap_handoff_entry *e = &sp->surv[sp->nsurv++];
+        e->fd = fd;
+        e->dev = p->dev;
+        e->ino = p->ino;
+        e->lease_ms = p->lease_ms;
+        memcpy(e->sem, p->sem, sizeof(e->sem));
+        memcpy(e->holder, p->holder, sizeof(e->holder));
+        return;
+    }
+    sp->gone[sp->ngone++] = (struct ccap_ptab_ent){ fd, p };
+    if (drop_locked(s)) push(&sp->released, p);
+}
+
+static void clear_mark(struct ccap_permit *p, void *arg)
+{
+    (void)arg;
+    p->flags &= ~PERMIT_MARK;
+}
+
+int ccap_ptab_exec_split(struct ccap_handoff_entry **surv, size_t *nsurv, struct ccap_ptab_ent **gone,
+                         size_t *ngone, struct ccap_permit **released, struct ccap_permit **orphans)
+{
+    struct split sp = { 0 };
+    int rc = 0;
+    pthread_mutex_lock(&lock);
+    each_slot_locked(split_mark, &sp);
+    size_t nslots = 0;
+    for (struct ccap_permit *p = all; p; p = p->next) nslots += (size_t)p->refs;
+    if (nslots) {
+        sp.surv = malloc(nslots * sizeof(*sp.surv));
+        sp.gone = malloc(nslots * sizeof(*sp.gone));
+        if (sp.surv && sp.gone) each_slot_locked(split_sort, &sp);
+        else rc = -ENOMEM;
+    }
+    for (struct ccap_permit *p = all; p; p = p->next) clear_mark(p, NULL);
+    pthread_mutex_unlock(&lock);
+    if (rc < 0 || !sp.nsurv) { free(sp.surv); sp.surv = NULL; }
+    if (rc < 0 || !sp.ngone) { free(sp.gone); sp.gone = NULL; }
+    *surv = sp.surv;
+    *nsurv = sp.nsurv;
+    *gone = sp.gone;
+    *ngone = sp.ngone;
+    *released = sp.released;
+    *orphans = sp.orphans;
+    return rc;
+}
+
+struct ccap_permit *ccap_ptab_exec_restore(const struct ccap_ptab_ent *gone, size_t n)
+{
+    struct ccap_permit *dead = NULL;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n; i++) {
+        struct ccap_permit *p = gone[i].p;
+        p->flags |= PERMIT_MARK;             /* seen: not yet on the dead list */
+        slot_t *s = slot_of(gone[i].fd, true);
+        if (s && !atomic_load_explicit(s, memory_order_relaxed) && same_file(gone[i].fd, p))
+            attach_locked(s, p);
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct ccap_permit *p = gone[i].p;
+        if (!(p->flags & PERMIT_MARK)) continue;
+        p->flags &= ~PERMIT_MARK;
+        if (p->refs == 0) push(&dead, p);
+    }
+    pthread_mutex_unlock(&lock);
+    return dead;
 }

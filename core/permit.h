@@ -54,8 +54,13 @@ struct ccap_permit *ccap_ptab_get(int fd, struct ccap_permit **orphan);
  * free()), else NULL. Thread-safe. */
 struct ccap_permit *ccap_ptab_detach(int fd);
 
-/* NEWFD now also refers to OLDFD's permit (dup family). NEWFD's own entry,
- * if any, is detached first and returned like ccap_ptab_detach. */
+/* After a successful dup (dup, dup2, dup3, F_DUPFD[_CLOEXEC]): NEWFD now
+ * refers to what OLDFD refers to. NEWFD's own entry, if any, is detached
+ * first (dup2/dup3 closed it). If OLDFD's entry is still its socket (the
+ * identity is checked on NEWFD), NEWFD joins that permit; a stale OLDFD
+ * entry (the number names another file now) is dropped instead. Returns the
+ * permits left without references (linked by next; the caller releases
+ * them), or NULL. Thread-safe. */
 struct ccap_permit *ccap_ptab_dup(int oldfd, int newfd);
 
 /* Drops every entry whose descriptor no longer is its socket (closed behind
@@ -79,6 +84,41 @@ struct ccap_permit *ccap_ptab_take_all(void);
 
 /* Number of live permits. */
 size_t ccap_ptab_count(void);
+
+/* True when no permit is held: one atomic load, no lock. */
+bool ccap_ptab_empty(void);
+
+/* One descriptor of a permit, for exec (see ccap_ptab_exec_split). */
+struct ccap_ptab_ent {
+    int fd;
+    struct ccap_permit *p;
+};
+
+struct ccap_handoff_entry;
+
+/* Before an exec, under the table lock: drops stale entries (permits left
+ * without references go to *ORPHANS, linked by next, for the caller to
+ * release); then, for each permit, looks at whether any of its descriptors
+ * survives the exec (FD_CLOEXEC clear):
+ * - yes: it stays in the table; each surviving descriptor is copied to
+ *   *SURV (malloc'd array of *NSURV handoff entries; descriptors with
+ *   FD_CLOEXEC are not listed);
+ * - no: all its descriptors are detached and it is unlinked; its (fd,
+ *   permit) pairs go to *GONE (malloc'd array of *NGONE) and the permit,
+ *   once, to *RELEASED (linked by next). The caller gives them back in Redis
+ *   but keeps the memory until the exec has succeeded, or hands them to
+ *   ccap_ptab_exec_restore if it failed.
+ * Returns 0, or -ENOMEM (then nothing is split: all outputs empty, stale
+ * entries still dropped). Thread-safe. */
+int ccap_ptab_exec_split(struct ccap_handoff_entry **surv, size_t *nsurv, struct ccap_ptab_ent **gone,
+                         size_t *ngone, struct ccap_permit **released, struct ccap_permit **orphans);
+
+/* After a failed exec: attaches each pair of GONE (N of them) again whose
+ * descriptor is still that socket and not tracked meanwhile. Returns the
+ * permits that got no descriptor back (linked by next; caller frees them:
+ * they were already given back in Redis). GONE's permits must not be used
+ * by the caller afterwards except through the returned list. */
+struct ccap_permit *ccap_ptab_exec_restore(const struct ccap_ptab_ent *gone, size_t n);
 
 /* fork() support: prepare locks the table, parent unlocks, child unlocks
  * and forgets everything without releasing (permits are not inherited). */

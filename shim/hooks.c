@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "core.h"
+#include "handoff.h"
 #include "shim.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -15,7 +16,14 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define GUARDED(stmt) do { ccap_guard++; stmt; ccap_guard--; } while (0)
-#define REAL(f) (ccap_real.f ? ccap_real.f : (ccap_shim_resolve(), ccap_real.f))
+/* The table is filled lazily by whichever thread needs it first, without a
+ * lock: relaxed atomics make that a benign, well-defined race. */
+#define LOAD(f) __atomic_load_n(&ccap_real.f, __ATOMIC_RELAXED)
+#define REAL(f) (LOAD(f) ? LOAD(f) : (ccap_shim_resolve(), LOAD(f)))
+/* Every hook: permits handed over by an exec are adopted at the first
+ * interposed call of any kind, so they are renewed even if the new image
+ * never connects again (one relaxed load when nothing waits). */
+#define FIRST_NEED() do { if (__builtin_expect(ccap_handoff_waiting(), 0)) ccap_shim_adopt(); } while (0)
 
 __thread int ccap_guard __attribute__((tls_model("initial-exec")));
 struct ccap_real ccap_real;
@@ -24,17 +32,27 @@ void ccap_shim_resolve(void)
 {
     /* No lock: a racing second resolution stores the same pointers, and a
      * lock here could be re-entered by an allocator that dlsym calls. */
-#define R(f) if (!ccap_real.f) *(void **)&ccap_real.f = dlsym(RTLD_NEXT, #f)
+#define R(f) if (!LOAD(f)) __atomic_store_n((void **)&ccap_real.f, dlsym(RTLD_NEXT, #f), __ATOMIC_RELAXED)
     R(connect); R(close); R(dup); R(dup2); R(dup3); R(fcntl); R(fcntl64);
     R(close_range); R(closefrom); R(fclose); R(sendto); R(sendmsg);
 #undef R
+    ccap_exec_resolve();
+}
+
+void ccap_shim_adopt(void)
+{
+    if (ccap_guard) return;
+    int e = errno;
+    GUARDED(ccap_handoff_adopt());
+    errno = e;
 }
 
 /* close() must work before anything is resolved (an allocator's or another
  * library's constructor may call it first): fall back to the system call. */
 static int real_close(int fd)
 {
-    return ccap_real.close ? ccap_real.close(fd) : (int)syscall(SYS_close, fd);
+    int (*c)(int) = LOAD(close);
+    return c ? c(fd) : (int)syscall(SYS_close, fd);
 }
 
 /* Shared by connect() and the TCP Fast Open sends: take a permit for a
@@ -56,24 +74,40 @@ static int real_close(int fd)
 EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
     if (ccap_guard) return REAL(connect)(fd, sa, len);
+    FIRST_NEED();
     WITH_PERMIT(fd, sa, len, REAL(connect)(fd, sa, len), r_ == 0);
 }
 
 EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa, socklen_t len)
 {
+    FIRST_NEED();
     if (ccap_guard || !(flags & MSG_FASTOPEN) || !sa) return REAL(sendto)(fd, buf, n, flags, sa, len);
     WITH_PERMIT(fd, sa, len, REAL(sendto)(fd, buf, n, flags, sa, len), r_ >= 0);
 }
 
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
+    FIRST_NEED();
     if (ccap_guard || !(flags & MSG_FASTOPEN) || !m || !m->msg_name) return REAL(sendmsg)(fd, m, flags);
     WITH_PERMIT(fd, m->msg_name, m->msg_namelen, REAL(sendmsg)(fd, m, flags), r_ >= 0);
 }
 
+/* A close of the shim's own Redis descriptor waits for any Redis call in
+ * flight, so that the shim never writes to a file put on that number. */
+static int close_untracked(int fd)
+{
+    bool l = ccap_core_own_fd_begin((unsigned)fd, (unsigned)fd);
+    int rc = real_close(fd), e = errno;
+    ccap_core_own_fd_end(l);
+    errno = e;
+    return rc;
+}
+
 EXPORT int close(int fd)
 {
-    if (ccap_guard || !ccap_ptab_maybe(fd)) return real_close(fd);
+    if (ccap_guard) return real_close(fd);
+    FIRST_NEED();
+    if (!ccap_ptab_maybe(fd)) return close_untracked(fd);
     int saved = errno;
     struct ccap_permit *p;
     GUARDED(p = ccap_core_close_pre(fd));
@@ -87,10 +121,14 @@ EXPORT int close(int fd)
 EXPORT int fclose(FILE *fp)
 {
     /* glibc closes the descriptor inside fclose without calling close(). */
+    if (ccap_guard) return REAL(fclose)(fp);
+    FIRST_NEED();
     int fd = fp ? fileno(fp) : -1;
-    if (ccap_guard || !ccap_ptab_maybe(fd)) return REAL(fclose)(fp);
+    if (!ccap_ptab_maybe(fd)) return REAL(fclose)(fp);
     struct ccap_permit *p;
+    int saved = errno;
     GUARDED(p = ccap_core_close_pre(fd));
+    errno = saved;
     int rc = REAL(fclose)(fp), e = errno;
     GUARDED(ccap_core_release(p));
     errno = e;
@@ -103,17 +141,34 @@ static int after_dup(int oldfd, int newfd)
 {
     if (newfd < 0 || ccap_guard || (!ccap_ptab_maybe(oldfd) && !ccap_ptab_maybe(newfd))) return newfd;
     int e = errno;
-    GUARDED(ccap_core_release(ccap_core_dup(oldfd, newfd)));
+    GUARDED(ccap_core_release_list(ccap_core_dup(oldfd, newfd)));
     errno = e;
     return newfd;
 }
 
-EXPORT int dup(int fd) { return after_dup(fd, REAL(dup)(fd)); }
-EXPORT int dup2(int fd, int fd2) { return after_dup(fd, REAL(dup2)(fd, fd2)); }
-EXPORT int dup3(int fd, int fd2, int flags) { return after_dup(fd, REAL(dup3)(fd, fd2, flags)); }
+/* dup2/dup3 may put another file on the shim's own descriptor: as close(). */
+#define ONTO(fd2, call)                                                           \
+    do {                                                                          \
+        if (ccap_guard) return call;                                              \
+        FIRST_NEED();                                                             \
+        bool l_ = ccap_ptab_maybe(fd2) ? false : ccap_core_own_fd_begin((unsigned)(fd2), (unsigned)(fd2)); \
+        int r_ = call, e_ = errno;                                                \
+        ccap_core_own_fd_end(l_);                                                 \
+        errno = e_;                                                               \
+        return after_dup(fd, r_);                                                 \
+    } while (0)
+
+EXPORT int dup(int fd)
+{
+    FIRST_NEED();
+    return after_dup(fd, REAL(dup)(fd));
+}
+EXPORT int dup2(int fd, int fd2) { ONTO(fd2, REAL(dup2)(fd, fd2)); }
+EXPORT int dup3(int fd, int fd2, int flags) { ONTO(fd2, REAL(dup3)(fd, fd2, flags)); }
 
 static int fcntl_hook(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 {
+    FIRST_NEED();
     int rc = real(fd, cmd, arg);
     return cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC ? after_dup(fd, rc) : rc;
 }
@@ -139,7 +194,7 @@ EXPORT int hook_fcntl64(int fd, int cmd, ...)
     va_start(ap, cmd);
     void *arg = va_arg(ap, void *);
     va_end(ap);
-    return fcntl_hook(REAL(fcntl64) ? ccap_real.fcntl64 : REAL(fcntl), fd, cmd, arg);
+    return fcntl_hook(REAL(fcntl64) ? LOAD(fcntl64) : REAL(fcntl), fd, cmd, arg);
 }
 
 /* The range is forgotten only after the call succeeded: a stale entry in
@@ -153,14 +208,26 @@ static void after_close_range(unsigned lo, unsigned hi)
 
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
-    int rc = REAL(close_range) ? ccap_real.close_range(first, last, flags)
+    bool l = false;
+    if (!ccap_guard) FIRST_NEED();
+    if (!ccap_guard && !(flags & CLOSE_RANGE_CLOEXEC)) l = ccap_core_own_fd_begin(first, last);
+    int rc = REAL(close_range) ? LOAD(close_range)(first, last, flags)
                                : (int)syscall(SYS_close_range, first, last, flags);
+    int e = errno;
+    ccap_core_own_fd_end(l);
+    errno = e;
     if (rc == 0 && !ccap_guard && !(flags & CLOSE_RANGE_CLOEXEC)) after_close_range(first, last);
     return rc;
 }
 
 EXPORT void closefrom(int lowfd)
 {
+    bool l = false;
+    if (!ccap_guard) {
+        FIRST_NEED();
+        if (lowfd >= 0) l = ccap_core_own_fd_begin((unsigned)lowfd, ~0U);
+    }
     REAL(closefrom)(lowfd);
+    ccap_core_own_fd_end(l);
     if (!ccap_guard && lowfd >= 0) after_close_range((unsigned)lowfd, ~0U);
 }

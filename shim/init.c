@@ -1,5 +1,7 @@
 /* init.c -- the shim's constructor and destructor: cheap in, permits out. */
+#include <dlfcn.h>
 #include "core.h"
+#include "handoff.h"
 #include "shim.h"
 
 static const struct ccap_core_hooks hooks = {
@@ -8,10 +10,42 @@ static const struct ccap_core_hooks hooks = {
 };
 
 /* No threads, no locks, no allocation, no I/O: the configuration is loaded
- * on the first connect() to an Internet address. */
+ * on the first connect() to an Internet address. Permits handed over by the
+ * image that exec'd us are only noted here (getenv) and adopted at the first
+ * interposed call of any kind, or at exit. */
 __attribute__((constructor)) static void ccap_shim_init(void)
 {
     ccap_core_set_hooks(&hooks);
+    ccap_handoff_record();
+}
+
+/* The program's main, run by our wrapper. */
+static int (*program_main)(int, char **, char **);
+
+static int main_after_adoption(int argc, char **argv, char **envp)
+{
+    ccap_shim_adopt();
+    return program_main(argc, argv, envp);
+}
+
+/* _start calls this once, after the preloaded libraries' constructors. When
+ * permits were handed over across exec, they are adopted (and the heartbeat
+ * started) just before main, after every constructor has run: a program
+ * that never makes another interposed call still has them renewed. With
+ * nothing to adopt, the call passes straight through. */
+typedef int (*start_main_fn)(int (*)(int, char **, char **), int, char **, void (*)(void), void (*)(void),
+                             void (*)(void), void *);
+
+__attribute__((visibility("default"))) int __libc_start_main(int (*main)(int, char **, char **), int argc,
+                                                             char **argv, void (*init)(void), void (*fini)(void),
+                                                             void (*rtld_fini)(void), void *stack_end)
+{
+    start_main_fn next = (start_main_fn)dlsym(RTLD_NEXT, "__libc_start_main");
+    if (ccap_handoff_waiting()) {
+        program_main = main;
+        main = main_after_adoption;
+    }
+    return next(main, argc, argv, init, fini, rtld_fini, stack_end);
 }
 
 /* exit() and return from main: give back every permit this process holds.

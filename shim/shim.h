@@ -28,8 +28,15 @@ struct ccap_real {
 };
 extern struct ccap_real ccap_real;
 
-/* Resolves every entry of ccap_real once. */
+/* Resolves every entry of ccap_real once (and the exec family's). */
 void ccap_shim_resolve(void);
+
+/* shim/exec.c: resolves the real exec functions (called by ccap_shim_resolve). */
+void ccap_exec_resolve(void);
+
+/* Adopts permits handed over across exec, unless the guard is held;
+ * preserves errno. For the hooks' FIRST_NEED. */
+void ccap_shim_adopt(void);
 
 /* Starts the heartbeat thread if it is not running (shim/heartbeat.c). */
 void ccap_heartbeat_start(void);

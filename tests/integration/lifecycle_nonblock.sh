@@ -1,0 +1,35 @@
+# lifecycle_nonblock.sh -- non-blocking connect: EINPROGRESS keeps the permit with flags, options and fd
+# untouched; EALREADY/EISCONN polling and a retry after an SO_ERROR failure take no second permit; the
+# failure's permit goes back at close; nonblocking = "fail" fails at once, "wait" waits, neither sends a SYN.
+. "$(dirname "$0")/../lib/harness.sh"
+. "$ROOT/tests/lib/lifecycle.sh"
+h_redis_start
+h_server_start 600000
+lc_setup 30000 100
+lc_run nonblock
+h_note "first connect: $(lc_fact first-connect); polling calls: $(lc_fact connect-again); dead port: $(lc_fact refused-connect), retry: $(lc_fact retry)"
+[ "$(lc_fact first-connect)" = EINPROGRESS ] || h_fail "want EINPROGRESS from a non-blocking connect, got $(lc_fact first-connect)"
+[ "$(h_holders lc)" -eq 0 ] || h_fail "holders left"
+
+# the cap is full: a holder keeps the only permit
+wait_ms=3000
+lc_setup 30000 1 $wait_ms
+LD_PRELOAD="$LIB" CONNCAP_CONFIG="$LC_CONF" "$PROGS/lifecycle" hold "$SRV_PORT" "$DEAD_PORT" 60000 >/dev/null &
+holder=$!
+WAIT_S=10 h_wait_for h_holders_is lc 1 || h_fail "the holder got no permit"
+total=$(h_server_stat total)
+CONF_EXTRA='nonblocking = "fail";' lc_setup 30000 1 $wait_ms
+lc_run full connect
+read -r err ms <<<"$(lc_fact result)"
+h_note "nonblocking = fail: $err after $ms ms (wait_timeout_ms $wait_ms)"
+[ "$err" = ETIMEDOUT ] || h_fail "fail: want ETIMEDOUT, got $err"
+[ "$ms" -lt $((wait_ms / 2)) ] || h_fail "fail: took $ms ms, it must not wait"
+CONF_EXTRA='nonblocking = "wait";' lc_setup 30000 1 $wait_ms
+lc_run full connect
+read -r err ms <<<"$(lc_fact result)"
+h_note "nonblocking = wait: $err after $ms ms"
+[ "$err" = ETIMEDOUT ] || h_fail "wait: want ETIMEDOUT, got $err"
+[ "$ms" -ge $wait_ms ] || h_fail "wait: gave up after $ms ms, before wait_timeout_ms"
+[ "$(h_server_stat total)" -eq "$total" ] || h_fail "a refused connect reached the server (SYN sent)"
+kill $holder; wait $holder 2>/dev/null
+echo ok
