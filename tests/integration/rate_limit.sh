@@ -3,7 +3,12 @@
 h_redis_start
 h_server_start 0
 WARM=$SRV_PORT
-h_server_start 0 --log "$T/accepts"
+# the measure: accept times taken by a small C listener (the Python
+# countserver's own work per accept would blur them)
+"$PROGS/acceptlog" "$T/port" "$T/accepts" &
+_pids+=("$!")
+h_wait_file "$T/port" || h_fail "acceptlog did not start"
+SRV_PORT=$(cat "$T/port")
 cat >"$T/c.conf" <<CONF
 redis = { socket = "$REDIS_SOCK"; command_timeout_ms = 500; key_prefix = "conncap:"; };
 semaphores = ( { name = "api"; limit = 50; lease_ms = 30000; wait_timeout_ms = 20000; rate = 50.0; burst = 10; },
@@ -39,5 +44,4 @@ print("  %d accepts in %.2f s (ideal 3.80 s)%s" % (len(t), span, "" if not where
 ok = where is None and len(t) == 200 and 3.4 <= span <= 8.0
 sys.exit(0 if ok else 1)
 PY
-[ "$(h_server_stat total)" -eq 200 ] || h_fail "server saw $(h_server_stat total) connects"
 echo ok
