@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "config.h"
 #include "core.h"
+#include "handoff.h"
 #include "log.h"
 #include "redis.h"
 #include "sem.h"
@@ -67,6 +68,12 @@ static unsigned rand_u32(void)
     return s;
 }
 
+/* Lifecycle: who owns the state, where the Redis descriptor lives. */
+static atomic_int owner_pid;      /* the process the state belongs to */
+static atomic_bool stateful;      /* fork handlers registered: state may exist */
+static atomic_int own_fd_base = INT32_MAX;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
 static void fork_prepare(void) { pthread_mutex_lock(&g.rlock); ccap_ptab_fork_prepare(); }
 static void fork_parent(void) { ccap_ptab_fork_parent(); pthread_mutex_unlock(&g.rlock); }
 
@@ -79,8 +86,50 @@ static void fork_child(void)
     g.down = false;
     g.retry_at_ms = 0;
     g.nonce = 0;
+    atomic_store(&owner_pid, (int)getpid());
+    ccap_handoff_fork_child();
     pthread_mutex_unlock(&g.rlock);
     if (g.hooks.fork_child) g.hooks.fork_child();
+}
+
+static void register_atfork(void)
+{
+    atomic_store(&own_fd_base, ccap_redis_fd_base());
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    atomic_store(&stateful, true);
+}
+
+void ccap_core_claim(void) { pthread_once(&atfork_once, register_atfork); }
+
+bool ccap_core_owner(void)
+{
+    int me = (int)getpid();
+    if (atomic_load_explicit(&owner_pid, memory_order_relaxed) == me) return true;
+    if (atomic_load(&stateful)) return false;   /* shares its parent's memory */
+    atomic_store(&owner_pid, me);              /* a fork child before any state */
+    return true;
+}
+
+bool ccap_core_own_fd_begin(unsigned lo, unsigned hi)
+{
+    (void)lo;
+    if (!atomic_load_explicit(&stateful, memory_order_relaxed) ||
+        hi < (unsigned)atomic_load_explicit(&own_fd_base, memory_order_relaxed))
+        return false;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 2;   /* bounded: never hang a close, even from a signal handler */
+    return pthread_mutex_timedlock(&g.rlock, &ts) == 0;
+}
+
+void ccap_core_own_fd_end(bool locked)
+{
+    if (locked) pthread_mutex_unlock(&g.rlock);
+}
+
+void ccap_core_kick(void)
+{
+    if (g.hooks.need_heartbeat) g.hooks.need_heartbeat();
 }
 
 static void init_once(void)
@@ -103,7 +152,7 @@ static void init_once(void)
         return;
     }
     if (gethostname(g.host, sizeof(g.host) - 1) != 0) strcpy(g.host, "unknown");
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    ccap_core_claim();
     g.cfg = cfg;
     ccap_log(CCAP_LOG_DEBUG, "loaded %s: %zu semaphores, %zu rules", path, cfg->n_sems, cfg->n_rules);
 }
@@ -114,7 +163,11 @@ static const struct ccap_config *config(void)
     return g.cfg;
 }
 
-void ccap_core_set_hooks(const struct ccap_core_hooks *hooks) { g.hooks = *hooks; }
+void ccap_core_set_hooks(const struct ccap_core_hooks *hooks)
+{
+    g.hooks = *hooks;
+    atomic_store(&owner_pid, (int)getpid());
+}
 
 bool ccap_core_active(void) { return config() != NULL; }
 
@@ -364,17 +417,17 @@ void ccap_core_connect_post(int fd, struct ccap_ticket *t, int rc, int err)
 
 struct ccap_permit *ccap_core_close_pre(int fd)
 {
-    return ccap_ptab_detach(fd);
+    return ccap_core_owner() ? ccap_ptab_detach(fd) : NULL;
 }
 
 struct ccap_permit *ccap_core_dup(int oldfd, int newfd)
 {
-    return ccap_ptab_dup(oldfd, newfd);
+    return ccap_core_owner() ? ccap_ptab_dup(oldfd, newfd) : NULL;
 }
 
 struct ccap_permit *ccap_core_close_range(unsigned lo, unsigned hi)
 {
-    return ccap_ptab_detach_range(lo, hi);
+    return !ccap_ptab_empty() && ccap_core_owner() ? ccap_ptab_detach_range(lo, hi) : NULL;
 }
 
 void ccap_core_release_list(struct ccap_permit *p)
@@ -393,7 +446,13 @@ static int sem_index_of(const char *name)
 
 void ccap_core_release(struct ccap_permit *p)
 {
-    if (!p) return;
+    ccap_core_unregister(p);
+    free(p);
+}
+
+void ccap_core_unregister(struct ccap_permit *p)
+{
+    if (!p || !config()) return;    /* loads it for a permit adopted across exec */
     if (p->flags & CCAP_PERMIT_LOCAL) {
         int i = sem_index_of(p->sem);
         if (i >= 0) atomic_fetch_sub(&g.local_used[i], 1);
@@ -411,7 +470,6 @@ void ccap_core_release(struct ccap_permit *p)
         }
         pthread_mutex_unlock(&g.rlock);
     }
-    free(p);
 }
 
 /* Heartbeat: the holders to renew, grouped by semaphore. */
@@ -485,7 +543,7 @@ static void count_fallback(void)
 
 int ccap_core_heartbeat(void)
 {
-    if (!g.cfg || atomic_load(&g.shutting_down)) return -1;
+    if (!config() || atomic_load(&g.shutting_down)) return -1;  /* loads it for adopted permits */
     struct ccap_permit *orphans;
     ccap_ptab_sweep(&orphans);
     ccap_core_release_list(orphans);
@@ -516,7 +574,45 @@ int ccap_core_heartbeat(void)
 
 void ccap_core_shutdown(void)
 {
-    if (!g.cfg) return;
+    if (!ccap_core_owner()) return;
+    if (ccap_handoff_waiting()) ccap_handoff_adopt();
+    if (!atomic_load(&stateful) || !config()) return;   /* never used: nothing to load */
     atomic_store(&g.shutting_down, true);
     ccap_core_release_list(ccap_ptab_take_all());
+}
+
+/* Renews one semaphore's batch. Under rlock. */
+static int renew_batch(const char *sem, const char **holders, size_t n, int lease)
+{
+    if (circuit_open()) return -ECONNREFUSED;
+    int rc = ccap_sem_renew(g.redis, g.cfg->redis.key_prefix, sem, holders, n, lease, 1);
+    if (rc >= 0) circuit_success();
+    else if (rc != -EPROTO) circuit_failure(rc);
+    return rc < 0 ? rc : 0;
+}
+
+int ccap_core_renew_entries(const struct ccap_handoff_entry *e, size_t n)
+{
+    if (!n) return 0;
+    if (!config()) return -EINVAL;
+    const char **batch = malloc(n * sizeof(*batch));
+    bool *done = calloc(n, sizeof(*done));
+    int rc = batch && done ? 0 : -ENOMEM;
+    pthread_mutex_lock(&g.rlock);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (done[i]) continue;
+        size_t m = 0;
+        int lease = 0;
+        for (size_t j = i; j < n; j++) {
+            if (done[j] || strcmp(e[j].sem, e[i].sem) != 0) continue;
+            done[j] = true;
+            batch[m++] = e[j].holder;   /* a repeated holder (dup'ed socket) is harmless */
+            if (e[j].lease_ms > lease) lease = e[j].lease_ms;
+        }
+        rc = renew_batch(e[i].sem, batch, m, lease > 0 ? lease : 1);
+    }
+    pthread_mutex_unlock(&g.rlock);
+    free(batch);
+    free(done);
+    return rc;
 }
