@@ -200,13 +200,16 @@ static void make_holder(struct ccap_permit *p, int fd, const struct sockaddr *sa
 {
     char dest[INET6_ADDRSTRLEN + 16];
     format_dest(sa, dest, sizeof(dest));
-    if (!g.nonce) {
-        unsigned n = 0;
+    /* one nonce per process image, chosen by the first connect of any thread */
+    unsigned nonce = __atomic_load_n(&g.nonce, __ATOMIC_RELAXED);
+    if (!nonce) {
+        unsigned n = 0, none = 0;
         if (getrandom(&n, sizeof(n), GRND_NONBLOCK) != sizeof(n)) n = rand_u32();
-        g.nonce = n ? n : 1;
+        n = n ? n : 1;
+        nonce = __atomic_compare_exchange_n(&g.nonce, &none, n, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED) ? n : none;
     }
     snprintf(p->holder, sizeof(p->holder), "%s/%d/%d/%s/%08x.%lu", g.host, (int)getpid(), fd, dest,
-             g.nonce, atomic_fetch_add(&g.seq, 1));
+             nonce, atomic_fetch_add(&g.seq, 1));
 }
 
 /* Circuit breaker: while open, Redis is not tried at all. Under rlock. */

@@ -1,5 +1,6 @@
 /* heartbeat.c -- the thread that renews leases; started by the first permit. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <time.h>
@@ -8,7 +9,8 @@
 
 static pthread_mutex_t hb_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hb_cond;
-static bool hb_cond_ready, running, stopping;
+static bool hb_cond_ready, running;
+static atomic_bool stopping;      /* read by the thread between beats, without the lock */
 static unsigned long kicks;
 
 static void *hb_main(void *arg)
@@ -19,7 +21,7 @@ static void *hb_main(void *arg)
         pthread_mutex_lock(&hb_lock);
         unsigned long seen = kicks;
         pthread_mutex_unlock(&hb_lock);
-        int ms = stopping ? -1 : ccap_core_heartbeat();
+        int ms = atomic_load(&stopping) ? -1 : ccap_core_heartbeat();
         pthread_mutex_lock(&hb_lock);
         if (stopping || (ms < 0 && seen == kicks)) {
             running = false;

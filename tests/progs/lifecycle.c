@@ -680,6 +680,44 @@ static int mode_shimfds(const char *how)
     return 0;
 }
 
+/* A race: the program puts a pipe on the shim's Redis descriptor again and
+ * again while another thread keeps the shim talking to Redis. Nothing the
+ * shim writes may ever land in the pipe. */
+static atomic_bool race_stop;
+
+static void *redis_traffic(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&race_stop)) close(tcp(0));
+    return NULL;
+}
+
+static int mode_shimrace(int ms)
+{
+    close(tcp(0));
+    pthread_t t;
+    pthread_create(&t, NULL, redis_traffic, NULL);
+    int pw[2];
+    if (pipe(pw) != 0) die("pipe");
+    fcntl(pw[0], F_SETFL, O_NONBLOCK);
+    int hits = 0;
+    for (long long end = now_ms() + ms; now_ms() < end;) {
+        int s = shim_fd();
+        if (s < 0) continue;
+        if (dup2(pw[1], s) != s) die("dup2 onto the shim's number");
+        close(s);   /* give the number back: the shim's next socket may take it again */
+        hits++;
+    }
+    atomic_store(&race_stop, true);
+    pthread_join(t, NULL);
+    char buf[256];
+    ssize_t got = read(pw[0], buf, sizeof(buf));
+    if (got > 0) die("the shim wrote %zd bytes into the program's pipe: %.40s", got, buf);
+    fact("replaced %d", hits);
+    step("end", 0);
+    return 0;
+}
+
 /* ---- 32 threads x 200 connect/close against the cap ---- */
 static atomic_int thread_failures;
 static int thread_iters;
@@ -840,6 +878,7 @@ int main(int argc, char **argv)
     if (!strcmp(m, "tfo")) return mode_tfo();
     if (!strcmp(m, "udpunix") && argc > 4) return mode_udpunix(x);
     if (!strcmp(m, "shimfds") && argc > 4) return mode_shimfds(x);
+    if (!strcmp(m, "shimrace")) return mode_shimrace(argc > 4 ? atoi(x) : 3000);
     if (!strcmp(m, "threads")) return mode_threads(argc > 4 ? atoi(x) : 32, argc > 5 ? atoi(argv[5]) : 200);
     if (!strcmp(m, "errno")) return mode_errno();
     if (!strcmp(m, "selfheal")) return mode_selfheal();
