@@ -289,11 +289,13 @@ static void report_timeout(const struct ccap_sem_conf *s, const char *holder, lo
 }
 
 /* How long a waiter's ticket lives unless refreshed: it is refreshed at
- * every re-check, at most WAIT_RECHECK_MS apart plus a command each way. */
+ * every re-check, at most WAIT_RECHECK_MS apart plus a command each way.
+ * Generous (a waiter starved of CPU that misses it loses its place in the
+ * queue); a dead waiter blocks the head of the queue at most that long. */
 static int ticket_ttl_ms(void)
 {
     int cmd = g.cfg->redis.command_timeout_ms > 0 ? g.cfg->redis.command_timeout_ms : 200;
-    return 3 * WAIT_RECHECK_MS + 2 * cmd;
+    return 5 * WAIT_RECHECK_MS + 2 * cmd;
 }
 
 /* Waits for a permit of S for P (issue 6: no polling, FIFO, rate). Each

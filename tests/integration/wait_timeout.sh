@@ -1,5 +1,7 @@
 # wait_timeout.sh -- no permit within wait_timeout_ms: connect fails with the on_timeout errno, on time, and leaves the queue.
 . "$(dirname "$0")/../lib/harness.sh"
+# TSan takes the shim's fstat of the program's descriptors for races (see the file)
+[ "${SAN:-}" = tsan ] && export TSAN_OPTIONS="suppressions=$ROOT/tests/lib/tsan-fd.supp ${TSAN_OPTIONS:-}"
 h_redis_start
 h_server_start 60000
 h_conf "$T/c.conf" api 1 5000 300 "127.0.0.1:$SRV_PORT"
@@ -12,7 +14,8 @@ exec 7>"$T/a.in"
 WAIT_S=5 h_wait_for h_holders_is api 1 || h_fail "first client got no permit"
 
 # the timeout comes on time: measured inside the client (no start-up
-# noise); the smallest overshoot of three must be small, none may be huge
+# noise); the smallest overshoot of three must be small (30 ms; 150 in a
+# sanitizer build), none may be huge
 for w in 300 1000; do
     h_conf "$T/w$w.conf" api 1 5000 $w "127.0.0.1:$SRV_PORT"
     over=()
@@ -28,7 +31,8 @@ for w in 300 1000; do
         [ "$o" -le 250 ] || h_fail "failed $o ms after the wait timeout of $w ms"
     done
     min=$(printf '%s\n' "${over[@]}" | sort -n | head -1)
-    [ "$min" -le 30 ] || h_fail "the timeout of $w ms overshoots by at least $min ms"
+    lim=30; [ -n "${SAN:-}" ] && lim=150
+    [ "$min" -le "$lim" ] || h_fail "the timeout of $w ms overshoots by at least $min ms"
 done
 [ "$(h_rcli exists 'conncap:{api}:queue')" -eq 0 ] || h_fail "a timed-out waiter stayed queued"
 

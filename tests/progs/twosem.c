@@ -75,5 +75,6 @@ int main(int argc, char **argv)
     qsort(t, (size_t)n, sizeof(*t), cmp);
     printf("b_median_ms %.1f b_max_ms %.1f a_waiting_after_b %d a_result %s\n", t[n / 2], t[n - 1], waiting,
            a_rc == 0 ? "connected" : a_errno == ETIMEDOUT ? "ETIMEDOUT" : strerror(a_errno));
+    free(t);
     return 0;
 }
