@@ -54,7 +54,7 @@ $(BUILD)/scripts.c: $(LUA) mk/embed-lua.sh
 	@mkdir -p $(@D)
 	sh mk/embed-lua.sh $@ $(LUA)
 
-$(BUILD)/%.o: %.c $(wildcard core/*.h shim/*.h)
+$(BUILD)/%.o: %.c $(wildcard core/*.h shim/*.h cli/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 

@@ -13,6 +13,7 @@ struct ccap_cmd {
     const char *name;
     int (*fn)(int argc, char **argv);   /* argv[0] is the subcommand */
     const char *usage, *help;
+    const char *details;                /* longer --help text, or NULL */
 };
 
 /* Absolute path of libconncap.so: $CONNCAP_LIBRARY, else beside the binary,
@@ -38,5 +39,15 @@ struct ccap_redis *ccap_cli_redis(const struct ccap_config *cfg);
 int ccap_cmd_run(int argc, char **argv);
 int ccap_cmd_check(int argc, char **argv);
 int ccap_cmd_status(int argc, char **argv);
+/* ops commands (cli/status.c holders.c stats.c metrics.c setlimit.c reset.c watch.c audit.c) */
+int ccap_cmd_holders(int argc, char **argv);
+int ccap_cmd_stats(int argc, char **argv);
+int ccap_cmd_metrics(int argc, char **argv);
+int ccap_cmd_set_limit(int argc, char **argv);
+int ccap_cmd_reset(int argc, char **argv);
+int ccap_cmd_watch(int argc, char **argv);
+int ccap_cmd_audit(int argc, char **argv);
+extern const char ccap_help_status[], ccap_help_holders[], ccap_help_stats[], ccap_help_metrics[],
+    ccap_help_set_limit[], ccap_help_reset[], ccap_help_watch[], ccap_help_audit[];
 
 #endif

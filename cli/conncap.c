@@ -15,14 +15,27 @@
 static const struct ccap_cmd commands[] = {
     { "run", ccap_cmd_run, "run [-c FILE] -- CMD [ARGS...]", "run CMD with the shim preloaded" },
     { "check", ccap_cmd_check, "check [-c FILE]", "validate the config, ping Redis, load the scripts" },
-    { "status", ccap_cmd_status, "status [-c FILE] [--json]", "holders / limit of every semaphore" },
+    { "status", ccap_cmd_status, "status [-c FILE] [--json] [--full-alert S] [NAME...]", "holders / limit of every semaphore, alert marks",
+      ccap_help_status },
+    { "holders", ccap_cmd_holders, "holders [-c FILE] [--json] NAME", "each holder: host, pid, fd, destination, age, lease left",
+      ccap_help_holders },
+    { "stats", ccap_cmd_stats, "stats [-c FILE] [--json] [NAME...]", "counters and wait-time percentiles", ccap_help_stats },
+    { "metrics", ccap_cmd_metrics, "metrics [-c FILE] [--listen ADDR:PORT]", "Prometheus text exposition (or serve it)",
+      ccap_help_metrics },
+    { "set-limit", ccap_cmd_set_limit, "set-limit [-c FILE] NAME N|--default", "change the cap for every process at once",
+      ccap_help_set_limit },
+    { "reset", ccap_cmd_reset, "reset [-c FILE] NAME --yes", "drop all holders of NAME (after an incident)", ccap_help_reset },
+    { "watch", ccap_cmd_watch, "watch [-c FILE] [--interval S] [--iterations N] [NAME]", "refreshing view of counts, waiters, latency",
+      ccap_help_watch },
+    { "audit", ccap_cmd_audit, "audit [-c FILE] [--json] [--count N] [--follow] NAME", "show / tail the audit stream of NAME",
+      ccap_help_audit },
 };
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: conncap COMMAND [ARGS]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        fprintf(f, "  %-36s %s\n", commands[i].usage, commands[i].help);
+        fprintf(f, "  %-54s %s\n", commands[i].usage, commands[i].help);
     fprintf(f, "\nThe config is -c FILE, else $CONNCAP_CONFIG, else %s.\n"
                "Exit status: 0 ok, 1 alert, 2 usage, config or connection error.\n", "/etc/conncap.conf");
 }
@@ -59,6 +72,7 @@ int main(int argc, char **argv)
             for (int a = 2; a < argc && strcmp(argv[a], "--"); a++)
                 if (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help")) {
                     printf("usage: conncap %s\n  %s\n", commands[i].usage, commands[i].help);
+                    if (commands[i].details) printf("\n%s\n", commands[i].details);
                     return 0;
                 }
             return commands[i].fn(argc - 1, argv + 1);

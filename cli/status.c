@@ -1,99 +1,118 @@
-/* status.c -- `conncap status`: holders / limit of every semaphore, and who. */
+/* status.c -- `conncap status`: holders / limit of every semaphore, who, and alert marks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
-#include "sem.h"
+#include "ops.h"
 
-/* Redis server time in ms. Returns -1 on error. */
-static long long server_ms(struct ccap_redis *r)
-{
-    const char *a[] = { "TIME" };
-    redisReply *rep = NULL;
-    long long ms = -1;
-    if (ccap_redis_command(r, 1, a, &rep) == 0 && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2)
-        ms = atoll(rep->element[0]->str) * 1000 + atoll(rep->element[1]->str) / 1000;
-    if (rep) freeReplyObject(rep);
-    return ms;
-}
+#define USAGE "status [-c FILE] [--json] [--full-alert SECONDS] [NAME...]"
 
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20) printf("\\u%04x", *s);
-        else putchar(*s);
-    }
-    putchar('"');
-}
+const char ccap_help_status[] =
+    "Per semaphore: live holders / limit in force (a runtime override from\n"
+    "`conncap set-limit` is marked), waiters, and each holder with its lease left.\n"
+    "Alert marks: \"over limit\" when more holders than the limit (after a lowered\n"
+    "limit, or re-registration after a Redis loss), and \"no permit free for T\"\n"
+    "when the limit has been fully used for longer than --full-alert SECONDS\n"
+    "(default 60; 0 turns it off).\n"
+    "  --json   one JSON object: {\"semaphores\": [{name, holders, limit,\n"
+    "           configured_limit, override, waiters, full_for_ms, over_limit,\n"
+    "           full_too_long, alert, list: [{holder, lease_left_ms}]}]}\n"
+    "Exit: 0 ok, 1 an alert on any semaphore, 2 usage, config or Redis error.";
 
-/* Prints one semaphore; returns 1 when it is over its limit. */
-static int show(struct ccap_redis *r, const struct ccap_config *cfg, const struct ccap_sem_conf *s, long long now,
-                bool json, bool first)
+/* The live holders of S and their lease left, as printed below its line. */
+static int list_holders(struct ccap_redis *r, const struct ccap_config *cfg, const struct ccap_sem_conf *s,
+                        long long now, bool json)
 {
-    char hk[256], lk[256];
+    char hk[600], nowx[32];
     ccap_sem_key(hk, sizeof(hk), cfg->redis.key_prefix, s->name, "holders");
-    ccap_sem_key(lk, sizeof(lk), cfg->redis.key_prefix, s->name, "limit");
-    const char *ga[] = { "GET", lk }, *za[] = { "ZRANGE", hk, "0", "-1", "WITHSCORES" };
-    redisReply *lim = NULL, *hs = NULL;
-    if (ccap_redis_command(r, 2, ga, &lim) < 0 || ccap_redis_command(r, 5, za, &hs) < 0 ||
-        hs->type != REDIS_REPLY_ARRAY) {
-        fprintf(stderr, "conncap status: %s: %s\n", s->name, ccap_redis_errstr(r));
-        if (lim) freeReplyObject(lim);
+    snprintf(nowx, sizeof nowx, "(%lld", now);
+    const char *za[] = { "ZRANGEBYSCORE", hk, nowx, "+inf", "WITHSCORES" };
+    redisReply *hs = NULL;
+    if (ccap_redis_command(r, 5, za, &hs) < 0 || hs->type != REDIS_REPLY_ARRAY) {
+        fprintf(stderr, "conncap status: %s: %s\n", s->name, hs ? "unexpected reply" : ccap_redis_errstr(r));
         if (hs) freeReplyObject(hs);
         return -1;
     }
-    long long limit = lim->type == REDIS_REPLY_STRING ? atoll(lim->str) : s->limit;
-    size_t live = 0;
-    for (size_t i = 0; i + 1 < hs->elements; i += 2)
-        if (atoll(hs->element[i + 1]->str) > now) live++;
-    int over = (long long)live > limit;
-    if (json) {
-        printf("%s{\"name\":", first ? "" : ",");
-        json_str(s->name);
-        printf(",\"holders\":%zu,\"limit\":%lld,\"configured_limit\":%d,\"over_limit\":%s,\"list\":[", live, limit,
-               s->limit, over ? "true" : "false");
-    } else {
-        printf("%-24s %zu/%lld%s%s\n", s->name, live, limit, limit != s->limit ? " (runtime override)" : "",
-               over ? "  ALERT: over limit" : "");
-    }
-    int n = 0;
     for (size_t i = 0; i + 1 < hs->elements; i += 2) {
         long long left = atoll(hs->element[i + 1]->str) - now;
-        if (left <= 0) continue;
         if (json) {
-            printf("%s{\"holder\":", n++ ? "," : "");
-            json_str(hs->element[i]->str);
+            printf("%s{\"holder\":", i ? "," : "");
+            ccap_ops_json_str(stdout, hs->element[i]->str);
             printf(",\"lease_left_ms\":%lld}", left);
         } else {
             printf("  %-64s lease left %lld ms\n", hs->element[i]->str, left);
         }
     }
-    if (json) printf("]}");
-    freeReplyObject(lim);
     freeReplyObject(hs);
-    return over;
+    return 0;
+}
+
+/* Prints one semaphore; returns 1 when it deserves an alert, -1 on error. */
+static int show(struct ccap_redis *r, const struct ccap_config *cfg, const struct ccap_sem_conf *s, long long now,
+                bool json, bool first, long long full_alert_ms)
+{
+    struct ccap_ops_sem st;
+    if (ccap_ops_read(r, cfg, s, now, &st) < 0) {
+        fprintf(stderr, "conncap status: %s: %s\n", s->name, ccap_redis_errstr(r));
+        return -1;
+    }
+    long long full_for = ccap_ops_full_for_ms(&st);
+    bool over = st.holders > st.limit;
+    bool too_long = full_alert_ms > 0 && st.holders >= st.limit && full_for >= full_alert_ms;
+    char d[32];
+    if (json) {
+        printf("%s{\"name\":", first ? "" : ",");
+        ccap_ops_json_str(stdout, s->name);
+        printf(",\"holders\":%lld,\"limit\":%lld,\"configured_limit\":%d,\"override\":%s,\"waiters\":%lld,"
+               "\"full_for_ms\":%lld,\"over_limit\":%s,\"full_too_long\":%s,\"alert\":%s,\"list\":[",
+               st.holders, st.limit, s->limit, st.override ? "true" : "false", st.waiters, full_for,
+               over ? "true" : "false", too_long ? "true" : "false", over || too_long ? "true" : "false");
+    } else {
+        printf("%-24s %lld/%lld%s", s->name, st.holders, st.limit, st.override ? " (runtime override)" : "");
+        if (st.waiters) printf(", %lld waiting", st.waiters);
+        if (over) printf("  ALERT: over limit");
+        if (too_long) printf("  ALERT: no permit free for %s", ccap_ops_duration(full_for, d, sizeof d));
+        printf("\n");
+    }
+    int rc = list_holders(r, cfg, s, now, json);
+    if (json) printf("]}");
+    return rc < 0 ? -1 : over || too_long;
 }
 
 int ccap_cmd_status(int argc, char **argv)
 {
     struct ccap_cli_opts o;
-    if (ccap_cli_parse(argc, argv, &o, "status [-c FILE] [--json]") < 0) return CCAP_EXIT_USAGE;
-    struct ccap_config *cfg = ccap_cli_config(&o);
-    if (!cfg) return CCAP_EXIT_USAGE;
-    struct ccap_redis *r = ccap_cli_redis(cfg);
-    if (!r) { ccap_config_free(cfg); return CCAP_EXIT_USAGE; }
-    long long now = server_ms(r);
-    int rc = now < 0 ? CCAP_EXIT_USAGE : CCAP_EXIT_OK;
-    if (o.json) printf("{\"semaphores\":[");
+    double full_alert = 60;
+    char *names[64];
+    const struct ccap_opt opts[] = { { "full-alert", CCAP_OPT_NUM, &full_alert, 0, 1e9 }, { NULL } };
+    int n = ccap_ops_parse(argc, argv, USAGE, &o, opts, names, 64);
+    if (n < 0) return CCAP_EXIT_USAGE;
+    struct ccap_config *cfg;
+    struct ccap_redis *r;
+    if (ccap_ops_open(&o, 0, &cfg, &r) < 0) return CCAP_EXIT_USAGE;
+    for (int i = 0; i < n; i++)
+        if (!ccap_ops_sem(cfg, "status", names[i])) {
+            ccap_ops_close(cfg, r);
+            return CCAP_EXIT_USAGE;
+        }
+    long long now = ccap_ops_server_ms(r);
+    int rc = CCAP_EXIT_OK;
+    if (now < 0) {
+        fprintf(stderr, "conncap status: redis TIME: %s\n", ccap_redis_errstr(r));
+        rc = CCAP_EXIT_USAGE;
+    }
+    if (o.json && rc == CCAP_EXIT_OK) printf("{\"semaphores\":[");
+    bool first = true;
     for (size_t i = 0; i < cfg->n_sems && rc != CCAP_EXIT_USAGE; i++) {
-        int e = show(r, cfg, &cfg->sems[i], now, o.json, i == 0);
+        bool want = n == 0;
+        for (int j = 0; j < n; j++) want = want || !strcmp(names[j], cfg->sems[i].name);
+        if (!want) continue;
+        int e = show(r, cfg, &cfg->sems[i], now, o.json, first, (long long)(full_alert * 1000));
+        first = false;
         if (e < 0) rc = CCAP_EXIT_USAGE;
         else if (e > 0) rc = CCAP_EXIT_ALERT;
     }
-    if (o.json) printf("]}\n");
-    ccap_redis_free(r);
-    ccap_config_free(cfg);
+    if (o.json && now >= 0) printf("]}\n");
+    ccap_ops_close(cfg, r);
     return rc;
 }

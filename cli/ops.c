@@ -1,0 +1,384 @@
+/* ops.c -- shared by the ops subcommands: options, a semaphore's state from Redis, wait percentiles. */
+#include "ops.h"
+
+#include <errno.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const struct ccap_ops_counter ccap_ops_counters[CCAP_OPS_N_COUNTERS] = {
+    { CCAP_STAT_ACQUIRED, "conncap_acquired_total", "Permits granted (by Redis) to connect." },
+    { CCAP_STAT_RELEASED, "conncap_released_total", "Permits given back when a connection ended." },
+    { CCAP_STAT_TIMED_OUT, "conncap_timed_out_total", "Waits for a permit that gave up (connect failed)." },
+    { CCAP_STAT_DENIED, "conncap_denied_total", "Acquire attempts refused because no permit was free (every retry counts)." },
+    { CCAP_STAT_RECLAIMED, "conncap_reclaimed_total", "Holders dropped when their lease ended (crashed or stuck processes)." },
+    { CCAP_STAT_REREGISTERED, "conncap_reregistered_total", "Holders Redis had lost, registered again by their heartbeat." },
+    { CCAP_STAT_FALLBACK, "conncap_fallback_granted_total", "Permits granted while Redis was down, counted once registered." },
+    { CCAP_STAT_RESET_DROPPED, "conncap_reset_dropped_total", "Holders dropped by conncap reset." },
+};
+
+const int ccap_ops_bounds_ms[CCAP_WAIT_N_BOUNDS] = CCAP_WAIT_BOUNDS_MS;
+
+volatile sig_atomic_t ccap_ops_stop;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    ccap_ops_stop = 1;
+}
+
+void ccap_ops_catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* Stores the text VAL of option OP; returns 0 or -1 (message printed). */
+static int set_opt(const char *cmd, const struct ccap_opt *op, const char *val)
+{
+    char *end;
+    switch (op->kind) {
+    case CCAP_OPT_FLAG:
+        *(bool *)op->dst = true;
+        return 0;
+    case CCAP_OPT_STR:
+        *(const char **)op->dst = val;
+        return 0;
+    case CCAP_OPT_INT: {
+        errno = 0;
+        long long v = strtoll(val, &end, 10);
+        if (errno || end == val || *end || v < op->min || v > op->max) {
+            fprintf(stderr, "conncap %s: --%s: want an integer from %.0f to %.0f, not '%s'\n", cmd, op->name,
+                    op->min, op->max, val);
+            return -1;
+        }
+        *(long long *)op->dst = v;
+        return 0;
+    }
+    case CCAP_OPT_NUM: {
+        errno = 0;
+        double v = strtod(val, &end);
+        if (errno || end == val || *end || !(v >= op->min && v <= op->max)) {
+            fprintf(stderr, "conncap %s: --%s: want a number from %g to %g, not '%s'\n", cmd, op->name, op->min,
+                    op->max, val);
+            return -1;
+        }
+        *(double *)op->dst = v;
+        return 0;
+    }
+    }
+    return -1;
+}
+
+/* Handles argv[*I] if it is one of OPTS; returns 1 handled, 0 not, -1 error. */
+static int one_opt(int argc, char **argv, int *i, const struct ccap_opt *opts)
+{
+    const char *a = argv[*i] + 2;
+    for (const struct ccap_opt *op = opts; op && op->name; op++) {
+        size_t n = strlen(op->name);
+        if (strncmp(a, op->name, n) || (a[n] && a[n] != '='))
+            continue;
+        if (op->kind == CCAP_OPT_FLAG) {
+            if (a[n] == '=') {
+                fprintf(stderr, "conncap %s: --%s takes no value\n", argv[0], op->name);
+                return -1;
+            }
+            return set_opt(argv[0], op, NULL) < 0 ? -1 : 1;
+        }
+        const char *val = a[n] == '=' ? a + n + 1 : NULL;
+        if (!val) {
+            if (*i + 1 >= argc) {
+                fprintf(stderr, "conncap %s: --%s needs a value\n", argv[0], op->name);
+                return -1;
+            }
+            val = argv[++*i];
+        }
+        return set_opt(argv[0], op, val) < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
+int ccap_ops_parse(int argc, char **argv, const char *usage, struct ccap_cli_opts *o,
+                   const struct ccap_opt *opts, char **operands, int max)
+{
+    int n = 0;
+    bool dashdash = false;
+    memset(o, 0, sizeof(*o));
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (dashdash || a[0] != '-' || !a[1]) {
+            if (n >= max) {
+                fprintf(stderr, "conncap %s: unexpected argument '%s'\n", argv[0], a);
+                goto bad;
+            }
+            operands[n++] = argv[i];
+        } else if (!strcmp(a, "--")) {
+            dashdash = true;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--config")) {
+            if (++i >= argc) {
+                fprintf(stderr, "conncap %s: %s needs a file\n", argv[0], a);
+                goto bad;
+            }
+            o->config = argv[i];
+        } else if (!strncmp(a, "--config=", 9)) {
+            o->config = a + 9;
+        } else if (!strcmp(a, "--json")) {
+            o->json = true;
+        } else {
+            int rc = a[1] == '-' ? one_opt(argc, argv, &i, opts) : 0;
+            if (rc < 0)
+                goto bad;
+            if (rc == 0) {
+                fprintf(stderr, "conncap %s: unknown option '%s'\n", argv[0], a);
+                goto bad;
+            }
+        }
+    }
+    return n;
+bad:
+    fprintf(stderr, "usage: conncap %s\n", usage);
+    return -1;
+}
+
+const struct ccap_sem_conf *ccap_ops_sem(const struct ccap_config *cfg, const char *cmd, const char *name)
+{
+    int i = ccap_config_sem_index(cfg, name);
+    if (i >= 0)
+        return &cfg->sems[i];
+    fprintf(stderr, "conncap %s: no semaphore '%s' in %s (known:", cmd, name, cfg->path);
+    for (size_t j = 0; j < cfg->n_sems; j++)
+        fprintf(stderr, " %s", cfg->sems[j].name);
+    fprintf(stderr, "%s)\n", cfg->n_sems ? "" : " none");
+    return NULL;
+}
+
+int ccap_ops_open(const struct ccap_cli_opts *o, int command_timeout_ms, struct ccap_config **cfg,
+                  struct ccap_redis **r)
+{
+    *r = NULL;
+    *cfg = ccap_cli_config(o);
+    if (!*cfg)
+        return -EINVAL;
+    if (command_timeout_ms > (*cfg)->redis.command_timeout_ms)
+        (*cfg)->redis.command_timeout_ms = command_timeout_ms;
+    *r = ccap_cli_redis(*cfg);
+    if (!*r) {
+        ccap_config_free(*cfg);
+        *cfg = NULL;
+        return -ECONNREFUSED;
+    }
+    return 0;
+}
+
+void ccap_ops_close(struct ccap_config *cfg, struct ccap_redis *r)
+{
+    ccap_redis_free(r);
+    ccap_config_free(cfg);
+}
+
+long long ccap_ops_server_ms(struct ccap_redis *r)
+{
+    const char *a[] = { "TIME" };
+    redisReply *rep = NULL;
+    long long ms = -1;
+    if (ccap_redis_command(r, 1, a, &rep) == 0 && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+        rep->element[0]->type == REDIS_REPLY_STRING && rep->element[1]->type == REDIS_REPLY_STRING)
+        ms = atoll(rep->element[0]->str) * 1000 + atoll(rep->element[1]->str) / 1000;
+    if (rep)
+        freeReplyObject(rep);
+    return ms;
+}
+
+/* Runs ARGV and returns its reply, or NULL (error text in R). */
+static redisReply *cmd(struct ccap_redis *r, int argc, const char **argv)
+{
+    redisReply *rep = NULL;
+    return ccap_redis_command(r, argc, argv, &rep) < 0 ? NULL : rep;
+}
+
+/* An integer reply (or a number in a string), or -1. */
+static long long int_of(const redisReply *rep)
+{
+    if (rep->type == REDIS_REPLY_INTEGER)
+        return rep->integer;
+    if (rep->type == REDIS_REPLY_STRING)
+        return atoll(rep->str);
+    return -1;
+}
+
+/* Stores one field of the stats hash into OUT. */
+static void stat_field(struct ccap_ops_sem *out, const char *f, long long v)
+{
+    for (int i = 0; i < CCAP_OPS_N_COUNTERS; i++)
+        if (!strcmp(f, ccap_ops_counters[i].field)) {
+            out->counter[i] = v;
+            return;
+        }
+    if (!strcmp(f, CCAP_STAT_WAIT_COUNT)) out->wait_count = v;
+    else if (!strcmp(f, CCAP_STAT_WAIT_SUM)) out->wait_sum_ms = v;
+    else if (!strcmp(f, CCAP_STAT_FULL_SINCE)) out->full_since_ms = v;
+    else if (!strcmp(f, "wait_le_inf")) out->bucket[CCAP_WAIT_N_BOUNDS] = v;
+    else if (!strncmp(f, "wait_le_", 8))
+        for (int i = 0; i < CCAP_WAIT_N_BOUNDS; i++)
+            if (atoi(f + 8) == ccap_ops_bounds_ms[i]) out->bucket[i] = v;
+}
+
+int ccap_ops_read(struct ccap_redis *r, const struct ccap_config *cfg, const struct ccap_sem_conf *s,
+                  long long now_ms, struct ccap_ops_sem *out)
+{
+    char lk[600], hk[600], wk[600], sk[600], nowx[32];
+    const char *pfx = cfg->redis.key_prefix;
+    memset(out, 0, sizeof(*out));
+    out->conf = s;
+    out->now_ms = now_ms;
+    out->full_since_ms = -1;
+    if (ccap_sem_key(lk, sizeof lk, pfx, s->name, "limit") < 0 || ccap_sem_key(hk, sizeof hk, pfx, s->name, "holders") < 0 ||
+        ccap_sem_key(wk, sizeof wk, pfx, s->name, "waiters") < 0 || ccap_sem_key(sk, sizeof sk, pfx, s->name, "stats") < 0)
+        return -ENAMETOOLONG;
+    snprintf(nowx, sizeof nowx, "(%lld", now_ms);
+    const char *get[] = { "GET", lk }, *zh[] = { "ZCOUNT", hk, nowx, "+inf" }, *zw[] = { "ZCOUNT", wk, nowx, "+inf" },
+               *hg[] = { "HGETALL", sk };
+    redisReply *a = cmd(r, 2, get), *b = a ? cmd(r, 4, zh) : NULL, *c = b ? cmd(r, 4, zw) : NULL,
+               *d = c ? cmd(r, 2, hg) : NULL;
+    int rc = d ? 0 : -EIO;
+    if (d && (b->type != REDIS_REPLY_INTEGER || c->type != REDIS_REPLY_INTEGER || d->type != REDIS_REPLY_ARRAY))
+        rc = -EPROTO;
+    if (rc == 0) {
+        char *end = NULL;
+        long long v = a->type == REDIS_REPLY_STRING ? strtoll(a->str, &end, 10) : 0;
+        out->override = a->type == REDIS_REPLY_STRING && end != a->str && !*end;
+        out->limit = out->override ? v : s->limit;
+        out->holders = b->integer;
+        out->waiters = c->integer;
+        for (size_t i = 0; i + 1 < d->elements; i += 2)
+            if (d->element[i]->type == REDIS_REPLY_STRING)
+                stat_field(out, d->element[i]->str, int_of(d->element[i + 1]));
+    }
+    redisReply *all[] = { a, b, c, d };
+    for (int i = 0; i < 4; i++)
+        if (all[i])
+            freeReplyObject(all[i]);
+    return rc;
+}
+
+long long ccap_ops_full_for_ms(const struct ccap_ops_sem *s)
+{
+    if (s->holders < s->limit || s->full_since_ms < 0)
+        return 0;
+    return s->now_ms > s->full_since_ms ? s->now_ms - s->full_since_ms : 0;
+}
+
+double ccap_ops_quantile(const long long *bucket, long long n, double q)
+{
+    if (n <= 0)
+        return -1;
+    double rank = q * (double)n, cum = 0;
+    for (int i = 0; i < CCAP_WAIT_N_BOUNDS; i++) {
+        double lo = i ? ccap_ops_bounds_ms[i - 1] : 0, hi = ccap_ops_bounds_ms[i];
+        if (bucket[i] > 0 && cum + (double)bucket[i] >= rank)
+            return lo + (hi - lo) * (rank - cum) / (double)bucket[i];
+        cum += (double)bucket[i];
+    }
+    return ccap_ops_bounds_ms[CCAP_WAIT_N_BOUNDS - 1];
+}
+
+void ccap_ops_json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* Copies [A, B) into OUT (size N); returns -1 if it does not fit or is empty. */
+static int part(const char *a, const char *b, char *out, size_t n)
+{
+    if (b <= a || (size_t)(b - a) >= n)
+        return -1;
+    memcpy(out, a, (size_t)(b - a));
+    out[b - a] = '\0';
+    return 0;
+}
+
+int ccap_ops_parse_holder(const char *id, struct ccap_ops_holder *h)
+{
+    const char *s1 = strchr(id, '/'), *s2 = s1 ? strchr(s1 + 1, '/') : NULL, *s3 = s2 ? strchr(s2 + 1, '/') : NULL;
+    const char *last = strrchr(id, '/');
+    char num[32];
+    char *end;
+    memset(h, 0, sizeof(*h));
+    if (!s3 || last <= s3)
+        return -1;
+    if (part(id, s1, h->host, sizeof h->host) || part(s3 + 1, last, h->dest, sizeof h->dest) ||
+        part(last + 1, id + strlen(id), h->nonce, sizeof h->nonce))
+        return -1;
+    if (part(s1 + 1, s2, num, sizeof num))
+        return -1;
+    h->pid = strtol(num, &end, 10);
+    if (*end || h->pid <= 0)
+        return -1;
+    if (part(s2 + 1, s3, num, sizeof num))
+        return -1;
+    h->fd = strtol(num, &end, 10);
+    if (*end || h->fd < 0)
+        return -1;
+    return 0;
+}
+
+const char *ccap_ops_duration(long long ms, char *buf, size_t n)
+{
+    if (ms < 0) snprintf(buf, n, "-");
+    else if (ms < 1000) snprintf(buf, n, "%lld ms", ms);
+    else if (ms < 60000) snprintf(buf, n, "%.1f s", ms / 1000.0);
+    else if (ms < 3600000) snprintf(buf, n, "%lld min %lld s", ms / 60000, ms / 1000 % 60);
+    else snprintf(buf, n, "%lld h %lld min", ms / 3600000, ms / 60000 % 60);
+    return buf;
+}
+
+const char *ccap_ops_who(char *buf, size_t n)
+{
+    char host[256] = "?";
+    const char *user = getenv("SUDO_USER");
+    struct passwd *pw = user && *user ? NULL : getpwuid(geteuid());
+    if (!user || !*user) user = pw ? pw->pw_name : "?";
+    gethostname(host, sizeof host - 1);
+    snprintf(buf, n, "%s@%s", user, host);
+    return buf;
+}
+
+int ccap_ops_audit(struct ccap_redis *r, const struct ccap_config *cfg, const char *name, const char *const *kv,
+                   int nkv)
+{
+    char key[600], maxlen[16];
+    const char *argv[32];
+    redisReply *rep;
+    if (!cfg->audit)
+        return 0;
+    if (nkv > 26 || ccap_sem_key(key, sizeof key, cfg->redis.key_prefix, name, "audit") < 0)
+        return -EINVAL;
+    snprintf(maxlen, sizeof maxlen, "%d", cfg->audit_maxlen);
+    int argc = 0;
+    argv[argc++] = "XADD";
+    argv[argc++] = key;
+    argv[argc++] = "MAXLEN";
+    argv[argc++] = "~";
+    argv[argc++] = maxlen;
+    argv[argc++] = "*";
+    for (int i = 0; i < nkv; i++)
+        argv[argc++] = kv[i];
+    int rc = ccap_redis_command(r, argc, argv, &rep);
+    if (rc == 0)
+        freeReplyObject(rep);
+    return rc;
+}

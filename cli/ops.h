@@ -1,0 +1,115 @@
+/* ops.h -- what the ops subcommands share: options, reading a semaphore's state, wait percentiles, JSON. */
+#ifndef CCAP_CLI_OPS_H
+#define CCAP_CLI_OPS_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include "cli.h"
+#include "sem.h"
+
+/* One command-specific option: "--NAME VALUE", "--NAME=VALUE" or "--NAME". */
+enum ccap_opt_kind { CCAP_OPT_FLAG, CCAP_OPT_STR, CCAP_OPT_INT, CCAP_OPT_NUM };
+struct ccap_opt {
+    const char *name;       /* without the leading "--" */
+    enum ccap_opt_kind kind;
+    void *dst;              /* bool *, const char **, long long *, double * */
+    double min, max;        /* allowed range for INT and NUM */
+};
+
+/* Parses ARGV (ARGV[0] is the subcommand) for -c FILE/--config, --json and
+ * OPTS (a list ended by a { NULL } entry; may be NULL), in any order; the
+ * other words are operands, stored in OPERANDS (at most MAX; "--" ends the
+ * options). Fills *O (first is unused). Returns the number of operands, or
+ * -1 after printing the problem and USAGE to stderr. */
+int ccap_ops_parse(int argc, char **argv, const char *usage, struct ccap_cli_opts *o,
+                   const struct ccap_opt *opts, char **operands, int max);
+
+/* The configured semaphore called NAME, or NULL after printing an error
+ * (with the known names) to stderr. CMD names the subcommand. */
+const struct ccap_sem_conf *ccap_ops_sem(const struct ccap_config *cfg, const char *cmd, const char *name);
+
+/* Loads the config and connects, printing any error. On success returns 0
+ * with *CFG and *R (free with ccap_ops_close). A COMMAND_TIMEOUT_MS > 0
+ * raises the Redis command timeout to at least that (for blocking reads). */
+int ccap_ops_open(const struct ccap_cli_opts *o, int command_timeout_ms, struct ccap_config **cfg,
+                  struct ccap_redis **r);
+void ccap_ops_close(struct ccap_config *cfg, struct ccap_redis *r);
+
+/* Redis server time (TIME) in ms, or -1 (error text in ccap_redis_errstr). */
+long long ccap_ops_server_ms(struct ccap_redis *r);
+
+/* The counters of the stats hash, in the order of ccap_ops_counters. */
+enum { CCAP_OPS_N_COUNTERS = 8 };
+struct ccap_ops_counter {
+    const char *field;      /* in <prefix>{name}:stats */
+    const char *metric;     /* Prometheus name (a counter: ends in _total) */
+    const char *help;       /* one line */
+};
+extern const struct ccap_ops_counter ccap_ops_counters[CCAP_OPS_N_COUNTERS];
+extern const int ccap_ops_bounds_ms[CCAP_WAIT_N_BOUNDS];
+
+/* One semaphore as Redis sees it now. */
+struct ccap_ops_sem {
+    const struct ccap_sem_conf *conf;
+    long long now_ms;           /* server time of the reading */
+    long long holders;          /* live holders (lease not ended) */
+    long long limit;            /* limit in force */
+    bool override;              /* the limit key is set */
+    long long waiters;          /* acquirers refused and still waiting */
+    long long full_since_ms;    /* server ms since no permit is free, or -1 */
+    long long counter[CCAP_OPS_N_COUNTERS];
+    long long bucket[CCAP_WAIT_N_BOUNDS + 1]; /* per bucket (not cumulative); last: > 10 s */
+    long long wait_count, wait_sum_ms;
+};
+
+/* Reads S's keys (limit, holders, waiters, stats) at server time NOW_MS.
+ * Returns 0, or -errno with the error in ccap_redis_errstr. */
+int ccap_ops_read(struct ccap_redis *r, const struct ccap_config *cfg, const struct ccap_sem_conf *s,
+                  long long now_ms, struct ccap_ops_sem *out);
+
+/* ms for which no permit has been free (0 when one is), from a reading. */
+long long ccap_ops_full_for_ms(const struct ccap_ops_sem *s);
+
+/* The Q-quantile (0 < Q < 1) of the waits counted in BUCKET (per-bucket
+ * counts as in ccap_ops_sem, N = their total), in ms, estimated by linear
+ * interpolation inside the bucket that holds it (as Prometheus'
+ * histogram_quantile). A quantile in the last, open bucket is reported as
+ * its lower bound (10000 ms). Returns -1 when N is 0. */
+double ccap_ops_quantile(const long long *bucket, long long n, double q);
+
+/* Writes S as a JSON string (quoted, escaped) to F. */
+void ccap_ops_json_str(FILE *f, const char *s);
+
+/* Parses a holder id "host/pid/fd/destination/nonce.seq" into its parts
+ * (copied into the caller's buffers; DEST may contain '/'-free IPv6 in
+ * brackets). Returns 0, or -1 when ID has another shape. */
+struct ccap_ops_holder {
+    char host[128], dest[128], nonce[64];
+    long pid, fd;
+};
+int ccap_ops_parse_holder(const char *id, struct ccap_ops_holder *h);
+
+/* Writes NAME's live holders as `conncap holders` shows them (oldest first,
+ * at most MAX_ROWS rows) to F. Returns 0, or -1 after printing the error. */
+int ccap_ops_holders_table(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg, const char *name,
+                           size_t max_rows);
+
+/* Writes "1.5 s", "320 ms", "2 min 5 s"... for MS into BUF. */
+const char *ccap_ops_duration(long long ms, char *buf, size_t n);
+
+/* "user@host" of the operator ($SUDO_USER first) into BUF; returns BUF. */
+const char *ccap_ops_who(char *buf, size_t n);
+
+/* Appends an event with the fields KV (NKV strings: name, value, ...) to
+ * S's audit stream when audit is on in CFG. Returns 0 (also when off) or
+ * -errno. */
+int ccap_ops_audit(struct ccap_redis *r, const struct ccap_config *cfg, const char *name, const char *const *kv,
+                   int nkv);
+
+/* Set by SIGINT/SIGTERM once ccap_ops_catch_signals ran (no SA_RESTART, so
+ * a blocked poll/read returns EINTR). */
+extern volatile sig_atomic_t ccap_ops_stop;
+void ccap_ops_catch_signals(void);
+
+#endif

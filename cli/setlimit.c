@@ -1,0 +1,75 @@
+/* setlimit.c -- `conncap set-limit NAME N|--default`: the fleet-wide cap, through the limit key. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "ops.h"
+
+#define USAGE "set-limit [-c FILE] NAME N | set-limit [-c FILE] NAME --default"
+
+const char ccap_help_set_limit[] =
+    "Sets the limit of semaphore NAME to N (an integer >= 0) for every process\n"
+    "at once, by writing the key <key_prefix>{NAME}:limit; running programs apply\n"
+    "it at their next acquire (no restart). Lowering it removes nobody: holders\n"
+    "above the new limit keep their connections, nobody new is admitted until\n"
+    "the count is below it. --default deletes the key: the limit of the\n"
+    "configuration file applies again. The key has no TTL. Logged to the audit\n"
+    "stream when audit is on.\n"
+    "Exit: 0 done, 2 usage, config or Redis error.";
+
+int ccap_cmd_set_limit(int argc, char **argv)
+{
+    struct ccap_cli_opts o;
+    bool def = false;
+    char *ops[2];
+    const struct ccap_opt opts[] = { { "default", CCAP_OPT_FLAG, &def, 0, 0 }, { NULL } };
+    int n = ccap_ops_parse(argc, argv, USAGE, &o, opts, ops, 2);
+    if (n < 0) return CCAP_EXIT_USAGE;
+    long long v = -1;
+    if (n == 2 && !def) {
+        char *end;
+        errno = 0;
+        v = strtoll(ops[1], &end, 10);
+        if (errno || end == ops[1] || *end || v < 0 || v > INT_MAX) {
+            fprintf(stderr, "conncap set-limit: the limit must be an integer from 0 to %d, not '%s'\n", INT_MAX, ops[1]);
+            return CCAP_EXIT_USAGE;
+        }
+    } else if (!(n == 1 && def)) {
+        fprintf(stderr, "conncap set-limit: give NAME and either N or --default\nusage: conncap %s\n", USAGE);
+        return CCAP_EXIT_USAGE;
+    }
+    struct ccap_config *cfg;
+    struct ccap_redis *r;
+    if (ccap_ops_open(&o, 0, &cfg, &r) < 0) return CCAP_EXIT_USAGE;
+    const struct ccap_sem_conf *s = ccap_ops_sem(cfg, "set-limit", ops[0]);
+    int rc = s ? CCAP_EXIT_OK : CCAP_EXIT_USAGE;
+    char key[600], val[24], who[300];
+    redisReply *old = NULL, *rep = NULL;
+    if (s) {
+        ccap_sem_key(key, sizeof key, cfg->redis.key_prefix, s->name, "limit");
+        snprintf(val, sizeof val, "%lld", v);
+        const char *get[] = { "GET", key }, *set[] = { "SET", key, val }, *del[] = { "DEL", key };
+        if (ccap_redis_command(r, 2, get, &old) < 0 ||
+            (def ? ccap_redis_command(r, 2, del, &rep) : ccap_redis_command(r, 3, set, &rep)) < 0) {
+            fprintf(stderr, "conncap set-limit: %s: %s\n", s->name, ccap_redis_errstr(r));
+            rc = CCAP_EXIT_USAGE;
+        }
+    }
+    if (rc == CCAP_EXIT_OK) {
+        char was[64];
+        if (old->type == REDIS_REPLY_STRING) snprintf(was, sizeof was, "%s (runtime override)", old->str);
+        else snprintf(was, sizeof was, "%d (configured)", s->limit);
+        if (def) printf("%s: limit %d (configured; override removed), was %s\n", s->name, s->limit, was);
+        else printf("%s: limit %lld (runtime override; configured %d), was %s\n", s->name, v, s->limit, was);
+        printf("running programs apply it at their next acquire\n");
+        const char *kv[] = { "event", "set-limit", "by", ccap_ops_who(who, sizeof who), "limit", def ? "default" : val };
+        if (ccap_ops_audit(r, cfg, s->name, kv, 6) < 0)
+            fprintf(stderr, "conncap set-limit: audit stream: %s\n", ccap_redis_errstr(r));
+    }
+    if (old) freeReplyObject(old);
+    if (rep) freeReplyObject(rep);
+    ccap_ops_close(cfg, r);
+    return rc;
+}

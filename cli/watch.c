@@ -1,0 +1,194 @@
+/* watch.c -- `conncap watch [NAME]`: a refreshing view (like top) of counts, waiters and wait times. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+#include "cli.h"
+#include "ops.h"
+
+#define USAGE "watch [-c FILE] [--interval SECONDS] [--iterations N] [NAME]"
+
+const char ccap_help_watch[] =
+    "Redraws every --interval SECONDS (default 1) a table of every semaphore (or\n"
+    "only NAME, then with its holders below): holders / limit, waiters, grants\n"
+    "and timeouts per second, the 50th/90th/99th percentile of the wait for a\n"
+    "permit (estimated from the histogram, over the last interval; the first\n"
+    "frame: over all time), and for how long no permit has been free.\n"
+    "Quits on q or Ctrl-C. When stdout is not a terminal it prints one snapshot\n"
+    "per interval, separated by blank lines, with no escape codes.\n"
+    "  --iterations N   stop after N frames (default 0: until q, Ctrl-C or SIGTERM)\n"
+    "A Redis error shows in the frame and is retried at the next one.\n"
+    "Exit: 0 on q, Ctrl-C, SIGTERM or after N frames; 2 usage, config or Redis error\n"
+    "at start.";
+
+struct frame {
+    struct ccap_ops_sem *st;
+    bool ok;
+};
+
+static struct termios saved_tty;
+static bool raw_tty;
+
+static void tty_raw(void)
+{
+    struct termios t;
+    if (!isatty(0) || tcgetattr(0, &saved_tty) < 0) return;
+    t = saved_tty;
+    t.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+    t.c_cc[VMIN] = 0;
+    t.c_cc[VTIME] = 0;
+    raw_tty = tcsetattr(0, TCSANOW, &t) == 0;
+}
+
+static void tty_restore(void)
+{
+    if (raw_tty) tcsetattr(0, TCSANOW, &saved_tty);
+    raw_tty = false;
+}
+
+/* Waits MS or until q is pressed or a signal stops us. Returns true to quit. */
+static bool pause_or_quit(long long ms)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        long long left = ms - ((t1.tv_sec - t0.tv_sec) * 1000LL + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+        if (ccap_ops_stop) return true;
+        if (left <= 0) return false;
+        struct pollfd p = { 0, POLLIN, 0 };
+        int n = poll(&p, raw_tty ? 1 : 0, (int)left);
+        if (n > 0) {
+            char c;
+            if (read(0, &c, 1) == 1 && (c == 'q' || c == 'Q')) return true;
+        }
+    }
+}
+
+static void pctl(FILE *f, const long long *bucket, long long n, double q)
+{
+    double v = ccap_ops_quantile(bucket, n, q);
+    if (v < 0) fprintf(f, " %8s", "-");
+    else fprintf(f, " %5.0f ms", v);
+}
+
+/* One row: CUR against PREV (NULL on the first frame). */
+static void row(FILE *f, const struct ccap_ops_sem *cur, const struct ccap_ops_sem *prev)
+{
+    char hl[48], d[32];
+    long long delta[CCAP_WAIT_N_BOUNDS + 1], n = 0;
+    for (int i = 0; i <= CCAP_WAIT_N_BOUNDS; i++) {
+        delta[i] = cur->bucket[i] - (prev ? prev->bucket[i] : 0);
+        if (delta[i] < 0) delta[i] = 0;
+        n += delta[i];
+    }
+    snprintf(hl, sizeof hl, "%lld/%lld%s", cur->holders, cur->limit, cur->override ? "*" : "");
+    fprintf(f, "%-22s %12s %8lld", cur->conf->name, hl, cur->waiters);
+    double secs = prev ? (double)(cur->now_ms - prev->now_ms) / 1000.0 : 0;
+    if (prev && secs > 0) {
+        long long acq = cur->counter[0] - prev->counter[0], tmo = cur->counter[2] - prev->counter[2];
+        fprintf(f, " %7.1f %7.1f", (acq > 0 ? acq : 0) / secs, (tmo > 0 ? tmo : 0) / secs);
+    } else {
+        fprintf(f, " %7s %7s", "-", "-");
+    }
+    pctl(f, delta, n, 0.5);
+    pctl(f, delta, n, 0.9);
+    pctl(f, delta, n, 0.99);
+    long long full = ccap_ops_full_for_ms(cur);
+    fprintf(f, " %10s%s\n", full ? ccap_ops_duration(full, d, sizeof d) : "-", cur->holders > cur->limit ? "  OVER LIMIT" : "");
+}
+
+/* Reads every wanted semaphore into FR; renders the frame text into F. */
+static void draw(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg, const char *only, struct frame *fr,
+                 const struct frame *prev, double interval, size_t max_rows)
+{
+    long long now = ccap_ops_server_ms(r);
+    fr->ok = now >= 0;
+    for (size_t i = 0; fr->ok && i < cfg->n_sems; i++)
+        if (!only || !strcmp(only, cfg->sems[i].name)) fr->ok = ccap_ops_read(r, cfg, &cfg->sems[i], now, &fr->st[i]) == 0;
+    char when[64] = "?";
+    time_t t = now >= 0 ? (time_t)(now / 1000) : time(NULL);
+    struct tm tm;
+    if (localtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    fprintf(f, "conncap watch -- every %.1f s -- %s -- q quits\n", interval, when);
+    if (!fr->ok) {
+        fprintf(f, "redis: %s (retrying)\n", ccap_redis_errstr(r)[0] ? ccap_redis_errstr(r) : "no answer");
+        return;
+    }
+    fprintf(f, "%-22s %12s %8s %7s %7s %8s %8s %8s %10s\n", "SEMAPHORE", "HOLD/LIMIT", "WAITERS", "ACQ/s", "TMO/s",
+            "WAIT p50", "p90", "p99", "FULL FOR");
+    for (size_t i = 0; i < cfg->n_sems; i++)
+        if (!only || !strcmp(only, cfg->sems[i].name)) row(f, &fr->st[i], prev && prev->ok ? &prev->st[i] : NULL);
+    if (only) {
+        fprintf(f, "\n");
+        ccap_ops_holders_table(f, r, cfg, only, max_rows);
+    }
+}
+
+int ccap_cmd_watch(int argc, char **argv)
+{
+    struct ccap_cli_opts o;
+    double interval = 1;
+    long long iterations = 0;
+    char *ops[1];
+    const struct ccap_opt opts[] = { { "interval", CCAP_OPT_NUM, &interval, 0.1, 3600 },
+                                     { "iterations", CCAP_OPT_INT, &iterations, 0, 1e9 }, { NULL } };
+    int n = ccap_ops_parse(argc, argv, USAGE, &o, opts, ops, 1);
+    if (n < 0) return CCAP_EXIT_USAGE;
+    if (o.json) {
+        fprintf(stderr, "conncap watch: no --json (use stats --json)\nusage: conncap %s\n", USAGE);
+        return CCAP_EXIT_USAGE;
+    }
+    struct ccap_config *cfg;
+    struct ccap_redis *r;
+    if (ccap_ops_open(&o, 0, &cfg, &r) < 0) return CCAP_EXIT_USAGE;
+    if (n == 1 && !ccap_ops_sem(cfg, "watch", ops[0])) {
+        ccap_ops_close(cfg, r);
+        return CCAP_EXIT_USAGE;
+    }
+    const char *only = n == 1 ? ops[0] : NULL;
+    size_t ns = cfg->n_sems ? cfg->n_sems : 1;
+    struct frame a = { calloc(ns, sizeof(struct ccap_ops_sem)), false }, b = { calloc(ns, sizeof(struct ccap_ops_sem)), false };
+    bool tty = isatty(1);
+    ccap_ops_catch_signals();
+    if (tty) {
+        tty_raw();
+        fputs("\033[?25l", stdout); /* hide the cursor */
+    }
+    struct frame *cur = &a, *prev = NULL;
+    for (long long it = 0; a.st && b.st && !ccap_ops_stop; it++) {
+        struct winsize ws = { 0 };
+        size_t rows = tty && ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 8 ? ws.ws_row - 6 - cfg->n_sems : 1000;
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        if (!f) break;
+        draw(f, r, cfg, only, cur, prev, interval, rows);
+        fclose(f);
+        if (tty) fputs("\033[H\033[2J", stdout);
+        fwrite(text, 1, len, stdout);
+        if (!tty) fputc('\n', stdout);
+        fflush(stdout);
+        free(text);
+        if (iterations && it + 1 >= iterations) break;
+        if (cur->ok) { /* the next frame compares with this one */
+            prev = cur;
+            cur = cur == &a ? &b : &a;
+        }
+        if (pause_or_quit((long long)(interval * 1000))) break;
+    }
+    if (tty) {
+        fputs("\033[?25h", stdout);
+        fflush(stdout);
+        tty_restore();
+    }
+    free(a.st);
+    free(b.st);
+    ccap_ops_close(cfg, r);
+    return CCAP_EXIT_OK;
+}
