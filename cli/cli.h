@@ -39,6 +39,7 @@ struct ccap_redis *ccap_cli_redis(const struct ccap_config *cfg);
 int ccap_cmd_run(int argc, char **argv);
 int ccap_cmd_check(int argc, char **argv);
 int ccap_cmd_status(int argc, char **argv);
+int ccap_cmd_explain(int argc, char **argv);  /* cli/explain.c: exit 0 matched, 1 not, 2 error */
 /* ops commands (cli/status.c holders.c stats.c metrics.c setlimit.c reset.c watch.c audit.c) */
 int ccap_cmd_holders(int argc, char **argv);
 int ccap_cmd_stats(int argc, char **argv);

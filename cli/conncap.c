@@ -17,6 +17,7 @@ static const struct ccap_cmd commands[] = {
     { "check", ccap_cmd_check, "check [-c FILE]", "validate the config, ping Redis, load the scripts" },
     { "status", ccap_cmd_status, "status [-c FILE] [--json] [--full-alert S] [NAME...]", "holders / limit of every semaphore, alert marks",
       ccap_help_status },
+    { "explain", ccap_cmd_explain, "explain [-c FILE] HOST[:PORT]", "which rule and semaphore apply, and why" },
     { "holders", ccap_cmd_holders, "holders [-c FILE] [--json] NAME", "each holder: host, pid, fd, destination, age, lease left",
       ccap_help_holders },
     { "stats", ccap_cmd_stats, "stats [-c FILE] [--json] [NAME...]", "counters and wait-time percentiles", ccap_help_stats },

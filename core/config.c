@@ -595,6 +595,10 @@ static int load_rule(struct ctx *c, const config_setting_t *g, size_t idx, struc
         (rc = get_int(c, g, pre, "resolve_interval_s", 1, INT_MAX, "an integer >= 1",
                       &r->resolve_interval_s)) < 0)
         return rc;
+    for (size_t i = 0; i < r->n_pats; i++) {
+        cfg->has_names |= r->pats[i].kind != CCAP_PAT_ADDR;
+        cfg->has_resolve |= r->resolve && r->pats[i].kind == CCAP_PAT_HOST;
+    }
     return 0;
 }
 

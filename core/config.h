@@ -62,6 +62,8 @@ struct ccap_config {
     int log_target;                       /* enum ccap_log_target, default stderr */
     bool audit;                           /* default false */
     int audit_maxlen;                     /* default 10000 */
+    bool has_names;                       /* some rule has a host or wildcard pattern */
+    bool has_resolve;                     /* some rule has resolve = true and an exact host name */
 };
 
 /* Loads and validates PATH. On success returns 0 and *OUT (owned by the

@@ -17,6 +17,7 @@
 #include "handoff.h"
 #include "log.h"
 #include "redis.h"
+#include "reload.h"
 #include "sem.h"
 #include "wait.h"
 
@@ -32,7 +33,7 @@
 static struct {
     pthread_once_t once;
     struct ccap_core_hooks hooks;
-    struct ccap_config *cfg;     /* NULL: not usable, pass everything through */
+    struct ccap_config *_Atomic cfg; /* NULL: not usable, pass everything through; swapped by reload.c */
     pthread_mutex_t rlock;       /* serialises use of the Redis connection */
     struct ccap_redis *redis;
     char host[64];
@@ -137,7 +138,7 @@ static void init_once(void)
     char err[512];
     struct ccap_config *cfg = NULL;
     const char *path = ccap_config_path();
-    int rc = ccap_config_load(path, &cfg, err, sizeof(err));
+    int rc = ccap_live_load(path, &cfg, err, sizeof(err));
     if (rc < 0) {
         ccap_log(CCAP_LOG_ERROR, "bad configuration, passing every connection through: %s", err);
         return;
@@ -145,7 +146,7 @@ static void init_once(void)
     ccap_log_setup(cfg->log_level, cfg->log_target);
     ccap_sem_set_audit(cfg->audit ? cfg->audit_maxlen : 0);
     g.redis = ccap_redis_new(&cfg->redis);
-    g.local_used = calloc(cfg->n_sems ? cfg->n_sems : 1, sizeof(*g.local_used));
+    g.local_used = calloc(ccap_live_sem_slots(cfg), sizeof(*g.local_used)); /* indices survive reloads */
     if (!g.redis || !g.local_used) {
         ccap_log(CCAP_LOG_ERROR, "out of memory at start-up, passing every connection through");
         ccap_config_free(cfg);
@@ -154,6 +155,8 @@ static void init_once(void)
     if (gethostname(g.host, sizeof(g.host) - 1) != 0) strcpy(g.host, "unknown");
     ccap_core_claim();
     g.cfg = cfg;
+    if (ccap_live_init(&g.cfg) < 0)
+        ccap_log(CCAP_LOG_WARN, "out of memory at start-up: no hot reload, host-name rules match by address only");
     ccap_log(CCAP_LOG_DEBUG, "loaded %s: %zu semaphores, %zu rules", path, cfg->n_sems, cfg->n_rules);
 }
 
@@ -379,7 +382,8 @@ int ccap_core_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, stru
     if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)) return 0;
     const struct ccap_config *cfg = config();
     if (!cfg) return 0;
-    const struct ccap_rule *rule = ccap_config_match(cfg, sa, len, NULL, 0);
+    if (g.hooks.need_watch) g.hooks.need_watch();
+    const struct ccap_rule *rule = ccap_live_match(cfg, sa, len);
     if (!rule || !is_tcp(fd)) return 0;
 
     struct ccap_permit *orphan, *held = ccap_ptab_get(fd, &orphan);
@@ -537,7 +541,7 @@ static void clear_local_flags(struct ccap_permit *p, void *arg)
  * them in each semaphore's fallback_granted. Under rlock. */
 static void count_fallback(void)
 {
-    int *n = calloc(g.cfg->n_sems ? g.cfg->n_sems : 1, sizeof(*n));
+    int *n = calloc(ccap_live_sem_slots(g.cfg), sizeof(*n)); /* room for any index a reload adds meanwhile */
     ccap_ptab_each(clear_local_flags, n);
     for (size_t i = 0; n && i < g.cfg->n_sems; i++)
         if (n[i] && ccap_sem_count_fallback(g.redis, g.cfg->redis.key_prefix, g.cfg->sems[i].name, n[i]) < 0)

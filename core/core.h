@@ -15,6 +15,7 @@ struct ccap_ticket {
 struct ccap_core_hooks {
     void (*need_heartbeat)(void);   /* a permit is held: make sure renewal runs */
     void (*fork_child)(void);       /* after fork, in the child */
+    void (*need_watch)(void);       /* config loaded: make sure the reload/resolve thread runs (cheap when it does) */
 };
 
 /* Installs HOOKS and records this process as the owner of the shim's state

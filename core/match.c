@@ -290,8 +290,15 @@ int ccap_pattern_parse(const char *text, struct ccap_pattern *out, char *err, si
         return rc;
     }
     const char *colon = memchr(s, ':', len);
-    if (colon && memchr(colon + 1, ':', (size_t)(e - colon - 1)))
+    if (colon && memchr(colon + 1, ':', (size_t)(e - colon - 1))) {
+        /* IPv6 has only hex digits before its first ':'; a '.' or another
+         * letter there means a name (or IPv4) with more than one ":port" */
+        for (const char *q = s; q < colon; q++)
+            if (*q == '.' || (ascii_lower(*q) >= 'g' && ascii_lower(*q) <= 'z'))
+                return fail(err, errlen, "more than one \":\" in \"%s\" (a host takes one \":port\"; "
+                            "IPv6 with a port is written \"[addr]:port\")", text);
         return parse_ip(s, e, AF_INET6, out, err, errlen); /* bare IPv6, no port */
+    }
     rc = parse_host(s, colon ? colon : e, out, err, errlen);
     if (rc == 0 && colon)
         rc = parse_ports(colon + 1, e, out, err, errlen);

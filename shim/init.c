@@ -7,6 +7,7 @@
 static const struct ccap_core_hooks hooks = {
     .need_heartbeat = ccap_heartbeat_start,
     .fork_child = ccap_heartbeat_forget,
+    .need_watch = ccap_watch_start,
 };
 
 /* No threads, no locks, no allocation, no I/O: the configuration is loaded
@@ -54,6 +55,7 @@ __attribute__((destructor)) static void ccap_shim_fini(void)
 {
     ccap_guard++;
     ccap_heartbeat_stop();
+    ccap_watch_stop();
     ccap_core_shutdown();
     ccap_guard--;
 }

@@ -45,4 +45,10 @@ void ccap_heartbeat_stop(void);
 /* After fork, in the child: the thread is gone; forget it. */
 void ccap_heartbeat_forget(void);
 
+/* Starts the reload/resolve thread if it is not running (shim/watch.c):
+ * one atomic load when it is. Never from a constructor. */
+void ccap_watch_start(void);
+/* Stops it (at exit); does not wait for it. */
+void ccap_watch_stop(void);
+
 #endif

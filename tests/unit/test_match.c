@@ -366,6 +366,91 @@ static void test_addr_edge_cases(void **state)
     assert_int_equal(ccap_addr_from_sa((struct sockaddr *)&ss, len, &a), -EAFNOSUPPORT);
 }
 
+/* Edge cases of the grammar that host-name rules (issue 4) rely on. */
+static void test_grammar_edges(void **state)
+{
+    (void)state;
+    struct ccap_pattern p;
+    /* wildcards with ports, any case, a trailing dot on the pattern */
+    p = parse_ok("*.partner.test:8000-8099");
+    assert_int_equal(p.kind, CCAP_PAT_WILDCARD);
+    assert_int_equal(p.port_lo, 8000);
+    assert_int_equal(p.port_hi, 8099);
+    assert_true(mn("*.partner.test:8000-8099", "a.partner.test", 8050));
+    assert_false(mn("*.partner.test:8000-8099", "a.partner.test", 8100));
+    p = parse_ok("*.Partner.Test.:443");
+    assert_string_equal(p.name, ".partner.test");
+    assert_int_equal(p.port_lo, 443);
+    assert_true(mn("*.PARTNER.test.", "X.partner.TEST.", 1));
+    assert_true(mn("*.partner.test", "X.Partner.TEST.", 1));
+    assert_true(mn("*.a.b:*", "c.a.b", 65535));
+    /* a label before the suffix must be non-empty */
+    assert_false(mn("*.partner.test", "a..partner.test", 1));
+    assert_false(mn("*.partner.test", ".partner.test", 1));
+    assert_false(mn("*.partner.test", "..partner.test", 1));
+    assert_true(mn("*._tcp.example", "_http._tcp.example", 1));
+    /* names that start with digits are names, not addresses */
+    p = parse_ok("123.example");
+    assert_int_equal(p.kind, CCAP_PAT_HOST);
+    p = parse_ok("1.2.3.4.nip.io:80");
+    assert_int_equal(p.kind, CCAP_PAT_HOST);
+    assert_string_equal(p.name, "1.2.3.4.nip.io");
+    p = parse_ok("*.1.2.3.4");
+    assert_int_equal(p.kind, CCAP_PAT_WILDCARD);
+    /* single labels, trailing dots with ports, leading zeros in ports */
+    p = parse_ok("localhost:*");
+    assert_int_equal(p.kind, CCAP_PAT_HOST);
+    assert_int_equal(p.port_lo, 0);
+    assert_int_equal(p.port_hi, 65535);
+    p = parse_ok("a:1");
+    assert_string_equal(p.name, "a");
+    assert_int_equal(p.port_hi, 1);
+    p = parse_ok("a.b.:443");
+    assert_string_equal(p.name, "a.b");
+    assert_int_equal(p.port_lo, 443);
+    p = parse_ok("a.b:0443");
+    assert_int_equal(p.port_lo, 443);
+    p = parse_ok("a.b:65535-65535");
+    assert_int_equal(p.port_lo, 65535);
+    /* a 63-character label is fine, 64 is not; a name of exactly 253 is fine */
+    char label[80];
+    memset(label, 'x', 63);
+    strcpy(label + 63, ".test");
+    p = parse_ok(label);
+    assert_int_equal(strlen(p.name), 68);
+    memset(label, 'x', 64);
+    strcpy(label + 64, ".test");
+    expect_bad(label, "label longer than 63");
+    /* mapped and unspecified IPv6 literals */
+    p = parse_ok("[::ffff:10.0.0.1]:80");
+    assert_int_equal(p.family, AF_INET);
+    assert_int_equal(p.prefix, 32);
+    p = parse_ok("::");
+    assert_int_equal(p.family, AF_INET6);
+    assert_int_equal(p.prefix, 128);
+    p = parse_ok("0.0.0.0/0:*");
+    assert_int_equal(p.prefix, 0);
+    /* bad ones, each with a message that says what is wrong */
+    expect_bad("a.b:80:90", "more than one \":\" in \"a.b:80:90\"");
+    expect_bad("1.2.3.4:80:90", "more than one \":\"");
+    expect_bad("api.partner.test:", "empty port after \":\"");
+    expect_bad("a.b:+80", "bad port \"+80\"");
+    expect_bad("1.2.3.4:1-", "bad port \"1-\"");
+    expect_bad("[::1]:80-79", "port range 80-79 is reversed");
+    expect_bad("[fe80::1]:0", "port 0 is not allowed");
+    expect_bad("*..a", "empty label");
+    expect_bad("*.*", "only allowed as the whole first label");
+    expect_bad("a.*", "only allowed as the whole first label");
+    expect_bad("a.b/24:80", "CIDR suffix needs an IP address");
+    expect_bad("fe80::1%eth0", "bad IPv6 address");
+    expect_bad("01.2.3.4", "bad IPv4 address");
+    expect_bad("999.1.1.1", "bad IPv4 address");
+    expect_bad(" a.com", "bad character (code 32) at offset 0");
+    expect_bad("a\tb", "bad character (code 9) at offset 1");
+    expect_bad("a.b\x80", "bad character (code 128)");
+    expect_bad("a_b.c:99999", "port 99999 out of range 1-65535");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -374,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_ports),          cmocka_unit_test(test_names),
         cmocka_unit_test(test_wildcards),      cmocka_unit_test(test_bad_patterns),
         cmocka_unit_test(test_name_normalize), cmocka_unit_test(test_addr_edge_cases),
+        cmocka_unit_test(test_grammar_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

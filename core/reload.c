@@ -1,0 +1,615 @@
+/* reload.c -- the live configuration: watches the file, swaps rules atomically, records resolved names, runs resolve = true. */
+#include "reload.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core.h"
+#include "log.h"
+#include "names.h"
+#include "sem.h"
+
+#define SWEEP_PERIOD_MS 10000
+
+struct job {                      /* one name of a resolve = true rule */
+    char name[256];
+    int interval_s;
+    long long due_ms;
+    bool failing;
+};
+
+struct retired {                  /* a replaced config waiting out its grace */
+    struct ccap_config *cfg;
+    long long free_at_ms;
+    struct retired *next;
+};
+
+struct sig {                      /* identity of one version of the file */
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtim, ctim;
+};
+
+static struct {
+    struct ccap_config *_Atomic *slot; /* core's current config */
+    struct ccap_names *_Atomic names;  /* created when a config has host names */
+    struct ccap_names *fork_locked;    /* the map the fork handlers locked */
+    pthread_mutex_t mu;                /* jobs, retired, first-round wait; never held across slow work */
+    pthread_cond_t cond;               /* first round of lookups done */
+    atomic_int first_round;            /* 0 pending, 1 done, 2 stopped waiting for it */
+    char *path;
+    size_t sem_cap;
+    struct ccap_redis_conf redis;      /* the boot config's, shared by every later one; never freed */
+    /* the rest belongs to the watch thread (ccap_live_tick) */
+    struct sig sig;
+    bool sig_ok, missing_logged, pending;
+    long long next_check_ms, next_sweep_ms;
+    struct job *jobs;
+    size_t n_jobs;
+    struct retired *retired;
+    size_t n_retired;
+} L = { .mu = PTHREAD_MUTEX_INITIALIZER, .first_round = 1 };
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+static struct ccap_names *names_get(bool create)
+{
+    struct ccap_names *m = atomic_load(&L.names);
+    if (m || !create)
+        return m;
+    struct ccap_names *n = ccap_names_new(CCAP_NAMES_MAX), *expect = NULL;
+    if (!n)
+        return NULL;
+    if (!atomic_compare_exchange_strong(&L.names, &expect, n)) {
+        ccap_names_free(n);
+        return expect;
+    }
+    return n;
+}
+
+/* ---- the file's identity ---- */
+
+static struct sig sig_of(const struct stat *st)
+{
+    struct sig s = { st->st_dev, st->st_ino, st->st_size, st->st_mtim, st->st_ctim };
+    return s;
+}
+
+static bool sig_eq(const struct sig *a, const struct sig *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtim.tv_sec == b->mtim.tv_sec &&
+           a->mtim.tv_nsec == b->mtim.tv_nsec && a->ctim.tv_sec == b->ctim.tv_sec &&
+           a->ctim.tv_nsec == b->ctim.tv_nsec;
+}
+
+/* ---- resolve = true ---- */
+
+static int job_ttl_ms(const struct job *j)
+{
+    long long t = 3LL * j->interval_s * 1000;
+    if (t < CCAP_NAMES_TTL_MS)
+        t = CCAP_NAMES_TTL_MS;
+    return t > INT_MAX ? INT_MAX : (int)t;
+}
+
+/* The exact host names of CFG's resolve = true rules, each once (with the
+ * shortest interval of the rules naming it), all due now. */
+static int build_jobs(const struct ccap_config *cfg, struct job **out, size_t *n_out)
+{
+    size_t n = 0, cap = 0;
+    *out = NULL;
+    *n_out = 0;
+    for (size_t i = 0; i < cfg->n_rules; i++)
+        if (cfg->rules[i].resolve)
+            cap += cfg->rules[i].n_pats;
+    if (!cap)
+        return 0;
+    struct job *jobs = calloc(cap, sizeof *jobs);
+    if (!jobs)
+        return -ENOMEM;
+    for (size_t i = 0; i < cfg->n_rules; i++) {
+        const struct ccap_rule *r = &cfg->rules[i];
+        for (size_t k = 0; r->resolve && k < r->n_pats; k++) {
+            if (r->pats[k].kind != CCAP_PAT_HOST)
+                continue;
+            size_t j = 0;
+            while (j < n && strcmp(jobs[j].name, r->pats[k].name))
+                j++;
+            if (j == n) {
+                snprintf(jobs[n].name, sizeof jobs[n].name, "%s", r->pats[k].name);
+                jobs[n++].interval_s = r->resolve_interval_s;
+            } else if (r->resolve_interval_s < jobs[j].interval_s) {
+                jobs[j].interval_s = r->resolve_interval_s;
+            }
+        }
+    }
+    *out = jobs;
+    *n_out = n;
+    return 0;
+}
+
+/* Looks J's name up (the watch thread runs guarded: this getaddrinfo is not
+ * recorded by the shim's hook) and records every address it has now. */
+static void run_job(struct job *j, long long now)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
+    int rc = getaddrinfo(j->name, NULL, &hints, &res);
+    j->due_ms = now + j->interval_s * 1000LL;
+    if (rc != 0) {
+        if (!j->failing)
+            ccap_log(CCAP_LOG_WARN, "resolve = true: cannot resolve %s (%s): its addresses stay known as last "
+                     "seen until they expire", j->name, rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+        j->failing = true;
+        return;
+    }
+    if (j->failing)
+        ccap_log(CCAP_LOG_INFO, "resolve = true: %s resolves again", j->name);
+    j->failing = false;
+    struct ccap_names *m = names_get(true);
+    size_t n = 0;
+    for (struct addrinfo *ai = res; ai && m; ai = ai->ai_next) {
+        struct ccap_addr a;
+        if (ccap_addr_from_sa(ai->ai_addr, ai->ai_addrlen, &a) == 0 &&
+            ccap_names_add(m, &a, j->name, now, job_ttl_ms(j)) >= 0)
+            n++;
+    }
+    freeaddrinfo(res);
+    ccap_log(CCAP_LOG_DEBUG, "resolve = true: %s has %zu addresses", j->name, n);
+}
+
+static void run_jobs(struct job *jobs, size_t n, bool all)
+{
+    for (size_t i = 0; i < n; i++)
+        if (all || now_ms() >= jobs[i].due_ms)
+            run_job(&jobs[i], now_ms());
+}
+
+/* Says once per loaded config what resolve = true cannot do. */
+static void note_resolve_rules(const struct ccap_config *cfg)
+{
+    for (size_t i = 0; i < cfg->n_rules; i++) {
+        const struct ccap_rule *r = &cfg->rules[i];
+        size_t hosts = 0;
+        for (size_t k = 0; r->resolve && k < r->n_pats; k++) {
+            hosts += r->pats[k].kind == CCAP_PAT_HOST;
+            if (r->pats[k].kind == CCAP_PAT_WILDCARD)
+                ccap_log(CCAP_LOG_INFO, "%s:%d: rules[%zu]: resolve = true cannot look up the wildcard \"%s\"; "
+                         "it matches only names the program itself resolves", cfg->path, r->line, i,
+                         r->pats[k].text);
+        }
+        if (r->resolve && !hosts)
+            ccap_log(CCAP_LOG_WARN, "%s:%d: rules[%zu]: resolve = true, but the rule has no exact host name to "
+                     "look up (addresses and wildcards are never resolved): it has no effect", cfg->path,
+                     r->line, i);
+    }
+}
+
+static void first_round_done(void)
+{
+    pthread_mutex_lock(&L.mu);
+    atomic_store(&L.first_round, 1);
+    pthread_cond_broadcast(&L.cond);
+    pthread_mutex_unlock(&L.mu);
+}
+
+/* A connect waits (once per process) for the first lookups of resolve = true names. */
+static void wait_first_round(void)
+{
+    if (atomic_load(&L.first_round) != 0)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += CCAP_RESOLVE_FIRST_WAIT_MS / 1000;
+    ts.tv_nsec += (CCAP_RESOLVE_FIRST_WAIT_MS % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&L.mu);
+    while (atomic_load(&L.first_round) == 0)
+        if (pthread_cond_timedwait(&L.cond, &L.mu, &ts) == ETIMEDOUT) {
+            int pending = 0;
+            if (atomic_compare_exchange_strong(&L.first_round, &pending, 2))
+                ccap_log(CCAP_LOG_WARN, "resolve = true: the first lookup takes longer than %d ms; connects go "
+                         "on and match once it is done", CCAP_RESOLVE_FIRST_WAIT_MS);
+            break;
+        }
+    pthread_mutex_unlock(&L.mu);
+}
+
+/* ---- reload ---- */
+
+static bool str_eq(const char *a, const char *b)
+{
+    return a == b || (a && b && !strcmp(a, b));
+}
+
+static bool strv_eq(char **a, size_t na, char **b, size_t nb)
+{
+    if (na != nb)
+        return false;
+    for (size_t i = 0; i < na; i++)
+        if (!str_eq(a[i], b[i]))
+            return false;
+    return true;
+}
+
+static bool redis_same(const struct ccap_redis_conf *a, const struct ccap_redis_conf *b)
+{
+    return str_eq(a->host, b->host) && a->port == b->port && str_eq(a->socket, b->socket) && a->db == b->db &&
+           a->connect_timeout_ms == b->connect_timeout_ms && a->command_timeout_ms == b->command_timeout_ms &&
+           str_eq(a->key_prefix, b->key_prefix) && str_eq(a->username, b->username) &&
+           str_eq(a->password, b->password) && strv_eq(a->sentinels, a->n_sentinels, b->sentinels, b->n_sentinels) &&
+           str_eq(a->master, b->master) && strv_eq(a->cluster, a->n_cluster, b->cluster, b->n_cluster);
+}
+
+/* Gives NEW's semaphores the indices they had in OLD (a semaphore that left
+ * the file stays, with its old settings and no rule; new ones are appended)
+ * and remaps NEW's rules. Returns 0, -ENOSPC (more slots than the process
+ * has; WHY says so) or -ENOMEM; NEW is unchanged on failure. */
+static int stabilize(const struct ccap_config *old, struct ccap_config *new, char *why, size_t whylen)
+{
+    size_t n = old->n_sems;
+    for (size_t j = 0; j < new->n_sems; j++)
+        n += ccap_config_sem_index(old, new->sems[j].name) < 0;
+    if (n > L.sem_cap) {
+        snprintf(why, whylen, "%s: %zu semaphores over the reloads so far, more than the %zu this process can "
+                 "track: restart it to apply", new->path, n, L.sem_cap);
+        return -ENOSPC;
+    }
+    struct ccap_sem_conf *s = calloc(n ? n : 1, sizeof *s);
+    size_t *map = calloc(new->n_sems ? new->n_sems : 1, sizeof *map);
+    bool *taken = calloc(new->n_sems ? new->n_sems : 1, sizeof *taken);
+    bool *copied = calloc(n ? n : 1, sizeof *copied);
+    if (!s || !map || !taken || !copied)
+        goto nomem;
+    for (size_t i = 0; i < old->n_sems; i++) {
+        int j = ccap_config_sem_index(new, old->sems[i].name);
+        if (j >= 0) {
+            s[i] = new->sems[j];
+            taken[j] = true;
+            map[j] = i;
+        } else {
+            s[i] = old->sems[i];
+            if (!(s[i].name = strdup(old->sems[i].name)))
+                goto nomem;
+            copied[i] = true;
+        }
+    }
+    size_t k = old->n_sems;
+    for (size_t j = 0; j < new->n_sems; j++)
+        if (!taken[j]) {
+            s[k] = new->sems[j];
+            map[j] = k++;
+        }
+    for (size_t r = 0; r < new->n_rules; r++)
+        new->rules[r].sem = map[new->rules[r].sem];
+    free(new->sems);
+    new->sems = s;
+    new->n_sems = k;
+    free(map);
+    free(taken);
+    free(copied);
+    return 0;
+nomem:
+    for (size_t i = 0; s && i < n; i++)
+        if (copied && copied[i])
+            free(s[i].name);
+    free(s);
+    free(map);
+    free(taken);
+    free(copied);
+    snprintf(why, whylen, "%s: out of memory", new->path);
+    return -ENOMEM;
+}
+
+/* How long a replaced CFG may still be read by a thread that loaded it. */
+static long long grace_ms(const struct ccap_config *cfg)
+{
+    long long wait = 0;
+    for (size_t i = 0; i < cfg->n_sems; i++)
+        if (cfg->sems[i].wait_timeout_ms > wait)
+            wait = cfg->sems[i].wait_timeout_ms;
+    return CCAP_RETIRED_GRACE_MS + wait + 2LL * (cfg->redis.connect_timeout_ms + cfg->redis.command_timeout_ms);
+}
+
+static void free_retired(long long now, bool all)
+{
+    struct retired *done = NULL;
+    pthread_mutex_lock(&L.mu);
+    for (struct retired **pp = &L.retired; *pp;) {
+        struct retired *r = *pp;
+        if (all || now >= r->free_at_ms) {
+            *pp = r->next;
+            r->next = done;
+            done = r;
+            L.n_retired--;
+        } else {
+            pp = &r->next;
+        }
+    }
+    pthread_mutex_unlock(&L.mu);
+    while (done) {
+        struct retired *n = done->next;
+        memset(&done->cfg->redis, 0, sizeof done->cfg->redis); /* L.redis's, not its own */
+        ccap_config_free(done->cfg);
+        free(done);
+        done = n;
+    }
+}
+
+/* NEW takes the running Redis settings (L.redis, shared, not owned); its
+ * own are compared, then freed with the rest of a throw-away config (so
+ * that whatever ccap_config_free knows to free is freed). */
+static int adopt_redis(struct ccap_config *new)
+{
+    struct ccap_config *husk = calloc(1, sizeof *husk);
+    if (!husk)
+        return -ENOMEM;
+    if (!redis_same(&L.redis, &new->redis))
+        ccap_log(CCAP_LOG_WARN, "%s: the redis settings changed: they take effect when the program restarts; "
+                 "the other changes apply now", L.path);
+    husk->redis = new->redis;
+    new->redis = L.redis;
+    ccap_config_free(husk);
+    return 0;
+}
+
+/* Swaps NEW in (owned from here on): rules, semaphores, policies and logging
+ * take effect; Redis settings keep the running ones. */
+static void apply(struct ccap_config *new, long long now)
+{
+    struct ccap_config *cur = atomic_load(L.slot);
+    char why[512];
+    struct job *jobs = NULL;
+    size_t n_jobs = 0;
+    struct retired *ret = malloc(sizeof *ret);
+    int rc = !ret ? -ENOMEM : stabilize(cur, new, why, sizeof why);
+    if (rc == -ENOMEM)
+        snprintf(why, sizeof why, "%s: out of memory", L.path);
+    if (rc == 0 && (rc = build_jobs(new, &jobs, &n_jobs)) < 0)
+        snprintf(why, sizeof why, "%s: out of memory", L.path);
+    if (rc == 0 && (rc = adopt_redis(new)) < 0)
+        snprintf(why, sizeof why, "%s: out of memory", L.path);
+    if (rc < 0) {
+        ccap_log(CCAP_LOG_ERROR, "reload failed, keeping the rules in force: %s", why);
+        free(ret);
+        free(jobs);
+        ccap_config_free(new);
+        return;
+    }
+    if (new->has_names)
+        names_get(true);
+    note_resolve_rules(new);
+    run_jobs(jobs, n_jobs, true); /* the names are known before the rules naming them apply */
+
+    pthread_mutex_lock(&L.mu);
+    atomic_store(L.slot, new);
+    struct job *old_jobs = L.jobs;
+    L.jobs = jobs;
+    L.n_jobs = n_jobs;
+    ret->cfg = cur;
+    ret->free_at_ms = now + grace_ms(cur);
+    ret->next = L.retired;
+    L.retired = ret;
+    L.n_retired++;
+    pthread_mutex_unlock(&L.mu);
+    free(old_jobs);
+    if (atomic_load(&L.first_round) != 1)
+        first_round_done();
+    ccap_log_setup(new->log_level, new->log_target);
+    ccap_sem_set_audit(new->audit ? new->audit_maxlen : 0);
+    ccap_log(CCAP_LOG_INFO, "reloaded %s: %zu semaphores, %zu rules", L.path, new->n_sems, new->n_rules);
+}
+
+static void check_file(long long now)
+{
+    struct stat st;
+    if (stat(L.path, &st) != 0) {
+        if (!L.missing_logged)
+            ccap_log(CCAP_LOG_WARN, "%s: cannot stat (%s): keeping the rules in force", L.path, strerror(errno));
+        L.missing_logged = true;
+        return;
+    }
+    L.missing_logged = false;
+    struct sig s = sig_of(&st);
+    bool fresh = !L.sig_ok || !sig_eq(&s, &L.sig);
+    if (!fresh && !L.pending)
+        return;
+    L.sig = s;
+    L.sig_ok = true;
+    L.pending = false;
+    free_retired(now, false);
+    if (L.n_retired >= CCAP_RETIRED_MAX) {
+        L.pending = true; /* too many reloads within the grace: try again later */
+        if (fresh)
+            ccap_log(CCAP_LOG_INFO, "%s changed; applied once an older config may be freed", L.path);
+        return;
+    }
+    char err[512];
+    struct ccap_config *cfg = NULL;
+    if (ccap_config_load(L.path, &cfg, err, sizeof err) < 0) {
+        if (fresh)
+            ccap_log(CCAP_LOG_ERROR, "reload failed, keeping the rules in force: %s", err);
+        return;
+    }
+    apply(cfg, now);
+}
+
+/* ---- fork ---- */
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&L.mu);
+    L.fork_locked = atomic_load(&L.names);
+    ccap_names_fork_prepare(L.fork_locked);
+}
+
+static void fork_parent(void)
+{
+    ccap_names_fork_parent(L.fork_locked);
+    pthread_mutex_unlock(&L.mu);
+}
+
+static void fork_child(void)
+{
+    ccap_names_fork_child(L.fork_locked);
+    /* a thread of the parent may have waited on it: start it afresh */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&L.cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_unlock(&L.mu);
+}
+
+/* ---- public ---- */
+
+size_t ccap_live_sem_slots(const struct ccap_config *boot)
+{
+    return (boot ? boot->n_sems : 0) + CCAP_SEM_SLOTS_SPARE;
+}
+
+int ccap_live_load(const char *path, struct ccap_config **out, char *err, size_t errlen)
+{
+    struct stat st;
+    L.sig_ok = path && stat(path, &st) == 0;
+    if (L.sig_ok)
+        L.sig = sig_of(&st);
+    return ccap_config_load(path, out, err, errlen);
+}
+
+int ccap_live_init(struct ccap_config *_Atomic *slot)
+{
+    struct ccap_config *cfg = atomic_load(slot);
+    char abs[PATH_MAX];
+    /* absolute: the program may chdir() */
+    if (!cfg || !(L.path = strdup(realpath(cfg->path, abs) ? abs : cfg->path)))
+        return -ENOMEM;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&L.cond, &ca);
+    pthread_condattr_destroy(&ca);
+    L.sem_cap = ccap_live_sem_slots(cfg);
+    L.redis = cfg->redis;
+    if (build_jobs(cfg, &L.jobs, &L.n_jobs) < 0)
+        return -ENOMEM;
+    atomic_store(&L.first_round, L.n_jobs ? 0 : 1);
+    if (cfg->has_names)
+        names_get(true);
+    note_resolve_rules(cfg);
+    L.next_check_ms = now_ms() + CCAP_WATCH_PERIOD_MS;
+    L.next_sweep_ms = now_ms() + SWEEP_PERIOD_MS;
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    L.slot = slot;
+    return 0;
+}
+
+const struct ccap_config *ccap_live_current(void)
+{
+    return L.slot ? atomic_load(L.slot) : NULL;
+}
+
+const struct ccap_rule *ccap_live_match(const struct ccap_config *cfg, const struct sockaddr *sa, socklen_t len)
+{
+    if (!cfg->has_names)
+        return ccap_config_match(cfg, sa, len, NULL, 0);
+    if (cfg->has_resolve)
+        wait_first_round();
+    return ccap_names_match(atomic_load(&L.names), cfg, sa, len, now_ms());
+}
+
+/* The config, if it has host-name rules: the one to record names for. */
+static const struct ccap_config *recording(const char *node)
+{
+    struct in_addr a4;
+    if (!node || !*node || strchr(node, ':') || inet_aton(node, &a4))
+        return NULL; /* numeric: an address, not a name */
+    if (!ccap_core_active() || !L.slot)
+        return NULL;
+    const struct ccap_config *cfg = atomic_load(L.slot);
+    return cfg && cfg->has_names ? cfg : NULL;
+}
+
+void ccap_live_resolved_addrinfo(const char *node, int ai_flags, const struct addrinfo *res)
+{
+    char name[256];
+    if ((ai_flags & AI_NUMERICHOST) || !recording(node) || ccap_name_normalize(node, name, sizeof name) < 0)
+        return;
+    struct ccap_names *m = names_get(true);
+    long long now = now_ms();
+    for (const struct addrinfo *ai = res; ai && m; ai = ai->ai_next) {
+        struct ccap_addr a;
+        if (ccap_addr_from_sa(ai->ai_addr, ai->ai_addrlen, &a) == 0)
+            ccap_names_add(m, &a, name, now, CCAP_NAMES_TTL_MS);
+    }
+}
+
+void ccap_live_resolved_hostent(const char *node, const struct hostent *he)
+{
+    char name[256];
+    if (!he || !he->h_addr_list || !recording(node) || ccap_name_normalize(node, name, sizeof name) < 0)
+        return;
+    struct ccap_names *m = names_get(true);
+    long long now = now_ms();
+    for (char **p = he->h_addr_list; *p && m; p++) {
+        struct sockaddr_in6 s6 = { .sin6_family = AF_INET6 };
+        struct sockaddr_in s4 = { .sin_family = AF_INET };
+        struct ccap_addr a;
+        int rc = -1;
+        if (he->h_addrtype == AF_INET && he->h_length == 4) {
+            memcpy(&s4.sin_addr, *p, 4);
+            rc = ccap_addr_from_sa((struct sockaddr *)&s4, sizeof s4, &a);
+        } else if (he->h_addrtype == AF_INET6 && he->h_length == 16) {
+            memcpy(&s6.sin6_addr, *p, 16);
+            rc = ccap_addr_from_sa((struct sockaddr *)&s6, sizeof s6, &a);
+        }
+        if (rc == 0)
+            ccap_names_add(m, &a, name, now, CCAP_NAMES_TTL_MS);
+    }
+}
+
+int ccap_live_tick(void)
+{
+    struct ccap_config *cur = L.slot ? atomic_load(L.slot) : NULL;
+    if (!cur)
+        return -1;
+    if (atomic_load(&L.first_round) != 1) {
+        run_jobs(L.jobs, L.n_jobs, true);
+        first_round_done();
+    }
+    long long now = now_ms();
+    if (now >= L.next_check_ms) {
+        L.next_check_ms = now + CCAP_WATCH_PERIOD_MS;
+        check_file(now);
+    }
+    run_jobs(L.jobs, L.n_jobs, false);
+    now = now_ms();
+    if (now >= L.next_sweep_ms) {
+        L.next_sweep_ms = now + SWEEP_PERIOD_MS;
+        ccap_names_expire(atomic_load(&L.names), now);
+        free_retired(now, false);
+    }
+    long long next = L.next_check_ms;
+    for (size_t i = 0; i < L.n_jobs; i++)
+        if (L.jobs[i].due_ms < next)
+            next = L.jobs[i].due_ms;
+    next -= now;
+    return next < 50 ? 50 : next > CCAP_WATCH_PERIOD_MS ? CCAP_WATCH_PERIOD_MS : (int)next;
+}

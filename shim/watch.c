@@ -1,0 +1,84 @@
+/* watch.c -- the thread that notices config changes and refreshes resolve = true names; started by the first connect. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
+#include "reload.h"
+#include "shim.h"
+
+static pthread_mutex_t w_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t w_cond;
+static pthread_once_t w_once = PTHREAD_ONCE_INIT;
+static atomic_bool running;     /* read without the lock by every connect */
+static bool stopping;
+
+static void *watch_main(void *arg)
+{
+    (void)arg;
+    ccap_guard = 1; /* its lookups and connects are the shim's own */
+    for (;;) {
+        int ms = ccap_live_tick();
+        pthread_mutex_lock(&w_lock);
+        if (stopping || ms < 0) {
+            atomic_store(&running, false);
+            pthread_mutex_unlock(&w_lock);
+            return NULL;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += (ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        while (!stopping && pthread_cond_timedwait(&w_cond, &w_lock, &ts) == 0) {}
+        pthread_mutex_unlock(&w_lock);
+    }
+}
+
+/* In the child of fork() the thread is gone: the next connect starts one. */
+static void watch_forget(void)
+{
+    pthread_mutex_init(&w_lock, NULL);
+    atomic_store(&running, false);
+    stopping = false;
+}
+
+static void watch_setup(void)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_atfork(NULL, NULL, watch_forget);
+}
+
+void ccap_watch_start(void)
+{
+    if (atomic_load_explicit(&running, memory_order_relaxed)) return;
+    pthread_once(&w_once, watch_setup);
+    pthread_mutex_lock(&w_lock);
+    if (!atomic_load(&running) && !stopping) {
+        /* The thread must not take the program's signals. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&a, 256 * 1024); /* getaddrinfo and the config parser */
+        pthread_t t;
+        atomic_store(&running, pthread_create(&t, &a, watch_main, NULL) == 0);
+        pthread_attr_destroy(&a);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    pthread_mutex_unlock(&w_lock);
+}
+
+void ccap_watch_stop(void)
+{
+    pthread_mutex_lock(&w_lock);
+    stopping = true;
+    if (atomic_load(&running)) pthread_cond_broadcast(&w_cond);
+    pthread_mutex_unlock(&w_lock);
+}
