@@ -55,7 +55,8 @@ struct ccap_redis *ccap_cli_redis(const struct ccap_config *cfg)
     int rc = ccap_redis_connect(r);
     if (rc < 0) {
         const struct ccap_redis_conf *c = &cfg->redis;
-        if (c->socket) fprintf(stderr, "conncap: redis at %s: %s\n", c->socket, ccap_redis_errstr(r));
+        if (c->n_sentinels || c->n_cluster) fprintf(stderr, "conncap: redis: %s\n", ccap_redis_errstr(r));
+        else if (c->socket) fprintf(stderr, "conncap: redis at %s: %s\n", c->socket, ccap_redis_errstr(r));
         else fprintf(stderr, "conncap: redis at %s:%d: %s\n", c->host, c->port, ccap_redis_errstr(r));
         ccap_redis_free(r);
         return NULL;

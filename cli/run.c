@@ -62,10 +62,22 @@ static void print_config(const struct ccap_config *cfg)
 {
     const struct ccap_redis_conf *r = &cfg->redis;
     printf("config %s: ok\n", cfg->path);
-    if (r->socket) printf("redis: unix:%s db %d", r->socket, r->db);
-    else printf("redis: %s:%d db %d", r->host, r->port, r->db);
-    printf(", timeouts %d/%d ms, key prefix \"%s\"%s\n", r->connect_timeout_ms, r->command_timeout_ms,
-           r->key_prefix, r->password ? ", password set" : "");
+    if (r->n_cluster) {
+        printf("redis: cluster, seeds");
+        for (size_t i = 0; i < r->n_cluster; i++) printf(" %s", r->cluster[i]);
+    } else if (r->n_sentinels) {
+        printf("redis: master \"%s\" via sentinels", r->master);
+        for (size_t i = 0; i < r->n_sentinels; i++) printf(" %s", r->sentinels[i]);
+        printf(", db %d", r->db);
+    } else if (r->socket) {
+        printf("redis: unix:%s db %d", r->socket, r->db);
+    } else {
+        printf("redis: %s:%d db %d", r->host, r->port, r->db);
+    }
+    /* the user name is shown, the password never: only whether there is one */
+    printf(", timeouts %d/%d ms, key prefix \"%s\"%s%s%s%s\n", r->connect_timeout_ms, r->command_timeout_ms,
+           r->key_prefix, r->username ? ", user \"" : "", r->username ? r->username : "", r->username ? "\"" : "",
+           r->password ? ", password set" : "");
     printf("on_timeout %s, on_redis_down %s\n", ccap_errno_name(cfg->on_timeout_errno), down_name(cfg->on_redis_down));
     for (size_t i = 0; i < cfg->n_sems; i++) {
         const struct ccap_sem_conf *s = &cfg->sems[i];

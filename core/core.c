@@ -29,6 +29,15 @@
 #define WAIT_DOWN_NAP_MS 50    /* Redis down and the local limit full: re-check this often */
 #define CIRCUIT_MIN_MS 250
 #define CIRCUIT_MAX_MS 5000
+#define PENDING_MAX 256        /* releases kept for Redis while it is down */
+
+/* A release Redis did not get because it was down: the heartbeat sends it
+ * once Redis answers, unless the lease has ended by then anyway. */
+struct ccap_pending {
+    char sem[72];
+    char holder[192];
+    long long until_ms;
+};
 
 static struct {
     pthread_once_t once;
@@ -43,6 +52,11 @@ static struct {
     bool down;
     long long retry_at_ms;
     int backoff_ms;
+    long long down_since_ms;
+    atomic_uint down_granted;    /* this outage: permits on_redis_down granted */
+    atomic_uint down_refused;    /* this outage: connects it failed */
+    struct ccap_pending *pend;   /* releases to send once Redis answers, under rlock */
+    size_t n_pend;
     atomic_int *local_used;      /* per semaphore, permits granted locally */
     atomic_bool shutting_down;
 } g = { .once = PTHREAD_ONCE_INIT, .rlock = PTHREAD_MUTEX_INITIALIZER };
@@ -86,6 +100,7 @@ static void fork_child(void)
         for (size_t i = 0; i < g.cfg->n_sems; i++) atomic_store(&g.local_used[i], 0);
     g.down = false;
     g.retry_at_ms = 0;
+    g.n_pend = 0;                /* the parent's releases are the parent's */
     g.nonce = 0;
     atomic_store(&owner_pid, (int)getpid());
     ccap_handoff_fork_child();
@@ -221,25 +236,49 @@ static bool circuit_open(void)
     return g.down && now_ms() < g.retry_at_ms;
 }
 
+/* The longest backoff: CIRCUIT_MAX_MS, but at most a quarter of the
+ * shortest lease, so that a holder's heartbeat probes often enough to renew
+ * its leases before they run out once Redis is back (an outage shorter than
+ * about 3/4 of a lease then costs no lease). */
+static int circuit_max_ms(void)
+{
+    int m = CIRCUIT_MAX_MS;
+    for (size_t i = 0; i < g.cfg->n_sems; i++)
+        if (g.cfg->sems[i].lease_ms / 4 < m) m = g.cfg->sems[i].lease_ms / 4;
+    return m < CIRCUIT_MIN_MS ? CIRCUIT_MIN_MS : m;
+}
+
+/* A call failed for want of Redis (not an error reply): open the circuit,
+ * or keep it open with the next backoff (doubling from CIRCUIT_MIN_MS to
+ * circuit_max_ms(), jittered). The first failure of an outage is logged. */
 static void circuit_failure(int rc)
 {
+    int max = circuit_max_ms();
     if (!g.down) {
         ccap_log(CCAP_LOG_WARN, "redis unreachable (%s): on_redis_down=\"%s\" until it answers",
                  ccap_redis_errstr(g.redis)[0] ? ccap_redis_errstr(g.redis) : strerror(-rc),
                  g.cfg->on_redis_down == CCAP_DOWN_OPEN ? "open" :
                  g.cfg->on_redis_down == CCAP_DOWN_CLOSED ? "closed" : "local");
         g.down = true;
+        g.down_since_ms = now_ms();
+        atomic_store(&g.down_granted, 0);
+        atomic_store(&g.down_refused, 0);
         g.backoff_ms = CIRCUIT_MIN_MS;
-    } else if (g.backoff_ms < CIRCUIT_MAX_MS) {
-        g.backoff_ms = g.backoff_ms * 2 > CIRCUIT_MAX_MS ? CIRCUIT_MAX_MS : g.backoff_ms * 2;
+    } else if (g.backoff_ms < max) {
+        g.backoff_ms = g.backoff_ms * 2 > max ? max : g.backoff_ms * 2;
     }
     /* full jitter over the upper half: avoids a fleet probing in step */
     g.retry_at_ms = now_ms() + g.backoff_ms / 2 + rand_u32() % (g.backoff_ms / 2 + 1);
 }
 
+/* Redis answered: close the circuit; the end of an outage is logged once,
+ * with what on_redis_down decided meanwhile. */
 static void circuit_success(void)
 {
-    if (g.down) ccap_log(CCAP_LOG_WARN, "redis reachable again: permits are counted globally");
+    if (g.down)
+        ccap_log(CCAP_LOG_WARN, "redis reachable again after %lld ms: permits are counted globally "
+                 "(meanwhile on_redis_down granted %u, refused %u; granted ones are registered at the next heartbeat)",
+                 now_ms() - g.down_since_ms, atomic_load(&g.down_granted), atomic_load(&g.down_refused));
     g.down = false;
     g.backoff_ms = 0;
 }
@@ -261,22 +300,27 @@ static int try_acquire(const struct ccap_sem_conf *s, const struct ccap_sem_req 
     return rc < 0 ? rc : res->granted;
 }
 
-/* Redis is down: apply on_redis_down. Returns 0 (go on, P set up or
- * dropped) or -errno. */
+/* Redis is down (or refused the call): apply on_redis_down to a connect
+ * of semaphore S (index SEM) for P. Returns 1 granted (P is flagged
+ * CCAP_PERMIT_LOCAL: the heartbeat registers it in Redis once Redis
+ * answers, even above the limit, so the count tells the truth), 0 when
+ * "local" is at local_limit (the caller may wait for a local permit, then
+ * fails with on_timeout), or -ECONNREFUSED for "closed" -- at once, whatever
+ * on_timeout is. Thread-safe: the local count is an atomic. */
 static int redis_down(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p)
 {
     switch (g.cfg->on_redis_down) {
     case CCAP_DOWN_CLOSED:
+        atomic_fetch_add(&g.down_refused, 1);
         return -ECONNREFUSED;
     default: {
-        /* "open" and "local" grant here; the heartbeat registers the permit
-         * in Redis once it answers again, so the count tells the truth. */
         int used = atomic_fetch_add(&g.local_used[sem], 1);
         if (g.cfg->on_redis_down == CCAP_DOWN_LOCAL && used >= s->local_limit) {
             atomic_fetch_sub(&g.local_used[sem], 1);
-            return -g.cfg->on_timeout_errno;
+            return 0;
         }
         p->flags |= CCAP_PERMIT_LOCAL;
+        atomic_fetch_add(&g.down_granted, 1);
         return 1;
     }
     }
@@ -343,8 +387,14 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
         if (rc == 1) break;
         t = now_ms();
         if (rc < 0) {
-            rc = redis_down(s, sem, p);
-            if (rc != -g.cfg->on_timeout_errno || t >= deadline) break;
+            rc = redis_down(s, sem, p);     /* 1 granted, 0 local limit full, -errno */
+            if (rc == 0 && t >= deadline) {
+                atomic_fetch_add(&g.down_refused, 1);
+                ccap_log(CCAP_LOG_WARN, "redis down and local_limit %d of %s reached for %d ms: connect fails with %s",
+                         s->local_limit, s->name, wait_ms, ccap_errno_name(g.cfg->on_timeout_errno));
+                rc = -g.cfg->on_timeout_errno;
+            }
+            if (rc != 0) break;
             sleep_ms(deadline - t < WAIT_DOWN_NAP_MS ? deadline - t : WAIT_DOWN_NAP_MS);
             continue;
         }
@@ -459,6 +509,40 @@ void ccap_core_release(struct ccap_permit *p)
     free(p);
 }
 
+/* Keeps P's release for the heartbeat to send once Redis answers: without
+ * it the permit would stay counted until its lease ends. A locally granted
+ * permit was never registered: nothing to give back. When full, the oldest
+ * entry goes (its lease ends first). Under rlock. */
+static void pending_add(const struct ccap_permit *p)
+{
+    if (p->flags & CCAP_PERMIT_LOCAL) return;
+    if (!g.pend && !(g.pend = calloc(PENDING_MAX, sizeof(*g.pend)))) return;
+    if (g.n_pend == PENDING_MAX) memmove(g.pend, g.pend + 1, --g.n_pend * sizeof(*g.pend));
+    struct ccap_pending *e = &g.pend[g.n_pend++];
+    snprintf(e->sem, sizeof(e->sem), "%s", p->sem);
+    snprintf(e->holder, sizeof(e->holder), "%s", p->holder);
+    e->until_ms = now_ms() + p->lease_ms;
+}
+
+/* Sends the releases Redis missed while it was down (oldest first; those
+ * whose lease has ended are dropped unsent). Stops at the first failure.
+ * Under rlock. Returns how many are still pending. */
+static size_t pending_flush(void)
+{
+    size_t i = 0;
+    long long now = now_ms();
+    for (; i < g.n_pend && !circuit_open(); i++) {
+        struct ccap_pending *e = &g.pend[i];
+        if (e->until_ms <= now) continue;
+        int rc = ccap_sem_release(g.redis, g.cfg->redis.key_prefix, e->sem, e->holder);
+        if (rc >= 0) circuit_success();
+        else if (rc != -EPROTO) { circuit_failure(rc); break; }
+    }
+    if (i) memmove(g.pend, g.pend + i, (g.n_pend - i) * sizeof(*g.pend));
+    g.n_pend -= i;
+    return g.n_pend;
+}
+
 void ccap_core_unregister(struct ccap_permit *p)
 {
     if (!p || !config()) return;    /* loads it for a permit adopted across exec */
@@ -474,8 +558,11 @@ void ccap_core_unregister(struct ccap_permit *p)
                                            i >= 0 ? g.cfg->sems[i].limit : -1);
             if (rc >= 0) circuit_success();
             else if (rc != -EPROTO) circuit_failure(rc);
-            if (rc < 0) ccap_log(CCAP_LOG_INFO, "release of %s failed (%s): it expires with its lease", p->holder,
-                                 strerror(-rc));
+            if (rc < 0 && rc != -EPROTO) pending_add(p);
+            if (rc < 0) ccap_log(CCAP_LOG_INFO, "release of %s failed (%s): %s", p->holder, strerror(-rc),
+                                 rc == -EPROTO ? "it expires with its lease" : "sent again when redis answers");
+        } else {
+            pending_add(p);
         }
         pthread_mutex_unlock(&g.rlock);
     }
@@ -518,7 +605,8 @@ static void renew_all(struct beat *b)
                 b->sems[j][0] = '\0';
             }
         int rc = ccap_sem_renew(g.redis, g.cfg->redis.key_prefix, sem, batch, m, lease, 1);
-        if (rc > 0) ccap_log(CCAP_LOG_WARN, "%d permits of %s were missing in redis and were registered again", rc, sem);
+        if (rc > 0) ccap_log(CCAP_LOG_WARN, "re-registered %d permit(s) of %s that redis had lost (restart, failover, "
+                             "or granted while it was down)", rc, sem);
         if (rc >= 0) circuit_success();
         else if (rc != -EPROTO) circuit_failure(rc);
         free(batch);
@@ -570,14 +658,24 @@ int ccap_core_heartbeat(void)
             if (!g.down) count_fallback();  /* all registered now */
         }
     }
+    size_t pending = g.n_pend && !circuit_open() ? pending_flush() : g.n_pend;
+    /* While Redis is down the beat comes when the circuit lets a probe
+     * through, so that permits are registered again (and missed releases
+     * sent) soon after Redis is back, not a third of a lease later. */
+    long long probe = g.down ? g.retry_at_ms - now_ms() : -1;
     for (size_t i = 0; i < b.n; i++) free((void *)b.holders[i]);
     free(b.holders);
     free(b.sems);
     free(b.permits);
     pthread_mutex_unlock(&g.rlock);
     ccap_wait_reap(b.n ? CCAP_WAIT_IDLE_MS : 0);    /* waiters' idle connections (issue 6) */
-    if (!b.n) return ccap_ptab_count() ? 1000 : -1;
+    if (probe >= 0 && probe < CIRCUIT_MIN_MS) probe = CIRCUIT_MIN_MS;
+    if (!b.n) {
+        if (pending) return probe > 0 && probe < 1000 ? (int)probe : 1000;
+        return ccap_ptab_count() ? 1000 : -1;
+    }
     int ms = b.min_lease / 3;
+    if (probe > 0 && probe < ms) ms = (int)probe;
     return ms < 50 ? 50 : ms;
 }
 

@@ -1,4 +1,5 @@
-/* redis.c -- the shim's Redis client: our own high, CLOEXEC socket handed to hiredis. */
+/* redis.c -- the shim's Redis client: our own high, CLOEXEC sockets handed to hiredis; routing to
+ * one server, the Sentinel's master or the cluster node that owns the key. */
 #include "redis.h"
 
 #include <errno.h>
@@ -10,9 +11,12 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -20,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
+#include "redis_int.h"
 #include "sha1.h"
 
 /* build/scripts.c, generated from lua/NAME.lua by mk/embed-lua.sh. */
@@ -33,15 +39,6 @@ extern const char ccap_lua_reset[];
 #define CCAP_FD_HIGH_GAP 32
 #define CCAP_DEFAULT_TIMEOUT_MS 200
 #define CCAP_SMALL_ARGV 16
-
-struct ccap_redis {
-    struct ccap_redis_conf conf; /* our own copy; sentinels and cluster not kept */
-    redisContext *ctx;           /* NULL when not connected */
-    dev_t dev;                   /* identity of ctx->fd when we made it */
-    ino_t ino;
-    pid_t pid;                   /* the process that made the connection */
-    char err[256];
-};
 
 static const char *const script_src[CCAP_SCRIPT_COUNT] = {
     [CCAP_SCRIPT_ACQUIRE] = ccap_lua_acquire,
@@ -86,8 +83,7 @@ int ccap_redis_fd_base(void)
 
 /* ---- small helpers ---- */
 
-static void set_err(struct ccap_redis *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(struct ccap_redis *r, const char *fmt, ...)
+void ccap_redis_set_err(struct ccap_redis *r, const char *fmt, ...)
 {
     int saved = errno;
     va_list ap;
@@ -98,13 +94,17 @@ static void set_err(struct ccap_redis *r, const char *fmt, ...)
     errno = saved;
 }
 
-static long long now_ms(void)
+#define set_err ccap_redis_set_err
+
+long long ccap_redis_now_ms(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+#define now_ms ccap_redis_now_ms
 
 static char *dup_or_null(const char *s, int *oom)
 {
@@ -118,29 +118,100 @@ static char *dup_or_null(const char *s, int *oom)
     return d;
 }
 
-/* True when ctx->fd is still the socket we connected (the program may have
- * closed it, or put another file on its number). */
-static int fd_still_ours(const struct ccap_redis *r)
+static char **dup_list(char *const *v, size_t n, int *oom)
+{
+    char **d;
+
+    if (!v || !n)
+        return NULL;
+    d = calloc(n, sizeof *d);
+    if (!d) {
+        *oom = 1;
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        d[i] = dup_or_null(v[i], oom);
+    return d;
+}
+
+static void free_list(char **v, size_t n)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+int ccap_hostport_parse(const char *s, char *host, size_t hostlen, int *port)
+{
+    const char *colon, *h = s;
+    size_t hl;
+    char *end;
+    long p;
+
+    if (!s)
+        return -EINVAL;
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+
+        if (!close || close[1] != ':')
+            return -EINVAL;
+        h = s + 1;
+        hl = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon)
+            return -EINVAL;
+        hl = (size_t)(colon - s);
+    }
+    if (hl >= hostlen)
+        return -EINVAL;
+    errno = 0;
+    p = strtol(colon + 1, &end, 10);
+    if (errno || *end || end == colon + 1 || p < 1 || p > 65535)
+        return -EINVAL;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = (int)p;
+    return 0;
+}
+
+/* True when n->ctx->fd is still the socket we connected (the program may
+ * have closed it, or put another file on its number). */
+static int fd_still_ours(const struct ccap_node *n)
 {
     struct stat st;
 
-    if (!r->ctx || r->ctx->fd < 0)
+    if (!n->ctx || n->ctx->fd < 0)
         return 0;
-    if (fstat(r->ctx->fd, &st) != 0)
+    if (fstat(n->ctx->fd, &st) != 0)
         return 0;
-    return st.st_dev == r->dev && st.st_ino == r->ino;
+    return st.st_dev == n->dev && st.st_ino == n->ino;
 }
 
 /* Discards the context. Closes the descriptor only if it is still ours;
  * otherwise the number belongs to the program and is left alone. */
-static void drop_conn(struct ccap_redis *r)
+void ccap_node_drop(struct ccap_node *n)
 {
-    if (!r->ctx)
+    if (!n->ctx)
         return;
-    if (fd_still_ours(r))
-        close(r->ctx->fd);
-    redisFreeKeepFd(r->ctx);
-    r->ctx = NULL;
+    if (fd_still_ours(n))
+        close(n->ctx->fd);
+    redisFreeKeepFd(n->ctx);
+    n->ctx = NULL;
+}
+
+void ccap_node_forget(struct ccap_node *n)
+{
+    if (!n->ctx)
+        return;
+    /* No I/O: closing our copy of the descriptor leaves the parent's open. */
+    if (fd_still_ours(n))
+        close(n->ctx->fd);
+    redisFreeKeepFd(n->ctx);
+    n->ctx = NULL;
 }
 
 /* Writes to a socket the peer closed raise SIGPIPE, which would kill a
@@ -268,26 +339,25 @@ static int connect_addr(int family, const struct sockaddr *sa, socklen_t len, lo
     return fd;
 }
 
-static int connect_unix(struct ccap_redis *r, long long deadline)
+static int connect_unix(struct ccap_redis *r, const struct ccap_node *n, long long deadline)
 {
     struct sockaddr_un sun;
     int fd;
 
     memset(&sun, 0, sizeof sun);
     sun.sun_family = AF_UNIX;
-    if (strlen(r->conf.socket) >= sizeof sun.sun_path) {
-        set_err(r, "redis socket path too long: %s", r->conf.socket);
+    if (strlen(n->socket) >= sizeof sun.sun_path) {
+        set_err(r, "redis socket path too long: %s", n->socket);
         return -EIO;
     }
-    strcpy(sun.sun_path, r->conf.socket);
+    strcpy(sun.sun_path, n->socket);
     fd = connect_addr(AF_UNIX, (struct sockaddr *)&sun, sizeof sun, deadline);
     if (fd < 0)
-        set_err(r, "redis connect to %s: %s", r->conf.socket,
-                fd == -ETIMEDOUT ? "timed out" : strerror(-fd));
+        set_err(r, "redis connect to %s: %s", n->socket, fd == -ETIMEDOUT ? "timed out" : strerror(-fd));
     return fd;
 }
 
-static int connect_tcp(struct ccap_redis *r, long long deadline)
+static int connect_tcp(struct ccap_redis *r, const struct ccap_node *n, long long deadline)
 {
     struct addrinfo hints, *res = NULL, *ai;
     char port[16];
@@ -297,14 +367,14 @@ static int connect_tcp(struct ccap_redis *r, long long deadline)
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-    snprintf(port, sizeof port, "%d", r->conf.port);
-    rc = getaddrinfo(r->conf.host, port, &hints, &res);
+    snprintf(port, sizeof port, "%d", n->port);
+    rc = getaddrinfo(n->host, port, &hints, &res);
     if (rc == EAI_NONAME) {
         hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG;
-        rc = getaddrinfo(r->conf.host, port, &hints, &res);
+        rc = getaddrinfo(n->host, port, &hints, &res);
     }
     if (rc != 0) {
-        set_err(r, "redis host %s: %s", r->conf.host, rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+        set_err(r, "redis host %s: %s", n->host, rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
         return -EIO;
     }
     for (ai = res; ai; ai = ai->ai_next) {
@@ -314,7 +384,7 @@ static int connect_tcp(struct ccap_redis *r, long long deadline)
     }
     freeaddrinfo(res);
     if (fd < 0)
-        set_err(r, "redis connect to %s:%d: %s", r->conf.host, r->conf.port,
+        set_err(r, "redis connect to %s:%d: %s", n->host, n->port,
                 fd == -ETIMEDOUT ? "timed out" : strerror(-fd));
     return fd;
 }
@@ -335,9 +405,7 @@ static int move_high(int fd)
     return nfd;
 }
 
-/* Runs ARGV on the live context. 0 and *OUT (any reply type), or -errno on
- * a transport error, after which the connection is gone. */
-static int exec_argv(struct ccap_redis *r, int argc, const char *const *argv, redisReply **out)
+int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv, redisReply **out)
 {
     size_t small[CCAP_SMALL_ARGV], *lens = small;
     struct pipe_guard g;
@@ -345,6 +413,10 @@ static int exec_argv(struct ccap_redis *r, int argc, const char *const *argv, re
     int e, herr, rc;
 
     *out = NULL;
+    if (!n->ctx) {
+        set_err(r, "redis %s: not connected", argv[0]);
+        return -EIO;
+    }
     if (argc > CCAP_SMALL_ARGV) {
         lens = malloc(sizeof *lens * (size_t)argc);
         if (!lens) {
@@ -357,7 +429,7 @@ static int exec_argv(struct ccap_redis *r, int argc, const char *const *argv, re
 
     pipe_guard_on(&g);
     errno = 0;
-    rep = redisCommandArgv(r->ctx, argc, (const char **)argv, lens);
+    rep = redisCommandArgv(n->ctx, argc, (const char **)argv, lens);
     e = errno;
     pipe_guard_off(&g);
     if (lens != small)
@@ -367,7 +439,7 @@ static int exec_argv(struct ccap_redis *r, int argc, const char *const *argv, re
         return 0;
     }
 
-    herr = r->ctx->err;
+    herr = n->ctx->err;
     if (herr == REDIS_ERR_IO && (e == EAGAIN || e == EWOULDBLOCK || e == ETIMEDOUT)) {
         rc = -ETIMEDOUT;
         set_err(r, "redis %s: timed out after %d ms", argv[0], r->conf.command_timeout_ms);
@@ -380,49 +452,49 @@ static int exec_argv(struct ccap_redis *r, int argc, const char *const *argv, re
             rc = -ENOMEM;
         else
             rc = -EIO;
-        set_err(r, "redis %s: %s", argv[0], r->ctx->errstr[0] ? r->ctx->errstr : "connection error");
+        set_err(r, "redis %s: %s", argv[0], n->ctx->errstr[0] ? n->ctx->errstr : "connection error");
     }
-    drop_conn(r);
+    ccap_node_drop(n);
     return rc;
 }
 
-/* AUTH and SELECT on a fresh connection. */
-static int conn_setup(struct ccap_redis *r)
+/* AUTH and SELECT on a fresh connection, as SETUP asks. */
+static int node_setup(struct ccap_redis *r, struct ccap_node *n, int setup)
 {
     redisReply *rep;
     int rc;
 
-    if (r->conf.password) {
+    if ((setup & CCAP_SETUP_AUTH) && r->conf.password) {
         const char *av[3] = { "AUTH" };
         int ac = 1;
 
         if (r->conf.username && r->conf.username[0])
             av[ac++] = r->conf.username;
         av[ac++] = r->conf.password;
-        rc = exec_argv(r, ac, av, &rep);
+        rc = ccap_node_exec(r, n, ac, av, &rep);
         if (rc < 0)
             return rc;
         if (rep->type == REDIS_REPLY_ERROR) {
             /* Redis's text names no password; ours neither. */
             set_err(r, "redis AUTH failed: %s", rep->str);
             freeReplyObject(rep);
-            drop_conn(r);
+            ccap_node_drop(n);
             return -EACCES;
         }
         freeReplyObject(rep);
     }
-    if (r->conf.db != 0) {
+    if ((setup & CCAP_SETUP_SELECT) && r->conf.db != 0) {
         char db[16];
         const char *av[2] = { "SELECT", db };
 
         snprintf(db, sizeof db, "%d", r->conf.db);
-        rc = exec_argv(r, 2, av, &rep);
+        rc = ccap_node_exec(r, n, 2, av, &rep);
         if (rc < 0)
             return rc;
         if (rep->type == REDIS_REPLY_ERROR) {
             set_err(r, "redis SELECT %d failed: %s", r->conf.db, rep->str);
             freeReplyObject(rep);
-            drop_conn(r);
+            ccap_node_drop(n);
             return -EIO;
         }
         freeReplyObject(rep);
@@ -430,14 +502,30 @@ static int conn_setup(struct ccap_redis *r)
     return 0;
 }
 
-static int do_connect(struct ccap_redis *r)
+/* TLS attaches here, once the socket is connected and before AUTH: hiredis
+ * 0.14 (Debian 12) has no TLS, so this is a no-op and TLS runs through a
+ * local tunnel (see README, "Redis over TLS"). With hiredis >= 1.0 built
+ * with SSL, this is the one place to add, under a build flag:
+ *     redisSSLContext *ssl = redisCreateSSLContext(cafile, NULL, cert, key,
+ *                                                  servername, &sslerr);
+ *     if (!ssl || redisInitiateSSLWithContext(n->ctx, ssl) != REDIS_OK) fail;
+ * (one redisSSLContext per struct ccap_redis, created in ccap_redis_new and
+ * freed in ccap_redis_free; the handshake is bounded by the same
+ * command_timeout_ms, which is set on the context before this call). */
+static int tls_attach(struct ccap_redis *r, struct ccap_node *n)
 {
-    long long deadline = now_ms() + r->conf.connect_timeout_ms;
+    (void)r;
+    (void)n;
+    return 0;
+}
+
+static int node_connect(struct ccap_redis *r, struct ccap_node *n, long long deadline, int setup)
+{
     struct timeval tv;
     struct stat st;
     int fd, fl;
 
-    fd = r->conf.socket ? connect_unix(r, deadline) : connect_tcp(r, deadline);
+    fd = n->socket ? connect_unix(r, n, deadline) : connect_tcp(r, n, deadline);
     if (fd < 0)
         return connect_errno(-fd);
 
@@ -448,44 +536,329 @@ static int do_connect(struct ccap_redis *r)
         close(fd);
         return -EIO;
     }
-    r->ctx = redisConnectFd(fd);
-    if (!r->ctx) {
+    n->ctx = redisConnectFd(fd);
+    if (!n->ctx) {
         set_err(r, "out of memory");
         close(fd);
         return -ENOMEM;
     }
-    r->dev = st.st_dev;
-    r->ino = st.st_ino;
-    r->pid = getpid();
+    n->dev = st.st_dev;
+    n->ino = st.st_ino;
+    n->pid = getpid();
 
     tv.tv_sec = r->conf.command_timeout_ms / 1000;
     tv.tv_usec = (r->conf.command_timeout_ms % 1000) * 1000;
-    if (redisSetTimeout(r->ctx, tv) != REDIS_OK) {
-        set_err(r, "redis set timeout: %s", r->ctx->errstr);
-        drop_conn(r);
+    if (redisSetTimeout(n->ctx, tv) != REDIS_OK) {
+        set_err(r, "redis set timeout: %s", n->ctx->errstr);
+        ccap_node_drop(n);
         return -EIO;
     }
-    return conn_setup(r);
+    if (tls_attach(r, n) < 0) {
+        ccap_node_drop(n);
+        return -EIO;
+    }
+    return node_setup(r, n, setup);
 }
 
-/* Makes sure a usable connection is there: the inherited one after a fork
- * is forgotten, one whose descriptor the program took is abandoned without
+/* True when N holds a usable connection. The inherited one after a fork is
+ * forgotten, one whose descriptor the program took is abandoned without
  * touching that number, one in error is closed. */
-static int ensure_conn(struct ccap_redis *r)
+static bool node_usable(struct ccap_node *n)
 {
-    if (r->ctx) {
-        if (r->pid != getpid()) {
-            ccap_redis_forget(r);
-        } else if (!fd_still_ours(r)) {
-            redisFreeKeepFd(r->ctx);
-            r->ctx = NULL;
-        } else if (r->ctx->err) {
-            drop_conn(r);
-        } else {
-            return 0;
+    if (!n->ctx)
+        return false;
+    if (n->pid != getpid()) {
+        ccap_node_forget(n);
+    } else if (!fd_still_ours(n)) {
+        redisFreeKeepFd(n->ctx);
+        n->ctx = NULL;
+    } else if (n->ctx->err) {
+        ccap_node_drop(n);
+    } else {
+        return true;
+    }
+    return false;
+}
+
+int ccap_node_ensure(struct ccap_redis *r, struct ccap_node *n, long long deadline, int setup)
+{
+    int rc;
+
+    if (node_usable(n))
+        return 0;
+    rc = node_connect(r, n, deadline, setup);
+    return rc < 0 ? rc : 1;
+}
+
+/* ---- replies ---- */
+
+static bool err_is(const redisReply *rep, const char *code)
+{
+    size_t n = strlen(code);
+
+    return rep && rep->type == REDIS_REPLY_ERROR && rep->str && strncmp(rep->str, code, n) == 0 &&
+           (rep->str[n] == ' ' || rep->str[n] == '\0');
+}
+
+/* An error reply as -errno: -EAGAIN when the server is there but cannot
+ * serve right now (loading, a failover or a resharding under way, a
+ * replica), else -EPROTO. The text goes to errstr. */
+static int error_rc(struct ccap_redis *r, const redisReply *rep)
+{
+    static const char *const transient[] = { "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
+                                             "READONLY", "BUSY", "MOVED", "ASK", NULL };
+
+    set_err(r, "%s", rep->str ? rep->str : "error");
+    for (int i = 0; transient[i]; i++)
+        if (err_is(rep, transient[i]))
+            return -EAGAIN;
+    return -EPROTO;
+}
+
+/* ---- routing ---- */
+
+/* CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), the checksum
+ * of the Redis Cluster specification ("Keys distribution model"). */
+static uint16_t crc16(const char *buf, size_t len)
+{
+    uint16_t crc = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (uint16_t)((unsigned char)buf[i] << 8);
+        for (int b = 0; b < 8; b++)
+            crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
+    }
+    return crc;
+}
+
+int ccap_redis_key_slot(const char *key, size_t len)
+{
+    const char *open = memchr(key, '{', len);
+
+    if (open) {
+        size_t rest = len - (size_t)(open - key) - 1;
+        const char *close = memchr(open + 1, '}', rest);
+
+        if (close && close > open + 1) {
+            key = open + 1;
+            len = (size_t)(close - key);
         }
     }
-    return do_connect(r);
+    return crc16(key, len) & (CCAP_CLUSTER_SLOTS - 1);
+}
+
+/* Index in ARGV of a plain command's first key, or -1 for a command without
+ * keys (any node may run it). Most commands take their key first; those
+ * that do not are listed. A wrong guess costs one MOVED redirect. */
+static int command_key_index(int argc, const char *const *argv)
+{
+    static const char *const keyless[] = {
+        "PING", "TIME", "SCRIPT", "INFO", "CLUSTER", "ACL", "AUTH", "HELLO", "SELECT", "ROLE",
+        "CLIENT", "CONFIG", "COMMAND", "DBSIZE", "KEYS", "SCAN", "FLUSHALL", "FLUSHDB", "ECHO",
+        "SENTINEL", "ASKING", "READONLY", "READWRITE", "WAIT", "LASTSAVE", "SLOWLOG", "LATENCY",
+        "DEBUG", "SAVE", "BGSAVE", "BGREWRITEAOF", "FUNCTION", "PUBLISH", "RANDOMKEY", "SWAPDB",
+        "MULTI", "EXEC", "DISCARD", "UNWATCH", "QUIT", "RESET", NULL };
+
+    if (argc < 2)
+        return -1;
+    for (int i = 0; keyless[i]; i++)
+        if (strcasecmp(argv[0], keyless[i]) == 0)
+            return -1;
+    if (!strcasecmp(argv[0], "EVAL") || !strcasecmp(argv[0], "EVALSHA") || !strcasecmp(argv[0], "EVAL_RO") ||
+        !strcasecmp(argv[0], "EVALSHA_RO") || !strcasecmp(argv[0], "FCALL") || !strcasecmp(argv[0], "FCALL_RO"))
+        return argc > 3 && atoi(argv[2]) > 0 ? 3 : -1;
+    if (!strcasecmp(argv[0], "OBJECT") || !strcasecmp(argv[0], "MEMORY"))
+        return argc > 2 ? 2 : -1;
+    if (!strcasecmp(argv[0], "XREAD") || !strcasecmp(argv[0], "XREADGROUP")) {
+        for (int i = 1; i + 1 < argc; i++)
+            if (!strcasecmp(argv[i], "STREAMS"))
+                return i + 1;
+        return -1;
+    }
+    return 1;
+}
+
+static int slot_of(const struct ccap_redis *r, const char *key)
+{
+    if (r->mode != CCAP_MODE_CLUSTER || !key)
+        return -1;
+    return ccap_redis_key_slot(key, strlen(key));
+}
+
+/* The node for SLOT (-1: any), connected. *FRESH tells whether the
+ * connection was made just now (an old one may have been closed by the
+ * server meanwhile: see dispatch). */
+static int pick(struct ccap_redis *r, int slot, struct ccap_node **out, int *fresh)
+{
+    int rc;
+
+    *out = NULL;
+    switch (r->mode) {
+    case CCAP_MODE_SENTINEL:
+        if (node_usable(&r->main)) {
+            *fresh = 0;
+        } else {
+            rc = ccap_sentinel_connect(r);
+            if (rc < 0)
+                return rc;
+            *fresh = 1;
+        }
+        *out = &r->main;
+        return 0;
+    case CCAP_MODE_CLUSTER:
+        rc = ccap_cluster_node(r, slot, out);
+        if (rc < 0)
+            return rc;
+        *fresh = rc;
+        return 0;
+    default:
+        rc = ccap_node_ensure(r, &r->main, now_ms() + r->conf.connect_timeout_ms,
+                              CCAP_SETUP_AUTH | CCAP_SETUP_SELECT);
+        if (rc < 0)
+            return rc;
+        *fresh = rc;
+        *out = &r->main;
+        return 0;
+    }
+}
+
+/* SCRIPT LOAD of WHICH on N; checks that Redis names it as we do. */
+static int script_load(struct ccap_redis *r, struct ccap_node *n, enum ccap_script which)
+{
+    const char *av[3] = { "SCRIPT", "LOAD", script_src[which] };
+    redisReply *rep;
+    int rc = ccap_node_exec(r, n, 3, av, &rep);
+
+    if (rc < 0)
+        return rc;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        rc = error_rc(r, rep);
+        freeReplyObject(rep);
+        return rc;
+    }
+    if (rep->type != REDIS_REPLY_STRING || strcmp(rep->str, ccap_script_sha(which)) != 0) {
+        set_err(r, "redis SCRIPT LOAD: unexpected reply");
+        freeReplyObject(rep);
+        return -EPROTO;
+    }
+    freeReplyObject(rep);
+    return 0;
+}
+
+/* ASKING on N before a command that an ASK redirect sent there. */
+static int asking(struct ccap_redis *r, struct ccap_node *n)
+{
+    const char *av[1] = { "ASKING" };
+    redisReply *rep;
+    int rc = ccap_node_exec(r, n, 1, av, &rep);
+
+    if (rc == 0)
+        freeReplyObject(rep);
+    return rc;
+}
+
+/* ARGV on N (after ASKING when ASK); for a script (WHICH >= 0) loads it
+ * after NOSCRIPT and runs it once more, invisibly to the caller. */
+static int run_on(struct ccap_redis *r, struct ccap_node *n, int which, bool ask, int argc,
+                  const char *const *argv, redisReply **out)
+{
+    redisReply *rep = NULL;
+    int rc = ask ? asking(r, n) : 0;
+
+    if (rc == 0)
+        rc = ccap_node_exec(r, n, argc, argv, &rep);
+    if (rc == 0 && which >= 0 && err_is(rep, "NOSCRIPT")) {
+        /* Never loaded here, or flushed, or a restart or failover: load and retry once. */
+        freeReplyObject(rep);
+        rep = NULL;
+        rc = script_load(r, n, (enum ccap_script)which);
+        if (rc == 0 && ask)
+            rc = asking(r, n);
+        if (rc == 0)
+            rc = ccap_node_exec(r, n, argc, argv, &rep);
+    }
+    *out = rep;
+    return rc;
+}
+
+#define CCAP_MAX_REDIRECTS 5
+#define CCAP_TRYAGAIN_MS 20
+
+/* Runs ARGV where it belongs: on the server (single), the master the
+ * sentinels name, or the cluster node that owns SLOT. Follows what the
+ * servers say: MOVED and ASK (cluster, at most CCAP_MAX_REDIRECTS hops),
+ * TRYAGAIN (a slot in migration: retried for up to command_timeout_ms),
+ * READONLY (Sentinel: the master we knew became a replica: ask again).
+ * A reused connection found closed by the server (EOF or reset: Redis
+ * restarted, failed over, or dropped an idle client) is replaced and the
+ * command sent once more, so that such a restart costs no failed call; the
+ * scripts are idempotent per holder. Returns 0 and *OUT (any reply type),
+ * or -errno. */
+static int dispatch(struct ccap_redis *r, int slot, int which, int argc, const char *const *argv,
+                    redisReply **out)
+{
+    struct ccap_node *n = NULL;
+    bool ask = false, last_ask, stale_retry = true, ro_retry = true;
+    int hops = 0, tryagain = 0, fresh = 0, rc;
+    long long t0 = now_ms();
+    redisReply *rep;
+
+    *out = NULL;
+    for (;;) {
+        if (!n && (rc = pick(r, slot, &n, &fresh)) < 0)
+            return rc;
+        r->last = n;
+        rc = run_on(r, n, which, ask, argc, argv, &rep);
+        last_ask = ask;
+        ask = false;
+        if (rc == -EPIPE && !fresh && stale_retry) {
+            stale_retry = false;
+            n = NULL;
+            continue;
+        }
+        if (rc < 0) {
+            if (r->mode == CCAP_MODE_CLUSTER)
+                r->slots_stale = true;
+            return rc;
+        }
+        if (rep->type == REDIS_REPLY_ERROR && r->mode == CCAP_MODE_CLUSTER && hops < CCAP_MAX_REDIRECTS) {
+            if (err_is(rep, "MOVED") || err_is(rep, "ASK")) {
+                hops++;
+                rc = ccap_cluster_redirect(r, n, rep->str, &n, &ask);
+                freeReplyObject(rep);
+                if (rc < 0)
+                    return rc;
+                fresh = 1;
+                continue;
+            }
+            if (err_is(rep, "TRYAGAIN") && now_ms() + CCAP_TRYAGAIN_MS < t0 + r->conf.command_timeout_ms) {
+                /* A slot in migration and our keys split between the two
+                 * nodes (or some not created yet): the same node again, with
+                 * ASKING again if it was an ASK target, until the migration
+                 * is through or command_timeout_ms is spent. */
+                struct timespec ts = { 0, CCAP_TRYAGAIN_MS * 1000000L };
+
+                if (!tryagain++)
+                    ccap_log(CCAP_LOG_DEBUG, "redis cluster: TRYAGAIN on %s:%d (slot %d in migration)", n->host,
+                             n->port, slot);
+                ask = last_ask;
+                freeReplyObject(rep);
+                nanosleep(&ts, NULL);
+                continue;
+            }
+        }
+        if (r->mode == CCAP_MODE_SENTINEL && ro_retry && err_is(rep, "READONLY")) {
+            ccap_log(CCAP_LOG_WARN, "redis sentinel: %s:%d is a replica now: asking the sentinels again",
+                     r->main.host, r->main.port);
+            ro_retry = false;
+            freeReplyObject(rep);
+            ccap_node_drop(&r->main);
+            n = NULL;
+            continue;
+        }
+        *out = rep;
+        return 0;
+    }
 }
 
 /* ---- public calls ---- */
@@ -507,9 +880,33 @@ struct ccap_redis *ccap_redis_new(const struct ccap_redis_conf *conf)
     r->conf.username = dup_or_null(conf->username, &oom);
     r->conf.password = dup_or_null(conf->password, &oom);
     r->conf.master = dup_or_null(conf->master, &oom);
+    r->conf.sentinels = dup_list(conf->sentinels, conf->n_sentinels, &oom);
+    r->conf.n_sentinels = r->conf.sentinels ? conf->n_sentinels : 0;
+    r->conf.cluster = dup_list(conf->cluster, conf->n_cluster, &oom);
+    r->conf.n_cluster = r->conf.cluster ? conf->n_cluster : 0;
     if (oom) {
         ccap_redis_free(r);
         return NULL;
+    }
+    if (r->conf.n_cluster) {
+        r->mode = CCAP_MODE_CLUSTER;
+        for (size_t i = 0; i < r->conf.n_cluster; i++) {
+            char host[CCAP_HOST_MAX];
+            int port;
+
+            if (ccap_hostport_parse(r->conf.cluster[i], host, sizeof host, &port) == 0 &&
+                !ccap_cluster_node_at(r, host, port)) {
+                ccap_redis_free(r);
+                return NULL;
+            }
+        }
+    } else if (r->conf.n_sentinels && r->conf.master) {
+        r->mode = CCAP_MODE_SENTINEL;
+    } else if (r->conf.socket) {
+        r->main.socket = r->conf.socket;
+    } else {
+        snprintf(r->main.host, sizeof r->main.host, "%s", r->conf.host);
+        r->main.port = r->conf.port;
     }
     return r;
 }
@@ -518,7 +915,8 @@ void ccap_redis_free(struct ccap_redis *r)
 {
     if (!r)
         return;
-    drop_conn(r);
+    ccap_node_drop(&r->main);
+    ccap_cluster_free(r);
     if (r->conf.password) {
         explicit_bzero(r->conf.password, strlen(r->conf.password));
         free(r->conf.password);
@@ -528,66 +926,42 @@ void ccap_redis_free(struct ccap_redis *r)
     free(r->conf.key_prefix);
     free(r->conf.username);
     free(r->conf.master);
+    free_list(r->conf.sentinels, r->conf.n_sentinels);
+    free_list(r->conf.cluster, r->conf.n_cluster);
     free(r);
 }
 
 int ccap_redis_connect(struct ccap_redis *r)
 {
+    struct ccap_node *n;
+    int fresh, rc;
+
     r->err[0] = '\0';
-    return ensure_conn(r);
-}
-
-/* Runs ARGV; an error reply becomes -EPROTO with its text in errstr. */
-static int run_checked(struct ccap_redis *r, int argc, const char *const *argv, redisReply **reply)
-{
-    int rc = exec_argv(r, argc, argv, reply);
-
-    if (rc < 0)
-        return rc;
-    if ((*reply)->type == REDIS_REPLY_ERROR) {
-        set_err(r, "%s", (*reply)->str);
-        freeReplyObject(*reply);
-        *reply = NULL;
-        return -EPROTO;
-    }
-    return 0;
+    rc = pick(r, -1, &n, &fresh);
+    if (rc == 0)
+        r->last = n;
+    return rc < 0 ? rc : 0;
 }
 
 int ccap_redis_command(struct ccap_redis *r, int argc, const char *const *argv, redisReply **reply)
 {
-    int rc;
+    int k, rc;
 
     *reply = NULL;
     r->err[0] = '\0';
     if (argc <= 0 || !argv)
         return -EINVAL;
-    rc = ensure_conn(r);
+    k = command_key_index(argc, argv);
+    rc = dispatch(r, k >= 0 ? slot_of(r, argv[k]) : -1, -1, argc, argv, reply);
     if (rc < 0)
         return rc;
-    return run_checked(r, argc, argv, reply);
-}
-
-/* SCRIPT LOAD of WHICH; checks that Redis names it as we do. */
-static int script_load(struct ccap_redis *r, enum ccap_script which)
-{
-    const char *av[3] = { "SCRIPT", "LOAD", script_src[which] };
-    redisReply *rep;
-    int rc = run_checked(r, 3, av, &rep);
-
-    if (rc < 0)
+    if ((*reply)->type == REDIS_REPLY_ERROR) {
+        rc = error_rc(r, *reply);
+        freeReplyObject(*reply);
+        *reply = NULL;
         return rc;
-    if (rep->type != REDIS_REPLY_STRING || strcmp(rep->str, ccap_script_sha(which)) != 0) {
-        set_err(r, "redis SCRIPT LOAD: unexpected reply");
-        freeReplyObject(rep);
-        return -EPROTO;
     }
-    freeReplyObject(rep);
     return 0;
-}
-
-static int is_noscript(const redisReply *rep)
-{
-    return rep->type == REDIS_REPLY_ERROR && rep->str && strncmp(rep->str, "NOSCRIPT", 8) == 0;
 }
 
 int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, int argc,
@@ -616,25 +990,15 @@ int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, i
     for (int i = 0; i < argc; i++)
         av[3 + i] = args[i];
 
-    rc = ensure_conn(r);
-    if (rc == 0)
-        rc = exec_argv(r, argc + 3, av, &rep);
-    if (rc == 0 && is_noscript(rep)) {
-        /* Never loaded here, or flushed, or a restart or failover: load and retry once. */
-        freeReplyObject(rep);
-        rep = NULL;
-        rc = script_load(r, which);
-        if (rc == 0)
-            rc = exec_argv(r, argc + 3, av, &rep);
-    }
+    rc = dispatch(r, nkeys > 0 ? slot_of(r, args[0]) : -1, (int)which, argc + 3, av, &rep);
     if (av != small)
         free(av);
     if (rc < 0)
         return rc;
     if (rep->type == REDIS_REPLY_ERROR) {
-        set_err(r, "%s", rep->str);
+        rc = error_rc(r, rep);
         freeReplyObject(rep);
-        return -EPROTO;
+        return rc;
     }
     *reply = rep;
     return 0;
@@ -642,18 +1006,21 @@ int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, i
 
 void ccap_redis_forget(struct ccap_redis *r)
 {
-    if (!r || !r->ctx)
+    if (!r)
         return;
-    /* No I/O: closing our copy of the descriptor leaves the parent's open. */
-    if (fd_still_ours(r))
-        close(r->ctx->fd);
-    redisFreeKeepFd(r->ctx);
-    r->ctx = NULL;
+    ccap_node_forget(&r->main);
+    for (size_t i = 0; i < r->n_nodes; i++)
+        ccap_node_forget(r->nodes[i]);
 }
 
 int ccap_redis_fd(const struct ccap_redis *r)
 {
-    return r && r->ctx ? r->ctx->fd : -1;
+    const struct ccap_node *n;
+
+    if (!r)
+        return -1;
+    n = r->last ? r->last : &r->main;
+    return n->ctx ? n->ctx->fd : -1;
 }
 
 const char *ccap_redis_errstr(const struct ccap_redis *r)

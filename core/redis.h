@@ -11,9 +11,23 @@ enum ccap_script { CCAP_SCRIPT_ACQUIRE = 0, CCAP_SCRIPT_RELEASE, CCAP_SCRIPT_REN
                    CCAP_SCRIPT_TIMEOUT, CCAP_SCRIPT_RESET, /* ops: timeout event, conncap reset */
                    CCAP_SCRIPT_COUNT };
 
-/* One connection. Not thread-safe: callers serialise use (core/ holds a
- * mutex around it). Errors live on the object: the last one is in
- * ccap_redis_errstr(). */
+/* A client for one Redis deployment: a single server (host/port or Unix
+ * socket), a master found through Redis Sentinel (conf.sentinels +
+ * conf.master), or a Redis Cluster (conf.cluster seeds). Each server it
+ * talks to gets its own connection. Not thread-safe: callers serialise use
+ * (core/ holds a mutex around it); separate objects are independent.
+ * Errors live on the object: the last one is in ccap_redis_errstr().
+ *
+ * Sentinel: every (re)connect asks the sentinels in turn (the one that
+ * answered last first) with SENTINEL get-master-addr-by-name, connects to
+ * that address and checks with ROLE that it is a master; a READONLY reply
+ * makes it ask again at once, a lost connection at the next call.
+ * Cluster: a command goes to the node owning its first key's hash slot
+ * (CRC16 of the key's {hash tag}, as in the Redis Cluster specification);
+ * the slot map comes from CLUSTER SLOTS and is refreshed after a MOVED
+ * redirect or a lost node; MOVED and ASK (with ASKING) redirects are
+ * followed (at most 5 hops per call) and TRYAGAIN retried for up to
+ * command_timeout_ms. */
 struct ccap_redis;
 
 /* Creates a client for CONF (copied; no I/O happens here). Returns NULL
@@ -29,8 +43,12 @@ void ccap_redis_free(struct ccap_redis *r);
  * then AUTH and SELECT as configured. Before every use the descriptor's
  * identity (st_dev, st_ino) is checked: if the program closed or replaced
  * it, the client never writes to, shuts down or closes that number, and
- * reconnects on a fresh one. Returns 0, -ETIMEDOUT, -ECONNREFUSED, -EACCES
- * (auth failed) or -EIO. Must run with the shim's recursion guard held. */
+ * reconnects on a fresh one. With Sentinel, first finds the master (a
+ * connect then costs up to about twice the timeouts); with Cluster,
+ * connects to a seed and loads the slot map. Returns 0, -ETIMEDOUT,
+ * -ECONNREFUSED, -EACCES (auth failed), -EAGAIN (Sentinel: the master named
+ * is a replica or unreachable) or -EIO. Must run with the shim's recursion
+ * guard held. */
 int ccap_redis_connect(struct ccap_redis *r);
 
 /* Runs script WHICH with EVALSHA (loading it on first use and again after
@@ -38,13 +56,22 @@ int ccap_redis_connect(struct ccap_redis *r);
  * NUL-terminated strings, keys first. On success returns 0 and *REPLY
  * (caller frees with freeReplyObject). Returns -errno on a transport error
  * (the connection is dropped and reopened on the next call: -ETIMEDOUT,
- * -ECONNREFUSED, -EPIPE, -EIO), or -EPROTO for a Redis error reply (the
- * text is in ccap_redis_errstr). */
+ * -ECONNREFUSED, -EPIPE, -EIO), -EAGAIN for an error reply that says the
+ * server cannot serve now (LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
+ * READONLY, BUSY, or redirects beyond 5 hops), or -EPROTO for another Redis
+ * error reply (the text is in ccap_redis_errstr in both cases). A reused
+ * connection found closed by the server (EOF, reset) is replaced and the
+ * command sent once more: scripts must be idempotent (ours are, per holder).
+ * Cluster: routed by the first key (ARGS[0] when NKEYS > 0). */
 int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, int argc,
                       const char *const *args, redisReply **reply);
 
 /* Runs one plain command (argv form, like redisCommandArgv). Same return
- * values and ownership as ccap_redis_script. */
+ * values and ownership as ccap_redis_script. Cluster: routed by the
+ * command's first key (ARGV[1] for most commands; EVAL/EVALSHA/FCALL by
+ * their first key, OBJECT/MEMORY by ARGV[2], XREAD by the first stream);
+ * commands without keys (PING, TIME, SCRIPT, INFO, ...) go to any node, so
+ * KEYS/SCAN see one node only. */
 int ccap_redis_command(struct ccap_redis *r, int argc, const char *const *argv, redisReply **reply);
 
 /* After fork(), in the child: forgets the inherited connection without any
@@ -52,9 +79,15 @@ int ccap_redis_command(struct ccap_redis *r, int argc, const char *const *argv, 
  * child never interleaves replies with its parent. */
 void ccap_redis_forget(struct ccap_redis *r);
 
-/* The descriptor currently in use, or -1. For the shim's close/dup2 hooks:
- * a program closing this number is noticed at the next use. */
+/* The descriptor currently in use (with several servers: the one used
+ * last), or -1. A program closing this number is noticed at the next use. */
 int ccap_redis_fd(const struct ccap_redis *r);
+
+/* The Redis Cluster hash slot (0..16383) of KEY (LEN bytes): CRC16-XMODEM
+ * of the key, or of its hash tag (the text between the first '{' and the
+ * next '}', when not empty), modulo 16384 -- the Redis Cluster
+ * specification's algorithm. Pure; thread-safe. */
+int ccap_redis_key_slot(const char *key, size_t len);
 
 /* The number the connection's descriptor is moved to (or above):
  * min(soft RLIMIT_NOFILE, 1024) - 32. */

@@ -152,19 +152,39 @@ h_wait_pid_gone() {
     return 1
 }
 
+# h_stop_pid PID [SIGNAL]: sends SIGNAL (default TERM) to PID and waits
+# until it has exited (a zombie counts as exited, and is reaped when it is
+# this shell's child); SIGKILL after 5 s.
+h_stop_pid() {
+    local pid=$1 i st
+    kill "-${2:-TERM}" "$pid" 2>/dev/null
+    for i in $(seq 100); do
+        st=$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)
+        if [ -z "$st" ] || [ "$st" = Z ]; then wait "$pid" 2>/dev/null; return 0; fi
+        sleep 0.05
+    done
+    kill -9 "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    return 0
+}
+
+# h_redis_down: stops the private redis-server by pid (as h_redis_stop, but
+# returns as soon as it has exited).
+h_redis_down() { h_stop_pid "$REDIS_PID"; }
+
 # h_redis_restart [NAME]: stops the private redis-server (SIGTERM, by pid)
 # and starts it again on the same port, socket and folder, with the same
 # $REDIS_EXTRA. Without persistence in $REDIS_EXTRA it comes back empty.
 # $RESTART_GAP_S seconds pass between stop and start (default 0).
 h_redis_restart() {
     local n=${1:-redis}
-    h_redis_stop
+    h_redis_down
     sleep "${RESTART_GAP_S:-0}"
     h_redis_spawn_again "$n"
 }
 
 # h_redis_spawn_again [NAME]: starts the private redis-server again after
-# h_redis_stop (same port, socket, folder); waits for PING.
+# h_redis_down (same port, socket, folder); waits for PING.
 h_redis_spawn_again() {
     local n=${1:-redis} i
     redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --unixsocket "$REDIS_SOCK" \
@@ -181,7 +201,7 @@ h_redis_spawn_again() {
 
 # h_sentinel_start: a master and one replica (redis-server) and three
 # sentinels (redis-sentinel) watching them as "mymaster", with short
-# timeouts (down-after 500 ms, failover-timeout 2000 ms). Sets
+# timeouts (down-after 1000 ms, failover-timeout 2000 ms). Sets
 # SENT_MASTER_PORT, SENT_REPLICA_PORT, SENT_MASTER_PID, SENT_REPLICA_PID,
 # SENT_PORTS (array), SENT_NAME. Returns once every sentinel knows the
 # replica and the two other sentinels.
@@ -212,7 +232,7 @@ daemonize no
 dir $T/sentinel$k
 logfile $T/sentinel$k.log
 sentinel monitor $SENT_NAME 127.0.0.1 $SENT_MASTER_PORT 2
-sentinel down-after-milliseconds $SENT_NAME 500
+sentinel down-after-milliseconds $SENT_NAME 1000
 sentinel failover-timeout $SENT_NAME 2000
 sentinel parallel-syncs $SENT_NAME 1
 SCONF
@@ -251,13 +271,14 @@ h_sentinel_master() {
 # reports cluster_state:ok.
 h_cluster_start() {
     local ports p k i
-    mapfile -t ports < <(h_free_ports 3)
-    CLUSTER_PORTS=("${ports[@]}")
+    mapfile -t ports < <(h_free_ports 6)  # clients' ports, then the cluster bus ports
+    CLUSTER_PORTS=("${ports[@]:0:3}")
     CLUSTER_PIDS=()
     for k in 0 1 2; do
         p=${CLUSTER_PORTS[$k]}
         mkdir -p "$T/cnode$k"
-        (cd "$T/cnode$k" && exec redis-server --port "$p" --bind 127.0.0.1 --cluster-enabled yes \
+        (cd "$T/cnode$k" && exec redis-server --port "$p" --cluster-port "${ports[$((k + 3))]}" \
+            --bind 127.0.0.1 --cluster-enabled yes \
             --cluster-config-file "$T/cnode$k/nodes.conf" --cluster-node-timeout 2000 --dir "$T/cnode$k" \
             --save '' --appendonly no --daemonize no --logfile "$T/cnode$k.log" ${CLUSTER_EXTRA:-}) &
         CLUSTER_PIDS+=("$!")

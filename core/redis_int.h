@@ -1,0 +1,97 @@
+/* redis_int.h -- internals shared by redis.c, redis_sentinel.c and redis_cluster.c (not an API). */
+#ifndef CCAP_REDIS_INT_H
+#define CCAP_REDIS_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "redis.h"
+
+#define CCAP_CLUSTER_SLOTS 16384
+#define CCAP_HOST_MAX 256
+
+/* One server we talk to: its address and, when connected, the hiredis
+ * context on our own high CLOEXEC descriptor. */
+struct ccap_node {
+    char host[CCAP_HOST_MAX]; /* TCP host name or address; "" with a Unix socket */
+    int port;
+    const char *socket;       /* Unix socket path (points into conf), or NULL */
+    redisContext *ctx;        /* NULL when not connected */
+    dev_t dev;                /* identity of ctx->fd when we made it */
+    ino_t ino;
+    pid_t pid;                /* the process that made the connection */
+};
+
+enum ccap_redis_mode { CCAP_MODE_SINGLE = 0, CCAP_MODE_SENTINEL, CCAP_MODE_CLUSTER };
+
+/* Node setup steps after the TCP connect. */
+enum { CCAP_SETUP_AUTH = 1, CCAP_SETUP_SELECT = 2 };
+
+struct ccap_redis {
+    struct ccap_redis_conf conf;   /* our own copy, lists included */
+    enum ccap_redis_mode mode;
+    struct ccap_node main;         /* single server, or the Sentinel's master */
+    struct ccap_node *last;        /* the node used last (for ccap_redis_fd) */
+    /* Sentinel */
+    size_t sentinel_first;         /* the sentinel that answered last is asked first */
+    char master_seen[CCAP_HOST_MAX + 8]; /* "host:port" last reported, for the log */
+    /* Cluster */
+    struct ccap_node **nodes;      /* known masters (and seeds) */
+    size_t n_nodes, cap_nodes;
+    uint16_t *slots;               /* slot -> node index + 1; 0 = unknown */
+    bool slots_stale;              /* refresh with CLUSTER SLOTS before the next use */
+    char err[256];
+};
+
+/* Error text on R (printf-like); preserves errno. */
+void ccap_redis_set_err(struct ccap_redis *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Monotonic ms. */
+long long ccap_redis_now_ms(void);
+
+/* Splits "host:port" or "[v6addr]:port" into HOST (HOSTLEN bytes) and
+ * *PORT. Returns 0 or -EINVAL. */
+int ccap_hostport_parse(const char *s, char *host, size_t hostlen, int *port);
+
+/* Makes sure N is connected and usable (fork, fd identity and error checks
+ * as for the main connection): connects within DEADLINE (monotonic ms) if
+ * not, then runs the SETUP steps (CCAP_SETUP_*). Returns 1 when it made a
+ * new connection, 0 when the old one is reused, or -errno as
+ * ccap_redis_connect. */
+int ccap_node_ensure(struct ccap_redis *r, struct ccap_node *n, long long deadline, int setup);
+
+/* Runs ARGV on N's live connection: 0 and *OUT (any reply type, error
+ * replies included), or -errno on a transport error (N is then closed). */
+int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv,
+                   redisReply **out);
+
+/* Closes N's connection (the descriptor only if still ours). */
+void ccap_node_drop(struct ccap_node *n);
+
+/* After fork: forgets N's connection without I/O. */
+void ccap_node_forget(struct ccap_node *n);
+
+/* Sentinel: asks the sentinels for the master's address and connects R->main
+ * to it, checking with ROLE that it is a master. Returns 0, or -errno
+ * (-ECONNREFUSED when no sentinel answered, -EAGAIN when the master they
+ * name is unreachable or a replica). */
+int ccap_sentinel_connect(struct ccap_redis *r);
+
+/* Cluster: the node that serves SLOT (-1: any node), connected. Loads or
+ * refreshes the slot map first if needed. Returns 0 and *OUT, or -errno. */
+int ccap_cluster_node(struct ccap_redis *r, int slot, struct ccap_node **out);
+
+/* Cluster: the node at HOST:PORT (added when unknown; not connected yet).
+ * Returns NULL when out of memory. */
+struct ccap_node *ccap_cluster_node_at(struct ccap_redis *r, const char *host, int port);
+
+/* Cluster: after a "MOVED slot host:port" or "ASK slot host:port" error
+ * text TEXT (from node FROM): the node to retry on, connected, with *ASK set
+ * for an ASK redirect. MOVED also updates the slot map. Returns 0 or -errno. */
+int ccap_cluster_redirect(struct ccap_redis *r, struct ccap_node *from, const char *text,
+                          struct ccap_node **out, bool *ask);
+
+/* Cluster: frees the node table and the slot map. */
+void ccap_cluster_free(struct ccap_redis *r);
+
+#endif
