@@ -163,7 +163,8 @@ int ccap_cmd_watch(int argc, char **argv)
     struct frame *cur = &a, *prev = NULL;
     for (long long it = 0; a.st && b.st && !ccap_ops_stop; it++) {
         struct winsize ws = { 0 };
-        size_t rows = tty && ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 8 ? ws.ws_row - 6 - cfg->n_sems : 1000;
+        long room = tty && ioctl(1, TIOCGWINSZ, &ws) == 0 ? (long)ws.ws_row - 6 - (long)cfg->n_sems : 1000;
+        size_t rows = room > 3 ? (size_t)room : 3;  /* holder rows that fit on the screen */
         char *text = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
