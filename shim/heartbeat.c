@@ -53,20 +53,26 @@ void ccap_heartbeat_start(void)
             pthread_condattr_destroy(&ca);
             hb_cond_ready = true;
         }
-        /* The thread must not take the program's signals. */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        pthread_attr_t a;
-        pthread_attr_init(&a);
-        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&a, 128 * 1024);
-        pthread_t t;
-        running = pthread_create(&t, &a, hb_main, NULL) == 0;
-        pthread_attr_destroy(&a);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        running = ccap_shim_spawn(hb_main, 128 * 1024);
     }
     pthread_mutex_unlock(&hb_lock);
+}
+
+bool ccap_shim_spawn(void *(*fn)(void *), size_t stack)
+{
+    /* The thread must not take the program's signals. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&a, stack);
+    pthread_t t;
+    bool ok = pthread_create(&t, &a, fn, NULL) == 0;
+    pthread_attr_destroy(&a);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return ok;
 }
 
 void ccap_heartbeat_stop(void)

@@ -2,6 +2,7 @@
 #ifndef CCAP_SHIM_H
 #define CCAP_SHIM_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/socket.h>
 
@@ -37,6 +38,11 @@ void ccap_exec_resolve(void);
 /* Adopts permits handed over across exec, unless the guard is held;
  * preserves errno. For the hooks' FIRST_NEED. */
 void ccap_shim_adopt(void);
+
+/* Starts FN as a detached thread with STACK bytes of stack and every
+ * signal blocked (the shim's threads never take the program's signals).
+ * Returns true if it started. (shim/heartbeat.c) */
+bool ccap_shim_spawn(void *(*fn)(void *), size_t stack);
 
 /* Starts the heartbeat thread if it is not running (shim/heartbeat.c). */
 void ccap_heartbeat_start(void);

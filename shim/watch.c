@@ -59,18 +59,8 @@ void ccap_watch_start(void)
     pthread_once(&w_once, watch_setup);
     pthread_mutex_lock(&w_lock);
     if (!atomic_load(&running) && !stopping) {
-        /* The thread must not take the program's signals. */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        pthread_attr_t a;
-        pthread_attr_init(&a);
-        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&a, 256 * 1024); /* getaddrinfo and the config parser */
-        pthread_t t;
-        atomic_store(&running, pthread_create(&t, &a, watch_main, NULL) == 0);
-        pthread_attr_destroy(&a);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        /* a larger stack: getaddrinfo and the config parser run here */
+        atomic_store(&running, ccap_shim_spawn(watch_main, 256 * 1024));
     }
     pthread_mutex_unlock(&w_lock);
 }
