@@ -1,5 +1,8 @@
 # redis_restart_empty.sh -- Redis restarted empty while three permits are held: within one heartbeat the holders are back.
 . "$(dirname "$0")/../lib/harness.sh"
+# TSan models descriptors as memory and reports the shim's deliberate identity
+# checks (fstat of the program's fds) as races: see tests/lib/tsan-fd.supp.
+[ "${SAN:-}" = tsan ] && export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$ROOT/tests/lib/tsan-fd.supp"
 FC="$PROGS/failclient"
 h_redis_start
 h_server_start 60000
@@ -13,9 +16,11 @@ before=$(h_rcli zrange 'conncap:{api}:holders' 0 -1 | sort)
 sleep 1   # somewhere in the middle of a heartbeat period
 
 for round in 1 2; do
+    h_rcli set marker 1 >/dev/null
     h_redis_restart
     t0=$(date +%s%N)
-    [ "$(h_holders api)" -eq 0 ] || h_fail "redis did not come back empty"
+    # (the holders may be back already: a probing heartbeat can be that quick)
+    [ -z "$(h_rcli get marker)" ] || h_fail "redis did not come back empty"
     WAIT_S=10 h_wait_for h_holders_is api 3 || h_fail "round $round: holders not re-registered within 10 s"
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     h_note "round $round: the three holders were back $ms ms after the empty redis answered (heartbeat $((lease / 3)) ms)"

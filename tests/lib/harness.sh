@@ -203,8 +203,8 @@ h_redis_spawn_again() {
 # sentinels (redis-sentinel) watching them as "mymaster", with short
 # timeouts (down-after 1000 ms, failover-timeout 2000 ms). Sets
 # SENT_MASTER_PORT, SENT_REPLICA_PORT, SENT_MASTER_PID, SENT_REPLICA_PID,
-# SENT_PORTS (array), SENT_NAME. Returns once every sentinel knows the
-# replica and the two other sentinels.
+# SENT_PORTS (array), SENT_NAME. Returns once the replica is in sync and
+# every sentinel answers; h_sentinel_settled waits for the rest.
 h_sentinel_start() {
     local ports p i k
     SENT_NAME=mymaster
@@ -245,8 +245,25 @@ SCONF
              sed -n 's/^master_link_status://p')" = up ] || ready=0
         for p in "${SENT_PORTS[@]}"; do
             [ $ready = 1 ] || break
+            redis-cli -p "$p" sentinel get-master-addr-by-name "$SENT_NAME" 2>/dev/null | grep -q . || ready=0
+        done
+        [ $ready = 1 ] && return 0
+        sleep 0.05
+    done
+    h_fail "the replica or the sentinels did not start within 20 s (see $T/*.log)"
+}
+
+# h_sentinel_settled: waits until every sentinel knows the replica and the
+# two other sentinels (they find each other through hello messages every
+# 2 s), so that a failover can get its quorum.
+h_sentinel_settled() {
+    local i p
+    for i in $(seq 400); do
+        local ready=1
+        for p in "${SENT_PORTS[@]}"; do
             [ "$(redis-cli -p "$p" sentinel replicas "$SENT_NAME" 2>/dev/null | grep -c '^name$')" -ge 1 ] || ready=0
             [ "$(redis-cli -p "$p" sentinel sentinels "$SENT_NAME" 2>/dev/null | grep -c '^name$')" -ge 2 ] || ready=0
+            [ $ready = 1 ] || break
         done
         [ $ready = 1 ] && return 0
         sleep 0.05

@@ -18,6 +18,10 @@
  *       "ok N fail M maxms X" and one "err ENAME COUNT" line per errno.
  *       With $FAILCLIENT_TRACE set, appends "PID T_CONNECTED T_CLOSED"
  *       per connection to that file (for debugging a test). Exit 0.
+ *   failclient pair HOST PORT MS1 MS2
+ *       Two connects; closes the first after MS1 and the second after MS2
+ *       (from the start), then exits 0. Prints "ok MS" or "ENAME MS" per
+ *       connect, and "closed 1" / "closed 2" as they go.
  *   failclient hold HOST PORT
  *       One connect; prints "connected" (or ENAME and exits 1), then holds
  *       the socket until SIGTERM or SIGINT, closes it and exits 0 (a
@@ -154,6 +158,25 @@ static int cmd_loop(int duration, int linger)
     return 0;
 }
 
+static int cmd_pair(int ms1, int ms2)
+{
+    double t0 = mono_ms(), ms;
+    int fd[2];
+    for (int i = 0; i < 2; i++) {
+        fd[i] = dial(&ms);
+        printf("%s %.1f\n", fd[i] >= 0 ? "ok" : ename(-fd[i]), ms);
+        fflush(stdout);
+    }
+    for (int i = 0; i < 2; i++) {
+        int left = (int)(t0 + (i ? ms2 : ms1) - mono_ms());
+        if (left > 0) sleep_ms(left);
+        if (fd[i] >= 0) close(fd[i]);
+        printf("closed %d\n", i + 1);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 static int cmd_hold(void)
 {
     double ms;
@@ -172,7 +195,7 @@ static int cmd_hold(void)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: failclient try|multi|loop|hold HOST PORT ...\n");
+        fprintf(stderr, "usage: failclient try|multi|loop|pair|hold HOST PORT ...\n");
         return 2;
     }
     struct sigaction sa;
@@ -186,6 +209,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "try") && argc >= 5) return cmd_try(atoi(argv[4]), argc > 5 ? atoi(argv[5]) : 0);
     if (!strcmp(argv[1], "multi") && argc >= 6) return cmd_multi(atoi(argv[4]), atoi(argv[5]));
     if (!strcmp(argv[1], "loop") && argc >= 6) return cmd_loop(atoi(argv[4]), atoi(argv[5]));
+    if (!strcmp(argv[1], "pair") && argc >= 6) return cmd_pair(atoi(argv[4]), atoi(argv[5]));
     if (!strcmp(argv[1], "hold")) return cmd_hold();
     fprintf(stderr, "failclient: bad arguments\n");
     return 2;
