@@ -99,7 +99,9 @@ install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR)
 	install -m 0755 $(BUILD)/libconncap.so $(DESTDIR)$(LIBDIR)/libconncap.so
 	install -m 0755 $(BUILD)/conncap $(DESTDIR)$(BINDIR)/conncap
-	[ -e $(DESTDIR)$(SYSCONF)/conncap.conf ] || install -D -m 0644 conf/conncap.conf $(DESTDIR)$(SYSCONF)/conncap.conf
+	# The reference config carries example rules: it is installed as an example,
+	# never as a live /etc/conncap.conf that would cap traffic nobody chose.
+	install -D -m 0644 conf/conncap.conf $(DESTDIR)$(SYSCONF)/conncap.conf.example
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libconncap.so $(DESTDIR)$(BINDIR)/conncap
