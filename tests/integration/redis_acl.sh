@@ -39,6 +39,7 @@ run() { LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$@"; }
 for i in 1 2 3; do
     env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$FC" multi 127.0.0.1 "$SRV_PORT" 1 1200 \
         > "$T/c$i.out" 2> "$T/c$i.err" &
+    _pids+=("$!")   # stopped by the harness if the test fails early
     eval "p$i=\$!"
 done
 wait $p1 $p2 $p3
@@ -55,6 +56,7 @@ run "$FC" try 127.0.0.1 "$RATED_PORT" 4 > "$T/rated.out" 2> "$T/rated.err"
 [ "$(grep -c '^ok' "$T/rated.out")" -eq 4 ] || h_fail "rated: $(cat "$T/rated.out" "$T/rated.err")"
 # a holder for the CLI to show, renewed by its heartbeat meanwhile
 env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$FC" hold 127.0.0.1 "$SRV_PORT" > "$T/h.out" 2> "$T/h.err" &
+_pids+=("$!")   # stopped by the harness if the test fails early
 holder=$!
 h_wait_for grep -q connected "$T/h.out" || h_fail "no holder: $(cat "$T/h.out" "$T/h.err")"
 sleep 1.2   # > 2 heartbeats (lease 1500 ms)

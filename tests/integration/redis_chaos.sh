@@ -18,18 +18,20 @@ ON_DOWN=closed h_conf "$T/c.conf" api $limit $lease $wait_ms "127.0.0.1:$SRV_POR
 PRE=(env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf")
 
 "${PRE[@]}" "$FC" hold 127.0.0.1 "$SRV_PORT" > "$T/victim.out" 2> "$T/victim.err" &
+_pids+=("$!")   # stopped by the harness if the test fails early
 victim=$!
 h_wait_for grep -q connected "$T/victim.out" || h_fail "the victim got no permit"
 pids=()
 for i in $(seq 20); do
     "${PRE[@]}" "$FC" loop 127.0.0.1 "$SRV_PORT" $((dur * 1000)) 0 > "$T/l$i.out" 2> "$T/l$i.err" &
+    _pids+=("$!")   # stopped by the harness if the test fails early
     pids+=($!)
 done
 t0=$SECONDS
 at() { while [ $((SECONDS - t0)) -lt "$1" ]; do sleep 0.1; done; }
 
 at $((dur * 2 / 10)); h_redis_restart; h_note "t=$((SECONDS - t0)) s: redis restarted"
-at $((dur * 4 / 10)); kill -9 $victim; h_note "t=$((SECONDS - t0)) s: a holding client SIGKILLed"
+at $((dur * 4 / 10)); kill -9 $victim; wait $victim 2>/dev/null; h_note "t=$((SECONDS - t0)) s: a holding client SIGKILLed"
 at $((dur * 5 / 10)); kill -9 "${pids[19]}"; h_note "t=$((SECONDS - t0)) s: a looping client SIGKILLed"
 at $((dur * 6 / 10)); h_redis_restart; h_note "t=$((SECONDS - t0)) s: redis restarted"
 for p in "${pids[@]:0:19}"; do wait "$p"; done

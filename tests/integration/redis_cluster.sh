@@ -57,6 +57,7 @@ for i in "${!names[@]}"; do
     for j in 1 2 3 4; do
         env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$FC" loop 127.0.0.1 "${srv_ports[$i]}" $dur 0 \
             > "$T/${names[$i]}.$j.out" 2> "$T/${names[$i]}.$j.err" &
+        _pids+=("$!")   # stopped by the harness if the test fails early
         pids+=($!)
     done
 done
@@ -82,6 +83,7 @@ src=$(owner "$nm")
 for d in "${P[@]}"; do [ "$d" != "$src" ] && { dst=$d; break; }; done
 id_of() { redis-cli -p "$1" cluster myid; }
 env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$FC" hold 127.0.0.1 "$port" > "$T/hold.out" 2> "$T/hold.err" &
+_pids+=("$!")   # stopped by the harness if the test fails early
 holder=$!
 h_wait_for grep -q connected "$T/hold.out" || h_fail "no holder: $(cat "$T/hold.out" "$T/hold.err")"
 [ "$(redis-cli -p "$src" zcard "$key")" -eq 1 ] || h_fail "the holder is not on :$src"
@@ -100,6 +102,7 @@ grep -q "127.0.0.1:$port" "$T/holders.out" || h_fail "holders during the migrati
 # the acquire script (several keys, some not created yet) gets ASK from the
 # source, then TRYAGAIN from the target until the migration is through
 env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$FC" try 127.0.0.1 "$port" 1 > "$T/ask.out" 2> "$T/ask.err" &
+_pids+=("$!")   # stopped by the harness if the test fails early
 asker=$!
 h_wait_for grep -q "TRYAGAIN" "$T/ask.err" || h_fail "no TRYAGAIN during the migration: $(cat "$T/ask.err")"
 grep -q "ASK slot $slot to 127.0.0.1:$dst" "$T/ask.err" || h_fail "no ASK redirect followed: $(cat "$T/ask.err")"

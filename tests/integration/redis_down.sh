@@ -46,6 +46,7 @@ h_note "closed, redis silent: 30 connects in $total ms; $fast took < 50 ms, $slo
 # is back, and the recovery is logged once.
 ON_DOWN=open h_conf "$T/c.conf" api 2 3000 3000 "127.0.0.1:$SRV_PORT"
 "${PRE[@]}" "$FC" hold 127.0.0.1 "$SRV_PORT" > "$T/open.out" 2> "$T/open.err" &
+_pids+=("$!")   # stopped by the harness if the test fails early
 holder=$!
 h_wait_for grep -q connected "$T/open.out" || h_fail "open: the connect did not pass: $(cat "$T/open.out" "$T/open.err")"
 run "$FC" try 127.0.0.1 "$SRV_PORT" 3 > "$T/open2.out" 2>/dev/null
@@ -71,8 +72,10 @@ sed -i 's/wait_timeout_ms = 400;/wait_timeout_ms = 400; local_limit = 2;/' "$T/c
 grep -q 'local_limit = 2' "$T/c.conf" || h_fail "could not set local_limit"
 h_redis_down
 "${PRE[@]}" "$FC" multi 127.0.0.1 "$SRV_PORT" 4 1500 > "$T/l1.out" 2>/dev/null &
+_pids+=("$!")   # stopped by the harness if the test fails early
 p1=$!
 "${PRE[@]}" "$FC" multi 127.0.0.1 "$SRV_PORT" 4 1500 > "$T/l2.out" 2>/dev/null &
+_pids+=("$!")   # stopped by the harness if the test fails early
 p2=$!
 wait $p1 $p2
 for f in "$T/l1.out" "$T/l2.out"; do
@@ -89,6 +92,7 @@ h_server_start 50
 ON_DOWN=closed h_conf "$T/c.conf" api 2 3000 1000 "127.0.0.1:$SRV_PORT"
 h_redis_spawn_again
 "${PRE[@]}" "$FC" try 127.0.0.1 "$SRV_PORT" 60 150 > "$T/rec.out" 2> "$T/rec.err" &
+_pids+=("$!")   # stopped by the harness if the test fails early
 p=$!
 sleep 1.5
 h_redis_down

@@ -12,6 +12,7 @@ LOG_LEVEL=info ON_DOWN=closed h_conf "$T/c.conf" api 5 $lease 1000 "127.0.0.1:$S
 # two connections: the first is closed while Redis is down, the second later
 env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$FC" pair 127.0.0.1 "$SRV_PORT" 3000 11000 \
     > "$T/p.out" 2> "$T/p.err" &
+_pids+=("$!")   # stopped by the harness if the test fails early
 client=$!
 WAIT_S=5 h_wait_for h_holders_is api 2 || h_fail "two permits not held: $(cat "$T/p.out" "$T/p.err")"
 h_redis_down

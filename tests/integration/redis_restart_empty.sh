@@ -9,6 +9,7 @@ h_server_start 60000
 lease=6000          # heartbeat every lease/3 = 2000 ms
 ON_DOWN=closed h_conf "$T/c.conf" api 3 $lease 1000 "127.0.0.1:$SRV_PORT"
 env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$FC" multi 127.0.0.1 "$SRV_PORT" 3 30000 > "$T/m.out" 2> "$T/m.err" &
+_pids+=("$!")   # stopped by the harness if the test fails early
 holder=$!
 h_wait_for grep -q '^held 3$' "$T/m.out" || h_fail "three permits not held: $(cat "$T/m.out" "$T/m.err")"
 h_holders_is api 3 || h_fail "redis does not list the three holders"

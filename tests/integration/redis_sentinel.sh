@@ -30,6 +30,7 @@ n=6 dur=60000
 for i in $(seq $n); do
     env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$FC" loop 127.0.0.1 "$SRV_PORT" $dur 0 \
         > "$T/l$i.out" 2> "$T/l$i.err" &
+    _pids+=("$!")   # stopped by the harness if the test fails early
     pids+=($!)
 done
 cur_master_acquired_ge() { local m; m=$(h_sentinel_master) && acquired_ge "${m#127.0.0.1:}" "$1"; }
@@ -71,6 +72,7 @@ grep -h 'master "mymaster" is at' "$T"/l*.err | grep -q "at 127.0.0.1:$new, was 
 # the cap holds on the new master: fill it, a fourth connect is refused
 for i in 1 2 3; do
     env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$FC" hold 127.0.0.1 "$SRV_PORT" > "$T/h$i.out" 2> "$T/h$i.err" &
+    _pids+=("$!")   # stopped by the harness if the test fails early
     holders+=($!)
 done
 WAIT_S=5 h_wait_for holders_on "$new" 3 ||
