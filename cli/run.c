@@ -104,7 +104,18 @@ int ccap_cmd_check(int argc, char **argv)
     struct ccap_redis *r = ccap_cli_redis(cfg);
     if (r) {
         rc = CCAP_EXIT_OK;
-        for (int s = 0; s < CCAP_SCRIPT_COUNT; s++) {
+        /* One PING first: a silent port or a server that is not Redis gets
+         * one clear line, not one error per script. */
+        const char *ping[] = { "PING" };
+        redisReply *pong = NULL;
+        int pe = ccap_redis_command(r, 1, ping, &pong);
+        if (pe < 0 || pong->type != REDIS_REPLY_STATUS || strcmp(pong->str, "PONG")) {
+            fprintf(stderr, "conncap check: the server did not answer PING like a Redis server: %s\n",
+                    pe < 0 ? ccap_redis_errstr(r) : "unexpected reply");
+            rc = CCAP_EXIT_USAGE;
+        }
+        if (pong) freeReplyObject(pong);
+        for (int s = 0; s < CCAP_SCRIPT_COUNT && rc == CCAP_EXIT_OK; s++) {
             const char *args[] = { "SCRIPT", "LOAD", ccap_script_source(s) };
             redisReply *rep = NULL;
             int e = ccap_redis_command(r, 3, args, &rep);
