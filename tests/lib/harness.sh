@@ -12,6 +12,14 @@ case "${SAN:-}" in
     asan) LIB="$(${CC:-cc} -print-file-name=libasan.so):$LIB" ;;
     tsan) LIB="$(${CC:-cc} -print-file-name=libtsan.so):$LIB" ;;
 esac
+# TSan models descriptors as memory: the shim's identity checks (fstat of a
+# program's fd that another thread may close) are reads it reports on
+# purpose; tests/lib/tsan-fd.supp names exactly those. Every test gets it.
+if [ "${SAN:-}" = tsan ]; then
+    case " ${TSAN_OPTIONS:-} " in *tsan-fd.supp*) ;; *)
+        export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$ROOT/tests/lib/tsan-fd.supp die_after_fork=0" ;;
+    esac
+fi
 CLI="$BUILD/conncap"
 PROGS="$BUILD/progs"
 T=$(mktemp -d "${TMPDIR:-/tmp}/conncap-test.XXXXXX")
