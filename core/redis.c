@@ -205,13 +205,9 @@ void ccap_node_drop(struct ccap_node *n)
 
 void ccap_node_forget(struct ccap_node *n)
 {
-    if (!n->ctx)
-        return;
-    /* No I/O: closing our copy of the descriptor leaves the parent's open. */
-    if (fd_still_ours(n))
-        close(n->ctx->fd);
-    redisFreeKeepFd(n->ctx);
-    n->ctx = NULL;
+    /* Dropping does no I/O on the connection: closing our copy of the
+     * descriptor in a forked child leaves the parent's open. */
+    ccap_node_drop(n);
 }
 
 /* Writes to a socket the peer closed raise SIGPIPE, which would kill a

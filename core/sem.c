@@ -246,6 +246,19 @@ int ccap_sem_wake_key(char *out, size_t outlen, const char *prefix, const char *
     return ccap_sem_key(out, outlen, prefix, name, suffix);
 }
 
+/* Fills KEYS[i] with the key of SUFFIX[i] and points ARGS[i] at it, for
+ * the first N scripts' keys. Returns 0 or -ENAMETOOLONG. */
+static int sem_keys(char (*keys)[CCAP_KEY_MAX], const char **args, const char *const *suffix, int n,
+                    const char *prefix, const char *name)
+{
+    for (int i = 0; i < n; i++) {
+        if (ccap_sem_key(keys[i], sizeof keys[i], prefix, name, suffix[i]) < 0)
+            return -ENAMETOOLONG;
+        args[i] = keys[i];
+    }
+    return 0;
+}
+
 int ccap_sem_acquire_fair(struct ccap_redis *r, const char *prefix, const char *name,
                           const struct ccap_sem_req *q, struct ccap_sem_result *res)
 {
@@ -259,11 +272,8 @@ int ccap_sem_acquire_fair(struct ccap_redis *r, const char *prefix, const char *
 
     if (!q || q->lease_ms <= 0 || !q->holder || q->rate < 0 || q->ticket_ttl_ms < 0)
         return -EINVAL;
-    for (int i = 0; i < 9; i++) {
-        if (ccap_sem_key(keys[i], sizeof keys[i], prefix, name, suffix[i]) < 0)
-            return -ENAMETOOLONG;
-        args[i] = keys[i];
-    }
+    if (sem_keys(keys, args, suffix, 9, prefix, name) < 0)
+        return -ENAMETOOLONG;
     snprintf(lease, sizeof lease, "%d", q->lease_ms);
     snprintf(lim, sizeof lim, "%d", q->limit);
     snprintf(waited, sizeof waited, "%lld", q->waited_ms > 0 ? q->waited_ms : 0);
@@ -310,11 +320,8 @@ int ccap_sem_release_wake(struct ccap_redis *r, const char *prefix, const char *
 
     if (!holder)
         return -EINVAL;
-    for (int i = 0; i < 7; i++) {
-        if (ccap_sem_key(keys[i], sizeof keys[i], prefix, name, suffix[i]) < 0)
-            return -ENAMETOOLONG;
-        args[i] = keys[i];
-    }
+    if (sem_keys(keys, args, suffix, 7, prefix, name) < 0)
+        return -ENAMETOOLONG;
     audit_arg(audit, sizeof audit);
     snprintf(lim, sizeof lim, "%d", limit);
     args[7] = holder;
