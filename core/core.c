@@ -29,15 +29,6 @@
 #define WAIT_DOWN_NAP_MS 50    /* Redis down and the local limit full: re-check this often */
 #define CIRCUIT_MIN_MS 250
 #define CIRCUIT_MAX_MS 5000
-#define PENDING_MAX 256        /* releases kept for Redis while it is down */
-
-/* A release Redis did not get because it was down: the heartbeat sends it
- * once Redis answers, unless the lease has ended by then anyway. */
-struct ccap_pending {
-    char sem[72];
-    char holder[192];
-    long long until_ms;
-};
 
 static struct {
     pthread_once_t once;
@@ -55,8 +46,6 @@ static struct {
     long long down_since_ms;
     atomic_uint down_granted;    /* this outage: permits on_redis_down granted */
     atomic_uint down_refused;    /* this outage: connects it failed */
-    struct ccap_pending *pend;   /* releases to send once Redis answers, under rlock */
-    size_t n_pend;
     atomic_int *local_used;      /* per semaphore, permits granted locally */
     atomic_bool shutting_down;
 } g = { .once = PTHREAD_ONCE_INIT, .rlock = PTHREAD_MUTEX_INITIALIZER };
@@ -100,7 +89,6 @@ static void fork_child(void)
         for (size_t i = 0; i < g.cfg->n_sems; i++) atomic_store(&g.local_used[i], 0);
     g.down = false;
     g.retry_at_ms = 0;
-    g.n_pend = 0;                /* the parent's releases are the parent's */
     g.nonce = 0;
     atomic_store(&owner_pid, (int)getpid());
     ccap_handoff_fork_child();
@@ -509,63 +497,55 @@ void ccap_core_release(struct ccap_permit *p)
     free(p);
 }
 
-/* Keeps P's release for the heartbeat to send once Redis answers: without
- * it the permit would stay counted until its lease ends. A locally granted
- * permit was never registered: nothing to give back. When full, the oldest
- * entry goes (its lease ends first). Under rlock. */
-static void pending_add(const struct ccap_permit *p)
-{
-    if (p->flags & CCAP_PERMIT_LOCAL) return;
-    if (!g.pend && !(g.pend = calloc(PENDING_MAX, sizeof(*g.pend)))) return;
-    if (g.n_pend == PENDING_MAX) memmove(g.pend, g.pend + 1, --g.n_pend * sizeof(*g.pend));
-    struct ccap_pending *e = &g.pend[g.n_pend++];
-    snprintf(e->sem, sizeof(e->sem), "%s", p->sem);
-    snprintf(e->holder, sizeof(e->holder), "%s", p->holder);
-    e->until_ms = now_ms() + p->lease_ms;
-}
-
-/* Sends the releases Redis missed while it was down (oldest first; those
- * whose lease has ended are dropped unsent). Stops at the first failure.
- * Under rlock. Returns how many are still pending. */
-static size_t pending_flush(void)
-{
-    size_t i = 0;
-    long long now = now_ms();
-    for (; i < g.n_pend && !circuit_open(); i++) {
-        struct ccap_pending *e = &g.pend[i];
-        if (e->until_ms <= now) continue;
-        int rc = ccap_sem_release(g.redis, g.cfg->redis.key_prefix, e->sem, e->holder);
-        if (rc >= 0) circuit_success();
-        else if (rc != -EPROTO) { circuit_failure(rc); break; }
-    }
-    if (i) memmove(g.pend, g.pend + i, (g.n_pend - i) * sizeof(*g.pend));
-    g.n_pend -= i;
-    return g.n_pend;
-}
-
+/* The release goes out without waiting for Redis's reply (issue 6: a
+ * matched close costs one write, not a round trip); the reply is read
+ * before the next command. While the circuit is open it is only kept. Kept
+ * either way until Redis ran it (core/redis_defer.c): one lost with its
+ * connection, or that Redis missed while down, is sent again -- by the next
+ * command, or by the heartbeat once Redis answers -- unless the lease has
+ * ended by then. A locally granted permit was never registered: nothing to
+ * give back. */
 void ccap_core_unregister(struct ccap_permit *p)
 {
     if (!p || !config()) return;    /* loads it for a permit adopted across exec */
+    int i = sem_index_of(p->sem);
     if (p->flags & CCAP_PERMIT_LOCAL) {
-        int i = sem_index_of(p->sem);
         if (i >= 0) atomic_fetch_sub(&g.local_used[i], 1);
+        return;
     }
-    if (g.redis) {
-        pthread_mutex_lock(&g.rlock);
-        if (!circuit_open()) {
-            int i = sem_index_of(p->sem);   /* wakes the first waiters (issue 6) */
-            int rc = ccap_sem_release_wake(g.redis, g.cfg->redis.key_prefix, p->sem, p->holder,
-                                           i >= 0 ? g.cfg->sems[i].limit : -1);
-            if (rc >= 0) circuit_success();
-            else if (rc != -EPROTO) circuit_failure(rc);
-            if (rc < 0 && rc != -EPROTO) pending_add(p);
-            if (rc < 0) ccap_log(CCAP_LOG_INFO, "release of %s failed (%s): %s", p->holder, strerror(-rc),
-                                 rc == -EPROTO ? "it expires with its lease" : "sent again when redis answers");
-        } else {
-            pending_add(p);
-        }
-        pthread_mutex_unlock(&g.rlock);
+    if (!g.redis) return;
+    pthread_mutex_lock(&g.rlock);
+    bool send = !circuit_open();
+    int rc = ccap_sem_release_defer(g.redis, g.cfg->redis.key_prefix, p->sem, p->holder,
+                                    i >= 0 ? g.cfg->sems[i].limit : -1, now_ms() + p->lease_ms, send);
+    if (rc < 0 && send) {   /* kept (but for -ENOMEM): sent again when redis answers */
+        if (rc != -ENOMEM && rc != -EINVAL && rc != -ENAMETOOLONG) circuit_failure(rc);
+        ccap_log(CCAP_LOG_INFO, "release of %s not sent (%s): %s", p->holder, strerror(-rc),
+                 rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
     }
+    pthread_mutex_unlock(&g.rlock);
+}
+
+/* Reads the replies of the releases sent and sends those not sent yet.
+ * Under rlock. Returns how many are still kept. */
+static size_t flush_releases(void)
+{
+    if (!ccap_redis_deferred(g.redis) || circuit_open()) return ccap_redis_deferred(g.redis);
+    int rc = ccap_redis_flush(g.redis);
+    if (rc >= 0) {
+        circuit_success();
+        return (size_t)rc;
+    }
+    if (rc != -EPROTO) circuit_failure(rc);
+    return ccap_redis_deferred(g.redis);
+}
+
+void ccap_core_flush(void)
+{
+    if (!g.redis || !ccap_core_owner()) return;
+    pthread_mutex_lock(&g.rlock);
+    flush_releases();
+    pthread_mutex_unlock(&g.rlock);
 }
 
 /* Heartbeat: the holders to renew, grouped by semaphore. */
@@ -658,7 +638,7 @@ int ccap_core_heartbeat(void)
             if (!g.down) count_fallback();  /* all registered now */
         }
     }
-    size_t pending = g.n_pend && !circuit_open() ? pending_flush() : g.n_pend;
+    size_t pending = flush_releases();
     /* While Redis is down the beat comes when the circuit lets a probe
      * through, so that permits are registered again (and missed releases
      * sent) soon after Redis is back, not a third of a lease later. */
@@ -686,6 +666,7 @@ void ccap_core_shutdown(void)
     if (!atomic_load(&stateful) || !config()) return;   /* never used: nothing to load */
     atomic_store(&g.shutting_down, true);
     ccap_core_release_list(ccap_ptab_take_all());
+    ccap_core_flush();      /* the releases reach Redis before the process ends */
 }
 
 /* Renews one semaphore's batch. Under rlock. */

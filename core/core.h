@@ -92,6 +92,13 @@ void ccap_core_release(struct ccap_permit *p);
  * that may fail: see ccap_core_renew_entries). */
 void ccap_core_unregister(struct ccap_permit *p);
 
+/* Makes sure the releases sent without waiting reached Redis: reads
+ * their replies, and sends now those not sent yet (Redis was down, or the
+ * connection was lost). Call before the process ends or execs. Blocks up
+ * to about command_timeout_ms per command; thread-safe; a no-op in a
+ * process that does not own the state (vfork child). */
+void ccap_core_flush(void);
+
 struct ccap_handoff_entry;
 
 /* Renews the leases of the N holders in E (grouped by semaphore, one call

@@ -317,6 +317,7 @@ char *const *ccap_handoff_exec_pre(char *const *envp, struct ccap_exec *x)
             next = p->next;   /* unregister keeps P: it is still in x->gone */
             ccap_core_unregister(p);
         }
+        ccap_core_flush();    /* before the exec closes the connection */
     }
     if (nsurv) {
         /* a fresh lease gives the new image the longest time to adopt */

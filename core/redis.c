@@ -9,7 +9,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -38,7 +37,7 @@ extern const char ccap_lua_reset[];
 #define CCAP_FD_HIGH_CAP 1024
 #define CCAP_FD_HIGH_GAP 32
 #define CCAP_DEFAULT_TIMEOUT_MS 200
-#define CCAP_SMALL_ARGV 16
+#define CCAP_SMALL_ARGV 32
 
 static const char *const script_src[CCAP_SCRIPT_COUNT] = {
     [CCAP_SCRIPT_ACQUIRE] = ccap_lua_acquire,
@@ -210,42 +209,6 @@ void ccap_node_forget(struct ccap_node *n)
     ccap_node_drop(n);
 }
 
-/* Writes to a socket the peer closed raise SIGPIPE, which would kill a
- * program that never asked for it: block it around our I/O and swallow one
- * that our own write caused. */
-struct pipe_guard {
-    sigset_t old;
-    int was_pending;
-    int blocked;
-};
-
-static void pipe_guard_on(struct pipe_guard *g)
-{
-    sigset_t set, pend;
-
-    sigemptyset(&set);
-    sigaddset(&set, SIGPIPE);
-    g->was_pending = sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE);
-    g->blocked = pthread_sigmask(SIG_BLOCK, &set, &g->old) == 0;
-}
-
-static void pipe_guard_off(struct pipe_guard *g)
-{
-    sigset_t set, pend;
-    struct timespec zero = { 0, 0 };
-    int saved = errno;
-
-    if (!g->blocked)
-        return;
-    sigemptyset(&set);
-    sigaddset(&set, SIGPIPE);
-    if (!g->was_pending && sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE))
-        while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR)
-            ;
-    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
-    errno = saved;
-}
-
 /* ---- connecting ---- */
 
 static int connect_errno(int e)
@@ -401,46 +364,17 @@ static int move_high(int fd)
     return nfd;
 }
 
-int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv, redisReply **out)
+/* A failed read or write on N as -errno (E: its errno); the text goes to
+ * R's error and N is closed. */
+static int io_error(struct ccap_redis *r, struct ccap_node *n, const char *cmd, int e)
 {
-    size_t small[CCAP_SMALL_ARGV], *lens = small;
-    struct pipe_guard g;
-    redisReply *rep;
-    int e, herr, rc;
+    int herr = n->ctx->err, rc;
 
-    *out = NULL;
-    if (!n->ctx) {
-        set_err(r, "redis %s: not connected", argv[0]);
-        return -EIO;
-    }
-    if (argc > CCAP_SMALL_ARGV) {
-        lens = malloc(sizeof *lens * (size_t)argc);
-        if (!lens) {
-            set_err(r, "out of memory");
-            return -ENOMEM;
-        }
-    }
-    for (int i = 0; i < argc; i++)
-        lens[i] = strlen(argv[i]);
-
-    pipe_guard_on(&g);
-    errno = 0;
-    rep = redisCommandArgv(n->ctx, argc, (const char **)argv, lens);
-    e = errno;
-    pipe_guard_off(&g);
-    if (lens != small)
-        free(lens);
-    if (rep) {
-        *out = rep;
-        return 0;
-    }
-
-    herr = n->ctx->err;
-    if (herr == REDIS_ERR_IO && (e == EAGAIN || e == EWOULDBLOCK || e == ETIMEDOUT)) {
+    if ((herr == REDIS_ERR_IO || herr == 0) && (e == EAGAIN || e == EWOULDBLOCK || e == ETIMEDOUT)) {
         rc = -ETIMEDOUT;
-        set_err(r, "redis %s: timed out after %d ms", argv[0], r->conf.command_timeout_ms);
+        set_err(r, "redis %s: timed out after %d ms", cmd, r->conf.command_timeout_ms);
     } else {
-        if (herr == REDIS_ERR_IO)
+        if (herr == REDIS_ERR_IO || herr == 0)
             rc = e == EPIPE || e == ECONNRESET ? -EPIPE : e == ECONNREFUSED ? -ECONNREFUSED : -EIO;
         else if (herr == REDIS_ERR_EOF)
             rc = -EPIPE;
@@ -448,10 +382,74 @@ int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const ch
             rc = -ENOMEM;
         else
             rc = -EIO;
-        set_err(r, "redis %s: %s", argv[0], n->ctx->errstr[0] ? n->ctx->errstr : "connection error");
+        set_err(r, "redis %s: %s", cmd, n->ctx->errstr[0] ? n->ctx->errstr : herr ? "connection error" : strerror(e));
     }
     ccap_node_drop(n);
     return rc;
+}
+
+/* Writes never go through hiredis (its write() would raise SIGPIPE on a
+ * peer that went away, killing a program that never asked for it): the
+ * command is formatted by hiredis and sent here with MSG_NOSIGNAL, so no
+ * signal mask is touched; hiredis only reads. */
+int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv)
+{
+    size_t small[CCAP_SMALL_ARGV], *lens = small, off = 0;
+    char *cmd = NULL;
+    long long len;
+    int rc = 0;
+
+    if (!n->ctx || argc < 1) {
+        set_err(r, "redis %s: not connected", argc > 0 ? argv[0] : "");
+        return argc < 1 ? -EINVAL : -EIO;
+    }
+    if (argc > CCAP_SMALL_ARGV && !(lens = malloc(sizeof *lens * (size_t)argc))) {
+        set_err(r, "out of memory");
+        return -ENOMEM;
+    }
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    len = redisFormatCommandArgv(&cmd, argc, (const char **)argv, lens);
+    if (lens != small)
+        free(lens);
+    if (len < 0 || !cmd) {
+        set_err(r, "out of memory");
+        return -ENOMEM;
+    }
+    while (off < (size_t)len) {
+        ssize_t w = send(n->ctx->fd, cmd + off, (size_t)len - off, MSG_NOSIGNAL);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            rc = io_error(r, n, argv[0], w < 0 ? errno : EPIPE);
+            break;
+        }
+        off += (size_t)w;
+    }
+    redisFreeCommand(cmd);
+    return rc;
+}
+
+int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv, redisReply **out)
+{
+    void *rep = NULL;
+    int rc;
+
+    *out = NULL;
+    if (!n->ctx) {
+        set_err(r, "redis %s: not connected", argv[0]);
+        return -EIO;
+    }
+    if (r->n_defer && (rc = ccap_defer_collect(r, n)) < 0)
+        return rc;      /* replies owed first: they come before ours */
+    if ((rc = ccap_node_send(r, n, argc, argv)) < 0)
+        return rc;
+    errno = 0;
+    if (redisGetReply(n->ctx, &rep) != REDIS_OK || !rep)
+        return io_error(r, n, argv[0], errno);
+    *out = rep;
+    return 0;
 }
 
 /* AUTH and SELECT on a fresh connection, as SETUP asks. */
@@ -541,6 +539,8 @@ static int node_connect(struct ccap_redis *r, struct ccap_node *n, long long dea
     n->dev = st.st_dev;
     n->ino = st.st_ino;
     n->pid = getpid();
+    n->gen++;
+    n->loaded = 0;
 
     tv.tv_sec = r->conf.command_timeout_ms / 1000;
     tv.tv_usec = (r->conf.command_timeout_ms % 1000) * 1000;
@@ -599,7 +599,7 @@ static bool err_is(const redisReply *rep, const char *code)
 /* An error reply as -errno: -EAGAIN when the server is there but cannot
  * serve right now (loading, a failover or a resharding under way, a
  * replica), else -EPROTO. The text goes to errstr. */
-static int error_rc(struct ccap_redis *r, const redisReply *rep)
+int ccap_redis_error_rc(struct ccap_redis *r, const redisReply *rep)
 {
     static const char *const transient[] = { "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
                                              "READONLY", "BUSY", "MOVED", "ASK", NULL };
@@ -684,7 +684,7 @@ static int slot_of(const struct ccap_redis *r, const char *key)
 /* The node for SLOT (-1: any), connected. *FRESH tells whether the
  * connection was made just now (an old one may have been closed by the
  * server meanwhile: see dispatch). */
-static int pick(struct ccap_redis *r, int slot, struct ccap_node **out, int *fresh)
+int ccap_redis_pick(struct ccap_redis *r, int slot, struct ccap_node **out, int *fresh)
 {
     int rc;
 
@@ -728,7 +728,7 @@ static int script_load(struct ccap_redis *r, struct ccap_node *n, enum ccap_scri
     if (rc < 0)
         return rc;
     if (rep->type == REDIS_REPLY_ERROR) {
-        rc = error_rc(r, rep);
+        rc = ccap_redis_error_rc(r, rep);
         freeReplyObject(rep);
         return rc;
     }
@@ -738,7 +738,14 @@ static int script_load(struct ccap_redis *r, struct ccap_node *n, enum ccap_scri
         return -EPROTO;
     }
     freeReplyObject(rep);
+    if (n->ctx)
+        n->loaded |= 1u << which;
     return 0;
+}
+
+int ccap_node_script_ready(struct ccap_redis *r, struct ccap_node *n, enum ccap_script which)
+{
+    return n->loaded & (1u << which) ? 0 : script_load(r, n, which);
 }
 
 /* ASKING on N before a command that an ASK redirect sent there. */
@@ -773,6 +780,8 @@ static int run_on(struct ccap_redis *r, struct ccap_node *n, int which, bool ask
         if (rc == 0)
             rc = ccap_node_exec(r, n, argc, argv, &rep);
     }
+    if (rc == 0 && which >= 0 && !err_is(rep, "NOSCRIPT") && n->ctx)
+        n->loaded |= 1u << which;
     *out = rep;
     return rc;
 }
@@ -790,8 +799,8 @@ static int run_on(struct ccap_redis *r, struct ccap_node *n, int which, bool ask
  * command sent once more, so that such a restart costs no failed call; the
  * scripts are idempotent per holder. Returns 0 and *OUT (any reply type),
  * or -errno. */
-static int dispatch(struct ccap_redis *r, int slot, int which, int argc, const char *const *argv,
-                    redisReply **out)
+int ccap_redis_dispatch(struct ccap_redis *r, int slot, int which, int argc, const char *const *argv,
+                        redisReply **out)
 {
     struct ccap_node *n = NULL;
     bool ask = false, last_ask, stale_retry = true, ro_retry = true;
@@ -801,7 +810,7 @@ static int dispatch(struct ccap_redis *r, int slot, int which, int argc, const c
 
     *out = NULL;
     for (;;) {
-        if (!n && (rc = pick(r, slot, &n, &fresh)) < 0)
+        if (!n && (rc = ccap_redis_pick(r, slot, &n, &fresh)) < 0)
             return rc;
         r->last = n;
         rc = run_on(r, n, which, ask, argc, argv, &rep);
@@ -911,6 +920,7 @@ void ccap_redis_free(struct ccap_redis *r)
 {
     if (!r)
         return;
+    ccap_defer_clear(r);
     ccap_node_drop(&r->main);
     ccap_cluster_free(r);
     if (r->conf.password) {
@@ -933,7 +943,7 @@ int ccap_redis_connect(struct ccap_redis *r)
     int fresh, rc;
 
     r->err[0] = '\0';
-    rc = pick(r, -1, &n, &fresh);
+    rc = ccap_redis_pick(r, -1, &n, &fresh);
     if (rc == 0)
         r->last = n;
     return rc < 0 ? rc : 0;
@@ -948,11 +958,12 @@ int ccap_redis_command(struct ccap_redis *r, int argc, const char *const *argv, 
     if (argc <= 0 || !argv)
         return -EINVAL;
     k = command_key_index(argc, argv);
-    rc = dispatch(r, k >= 0 ? slot_of(r, argv[k]) : -1, -1, argc, argv, reply);
+    rc = ccap_redis_dispatch(r, k >= 0 ? slot_of(r, argv[k]) : -1, -1, argc, argv, reply);
     if (rc < 0)
         return rc;
+    ccap_defer_retry(r);
     if ((*reply)->type == REDIS_REPLY_ERROR) {
-        rc = error_rc(r, *reply);
+        rc = ccap_redis_error_rc(r, *reply);
         freeReplyObject(*reply);
         *reply = NULL;
         return rc;
@@ -986,13 +997,14 @@ int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, i
     for (int i = 0; i < argc; i++)
         av[3 + i] = args[i];
 
-    rc = dispatch(r, nkeys > 0 ? slot_of(r, args[0]) : -1, (int)which, argc + 3, av, &rep);
+    rc = ccap_redis_dispatch(r, nkeys > 0 ? slot_of(r, args[0]) : -1, (int)which, argc + 3, av, &rep);
     if (av != small)
         free(av);
     if (rc < 0)
         return rc;
+    ccap_defer_retry(r);
     if (rep->type == REDIS_REPLY_ERROR) {
-        rc = error_rc(r, rep);
+        rc = ccap_redis_error_rc(r, rep);
         freeReplyObject(rep);
         return rc;
     }
@@ -1004,6 +1016,7 @@ void ccap_redis_forget(struct ccap_redis *r)
 {
     if (!r)
         return;
+    ccap_defer_clear(r);    /* the parent's commands are the parent's */
     ccap_node_forget(&r->main);
     for (size_t i = 0; i < r->n_nodes; i++)
         ccap_node_forget(r->nodes[i]);

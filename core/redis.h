@@ -2,6 +2,7 @@
 #ifndef CCAP_REDIS_H
 #define CCAP_REDIS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <hiredis/hiredis.h>
 #include "config.h"
@@ -74,9 +75,37 @@ int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, i
  * KEYS/SCAN see one node only. */
 int ccap_redis_command(struct ccap_redis *r, int argc, const char *const *argv, redisReply **reply);
 
+/* Runs script WHICH like ccap_redis_script, but does not wait for its
+ * reply: with SEND, writes it (a reused connection found closed is
+ * replaced once) and returns; without, only queues it. The command is kept
+ * until a reply says it ran: the replies are read before the next command
+ * on that connection (ccap_redis_script, ccap_redis_command) or by
+ * ccap_redis_flush. One that could not be sent, was lost with its
+ * connection, or was answered with an error (NOSCRIPT after a restart, a
+ * cluster redirect) is run again the normal way after the next command that
+ * works, or by ccap_redis_flush -- so it must be idempotent (release is).
+ * At most 256 are kept (the oldest unsent goes first); one not run by
+ * UNTIL_MS (monotonic ms) is dropped. NKEYS >= 1 (cluster: routed by
+ * ARGS[0]). Returns 0 (queued, and written when SEND), -EINVAL, -ENOMEM,
+ * or the -errno of ccap_redis_script for a failed connect or write (the
+ * command stays queued). Same thread-safety as the rest of R. */
+int ccap_redis_script_defer(struct ccap_redis *r, enum ccap_script which, int nkeys, int argc,
+                            const char *const *args, long long until_ms, bool send);
+
+/* Reads every reply owed to deferred commands and runs those not sent (or
+ * to run again) synchronously, oldest first; drops those past their
+ * UNTIL_MS, and those Redis refuses for good (-EPROTO; the text is in
+ * ccap_redis_errstr). Returns how many are still kept (0: all ran), or the
+ * -errno of the first failure (they stay kept). */
+int ccap_redis_flush(struct ccap_redis *r);
+
+/* How many deferred commands R keeps (sent or not). */
+size_t ccap_redis_deferred(const struct ccap_redis *r);
+
 /* After fork(), in the child: forgets the inherited connection without any
  * I/O on it (closes only the child's copy of the descriptor) so that the
- * child never interleaves replies with its parent. */
+ * child never interleaves replies with its parent, and drops the parent's
+ * deferred commands. */
 void ccap_redis_forget(struct ccap_redis *r);
 
 /* The descriptor currently in use (with several servers: the one used

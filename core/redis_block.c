@@ -56,11 +56,7 @@ static bool still_ours(const struct ccap_node *n)
 
 int ccap_redis_send(struct ccap_redis *r, int argc, const char *const *argv)
 {
-    size_t small[16], *lens = small;
     struct ccap_node *n;
-    char *cmd = NULL;
-    long long len;
-    size_t off = 0;
     int rc;
 
     r->err[0] = '\0';
@@ -70,32 +66,7 @@ int ccap_redis_send(struct ccap_redis *r, int argc, const char *const *argv)
     if (rc < 0)
         return rc;
     r->last = n;
-    if (argc > 16 && !(lens = malloc(sizeof *lens * (size_t)argc)))
-        return -ENOMEM;
-    for (int i = 0; i < argc; i++)
-        lens[i] = strlen(argv[i]);
-    len = redisFormatCommandArgv(&cmd, argc, (const char **)argv, lens);
-    if (lens != small)
-        free(lens);
-    if (len < 0 || !cmd) {
-        ccap_redis_set_err(r, "out of memory");
-        return -ENOMEM;
-    }
-    /* MSG_NOSIGNAL: a peer that went away must not kill the program with SIGPIPE */
-    while (off < (size_t)len) {
-        ssize_t w = send(n->ctx->fd, cmd + off, (size_t)len - off, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            rc = errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : errno == EPIPE ? -EPIPE : -EIO;
-            ccap_redis_set_err(r, "redis %s: %s", argv[0], strerror(errno));
-            ccap_node_drop(n);
-            break;
-        }
-        off += (size_t)w;
-    }
-    redisFreeCommand(cmd);
-    return rc;
+    return ccap_node_send(r, n, argc, argv);
 }
 
 int ccap_redis_recv(struct ccap_redis *r, int timeout_ms, redisReply **reply)

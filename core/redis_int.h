@@ -20,6 +20,20 @@ struct ccap_node {
     dev_t dev;                /* identity of ctx->fd when we made it */
     ino_t ino;
     pid_t pid;                /* the process that made the connection */
+    unsigned gen;             /* counts connections made: a deferred reply is owed by one */
+    unsigned loaded;          /* bit 1 << script: known loaded on this connection */
+};
+
+/* A command sent without waiting for its reply (or not sent yet): kept
+ * until its reply says it ran, then dropped (core/redis_defer.c). */
+struct ccap_deferred {
+    int which;                /* script, for NOSCRIPT recovery */
+    int slot;                 /* cluster slot of its first key, or -1 */
+    int argc;
+    char **argv;              /* "EVALSHA" sha nkeys args...: one allocation */
+    long long until_ms;       /* monotonic ms: dropped unsent after this */
+    struct ccap_node *sent_on; /* the node it was written to, or NULL */
+    unsigned gen;             /* sent_on's gen when written */
 };
 
 enum ccap_redis_mode { CCAP_MODE_SINGLE = 0, CCAP_MODE_SENTINEL, CCAP_MODE_CLUSTER };
@@ -40,6 +54,10 @@ struct ccap_redis {
     size_t n_nodes, cap_nodes;
     uint16_t *slots;               /* slot -> node index + 1; 0 = unknown */
     bool slots_stale;              /* refresh with CLUSTER SLOTS before the next use */
+    /* Deferred commands, oldest first (core/redis_defer.c) */
+    struct ccap_deferred *defer;
+    size_t n_defer;
+    bool flushing;
     char err[256];
 };
 
@@ -64,6 +82,45 @@ int ccap_node_ensure(struct ccap_redis *r, struct ccap_node *n, long long deadli
  * replies included), or -errno on a transport error (N is then closed). */
 int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv,
                    redisReply **out);
+
+/* Writes ARGV to N's connection with MSG_NOSIGNAL (never SIGPIPE), without
+ * reading anything. Returns 0, or -errno (-ETIMEDOUT after
+ * command_timeout_ms, -EPIPE when the peer is gone, -ENOMEM, -EIO; N is then
+ * closed). */
+int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv);
+
+/* Makes sure script WHICH is loaded on N (SCRIPT LOAD once per
+ * connection, unless an EVALSHA of it already worked there). Returns 0 or
+ * -errno. */
+int ccap_node_script_ready(struct ccap_redis *r, struct ccap_node *n, enum ccap_script which);
+
+/* The node for SLOT (-1: any), connected; *FRESH says whether the
+ * connection was made just now. Returns 0 or -errno. */
+int ccap_redis_pick(struct ccap_redis *r, int slot, struct ccap_node **out, int *fresh);
+
+/* Runs ARGV (a script WHICH >= 0 with NOSCRIPT recovery, or -1) where it
+ * belongs, following redirects and replacing a stale connection: 0 and
+ * *OUT (any reply type), or -errno. */
+int ccap_redis_dispatch(struct ccap_redis *r, int slot, int which, int argc, const char *const *argv,
+                        redisReply **out);
+
+/* An error reply as -errno (-EAGAIN transient, -EPROTO otherwise); the text
+ * goes to R's error. */
+int ccap_redis_error_rc(struct ccap_redis *r, const redisReply *rep);
+
+/* Reads the replies N owes for deferred commands (oldest first) and drops
+ * the commands they acknowledge; one answered with an error stays, to be
+ * run again by ccap_redis_flush. Returns 0, or -errno on a transport error
+ * (N is closed; its commands wait to be sent again). */
+int ccap_defer_collect(struct ccap_redis *r, struct ccap_node *n);
+
+/* After a command that worked: runs again, synchronously, the deferred
+ * commands that are not (or no longer) sent -- none in the common case.
+ * Errors stay on the commands (ccap_redis_flush reports them). */
+void ccap_defer_retry(struct ccap_redis *r);
+
+/* Frees every deferred command without I/O (fork child, free). */
+void ccap_defer_clear(struct ccap_redis *r);
 
 /* Closes N's connection (the descriptor only if still ours). */
 void ccap_node_drop(struct ccap_node *n);

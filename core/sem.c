@@ -308,25 +308,36 @@ int ccap_sem_acquire_fair(struct ccap_redis *r, const char *prefix, const char *
     return rc;
 }
 
+/* release.lua's keys and arguments for HOLDER of NAME (LIMIT: the
+ * configured one, -1 unknown) into KEYS, ARGS (10), AUDIT and LIM. */
+static int release_args(char (*keys)[CCAP_KEY_MAX], const char **args, char *audit, char *lim,
+                        const char *prefix, const char *name, const char *holder, int limit)
+{
+    static const char *const suffix[7] = { "holders", "stats", "since", "audit", "limit", "queue", "qexp" };
+
+    if (!holder)
+        return -EINVAL;
+    if (sem_keys(keys, args, suffix, 7, prefix, name) < 0)
+        return -ENAMETOOLONG;
+    audit_arg(audit, 16);
+    snprintf(lim, 16, "%d", limit);
+    args[7] = holder;
+    args[8] = audit;
+    args[9] = lim;
+    return 0;
+}
+
 int ccap_sem_release_wake(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
                           int limit)
 {
-    static const char *const suffix[7] = { "holders", "stats", "since", "audit", "limit", "queue", "qexp" };
     char keys[7][CCAP_KEY_MAX], audit[16], lim[16];
     const char *args[10];
     redisReply *rep;
     long long v;
     int rc;
 
-    if (!holder)
-        return -EINVAL;
-    if (sem_keys(keys, args, suffix, 7, prefix, name) < 0)
-        return -ENAMETOOLONG;
-    audit_arg(audit, sizeof audit);
-    snprintf(lim, sizeof lim, "%d", limit);
-    args[7] = holder;
-    args[8] = audit;
-    args[9] = lim;
+    if ((rc = release_args(keys, args, audit, lim, prefix, name, holder, limit)) < 0)
+        return rc;
     rc = ccap_redis_script(r, CCAP_SCRIPT_RELEASE, 7, 10, args, &rep);
     if (rc < 0)
         return rc;
@@ -335,4 +346,16 @@ int ccap_sem_release_wake(struct ccap_redis *r, const char *prefix, const char *
         rc = -EPROTO;
     freeReplyObject(rep);
     return rc < 0 ? rc : (int)v;
+}
+
+int ccap_sem_release_defer(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
+                           int limit, long long until_ms, bool send)
+{
+    char keys[7][CCAP_KEY_MAX], audit[16], lim[16];
+    const char *args[10];
+    int rc;
+
+    if ((rc = release_args(keys, args, audit, lim, prefix, name, holder, limit)) < 0)
+        return rc;
+    return ccap_redis_script_defer(r, CCAP_SCRIPT_RELEASE, 7, 10, args, until_ms, send);
 }

@@ -141,6 +141,15 @@ int ccap_sem_acquire_fair(struct ccap_redis *r, const char *prefix, const char *
 int ccap_sem_release_wake(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
                           int limit);
 
+/* ccap_sem_release_wake without waiting for Redis's reply (the shim's
+ * close() path): sent at once when SEND, else only kept; either way kept
+ * until Redis answered that it ran, and run again after a lost connection
+ * or an error reply (see ccap_redis_script_defer), until UNTIL_MS
+ * (monotonic ms: the end of the lease, when Redis drops the holder
+ * anyway). Returns 0 or -errno as ccap_redis_script_defer. */
+int ccap_sem_release_defer(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
+                           int limit, long long until_ms, bool send);
+
 /* Writes the wake list key of waiter HOLDER on NAME into OUT. Returns its
  * length or -ENAMETOOLONG. */
 int ccap_sem_wake_key(char *out, size_t outlen, const char *prefix, const char *name, const char *holder);

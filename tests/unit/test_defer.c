@@ -1,0 +1,277 @@
+/* test_defer.c -- releases sent without waiting for the reply: they reach Redis, survive NOSCRIPT, lost connections and outages. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "redis.h"
+#include "sem.h"
+#include "redis_fixture.h"
+
+#define PFX "ccapdefer:"
+#define FAR (fx_now_ms() + 60000)
+
+static struct redis_fixture fx;
+static struct ccap_redis *R;
+static redisContext *CLI; /* the test's own view of the server */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return redis_fixture_start(&fx, NULL);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    redis_fixture_stop(&fx);
+    return 0;
+}
+
+static int setup(void **state)
+{
+    struct ccap_redis_conf c = { 0 };
+    redisReply *rep;
+    (void)state;
+
+    if (!(CLI = redis_fixture_cli(&fx)) || !(rep = redisCommand(CLI, "FLUSHALL")))
+        return -1;
+    freeReplyObject(rep);
+    c.socket = fx.sock;
+    c.connect_timeout_ms = 1000;
+    c.command_timeout_ms = 2000;
+    R = ccap_redis_new(&c);
+    return R ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ccap_redis_free(R);
+    R = NULL;
+    if (CLI)
+        redisFree(CLI);
+    CLI = NULL;
+    return 0;
+}
+
+static long long n_holders(const char *name)
+{
+    redisReply *rep = redisCommand(CLI, "ZCARD " PFX "{%s}:holders", name);
+    long long v;
+
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_INTEGER);
+    v = rep->integer;
+    freeReplyObject(rep);
+    return v;
+}
+
+static void cli_ok(const char *cmd)
+{
+    redisReply *rep = redisCommand(CLI, cmd);
+
+    assert_non_null(rep);
+    assert_int_not_equal(rep->type, REDIS_REPLY_ERROR);
+    freeReplyObject(rep);
+}
+
+static void acq(const char *name, const char *holder)
+{
+    struct ccap_sem_result res;
+
+    assert_int_equal(ccap_sem_acquire(R, PFX, name, holder, 30000, 1000, &res), 0);
+    assert_int_equal(res.granted, 1);
+}
+
+/* Waits up to 5 s (generous: a loaded machine) for NAME to have N holders. */
+static void wait_holders(const char *name, long long n)
+{
+    long long end = fx_now_ms() + 5000;
+
+    while (n_holders(name) != n && fx_now_ms() < end)
+        fx_sleep_ms(5);
+    assert_int_equal(n_holders(name), n);
+}
+
+/* Sent at once: Redis runs it with no further call on R (another
+ * connection sees the holder gone), also as the first release on a
+ * connection (the script is loaded first); the next command reads its
+ * reply. */
+static void test_sent_without_waiting(void **state)
+{
+    (void)state;
+    acq("s", "A");
+    acq("s", "B");
+    assert_int_equal(ccap_sem_release_defer(R, PFX, "s", "A", 100, FAR, true), 0);
+    assert_int_equal(ccap_redis_deferred(R), 1);
+    wait_holders("s", 1);
+    acq("s", "C");      /* reads A's reply first, then its own */
+    assert_int_equal(ccap_redis_deferred(R), 0);
+    assert_int_equal(n_holders("s"), 2);
+}
+
+/* Kept, not sent (Redis down as far as the caller knows): nothing reaches
+ * Redis until the flush, which runs it. */
+static void test_kept_until_flush(void **state)
+{
+    (void)state;
+    acq("k", "A");
+    assert_int_equal(ccap_sem_release_defer(R, PFX, "k", "A", 100, FAR, false), 0);
+    fx_sleep_ms(50);
+    assert_int_equal(n_holders("k"), 1);
+    assert_int_equal(ccap_redis_flush(R), 0);
+    assert_int_equal(n_holders("k"), 0);
+    assert_int_equal(ccap_redis_deferred(R), 0);
+}
+
+/* One whose time ran out (its lease ended: Redis drops the holder anyway)
+ * is dropped unsent. */
+static void test_expired_dropped_unsent(void **state)
+{
+    (void)state;
+    acq("x", "A");
+    assert_int_equal(ccap_sem_release_defer(R, PFX, "x", "A", 100, fx_now_ms() - 1, false), 0);
+    assert_int_equal(ccap_redis_flush(R), 0);
+    assert_int_equal(n_holders("x"), 1);
+    assert_int_equal(ccap_redis_deferred(R), 0);
+}
+
+/* The scripts were flushed (a restart, SCRIPT FLUSH): the deferred EVALSHA
+ * gets NOSCRIPT, and is loaded and run by the next command that works. */
+static void test_noscript_run_again(void **state)
+{
+    (void)state;
+    acq("n", "A");
+    assert_int_equal(ccap_sem_release_wake(R, PFX, "n", "Z", 100), 0);  /* release known loaded here */
+    cli_ok("SCRIPT FLUSH");
+    assert_int_equal(ccap_sem_release_defer(R, PFX, "n", "A", 100, FAR, true), 0);
+    fx_sleep_ms(50);
+    assert_int_equal(n_holders("n"), 1);   /* NOSCRIPT: it did not run */
+    acq("n", "B");
+    assert_int_equal(n_holders("n"), 1);   /* A gone, B in */
+    assert_int_equal(ccap_redis_deferred(R), 0);
+}
+
+/* The connection was killed after the release was written: whether Redis
+ * ran it or not, it is run (again: release is idempotent) on a new one. */
+static void test_connection_lost(void **state)
+{
+    redisReply *rep;
+    (void)state;
+    acq("c", "A");
+    acq("c", "B");
+    cli_ok("CLIENT PAUSE 300 WRITE");      /* A's release is read but not run until the kill */
+    assert_int_equal(ccap_sem_release_defer(R, PFX, "c", "A", 100, FAR, true), 0);
+    rep = redisCommand(CLI, "CLIENT KILL TYPE normal SKIPME yes");
+    assert_non_null(rep);
+    freeReplyObject(rep);
+    fx_sleep_ms(400);
+    assert_true(ccap_redis_flush(R) >= 0);
+    assert_int_equal(ccap_redis_deferred(R), 0);
+    assert_int_equal(n_holders("c"), 1);
+}
+
+/* Redis unreachable: the flush fails and keeps it; once Redis is back,
+ * the flush runs it. */
+static void test_kept_while_down(void **state)
+{
+    (void)state;
+    acq("d", "A");
+    redisFree(CLI);
+    CLI = NULL;
+    redis_fixture_kill(&fx);
+    int rc = ccap_sem_release_defer(R, PFX, "d", "A", 100, FAR, true);
+    assert_true(rc == 0 || rc < 0);          /* written into a dead socket, or refused */
+    assert_true(ccap_redis_flush(R) < 0);
+    assert_int_equal(ccap_redis_deferred(R), 1);
+    assert_int_equal(redis_fixture_restart(&fx), 0);
+    assert_non_null(CLI = redis_fixture_cli(&fx));
+    cli_ok("ZADD " PFX "{d}:holders 99999999999999 A");   /* as if renewed after the restart */
+    assert_int_equal(ccap_redis_flush(R), 0);
+    assert_int_equal(n_holders("d"), 0);
+}
+
+/* Many more releases than it keeps replies for, with no command between:
+ * none is lost. */
+static void test_many_without_reading(void **state)
+{
+    char h[32];
+    (void)state;
+    for (int i = 0; i < 600; i++) {
+        snprintf(h, sizeof h, "H%d", i);
+        acq("m", h);
+    }
+    for (int i = 0; i < 600; i++) {
+        snprintf(h, sizeof h, "H%d", i);
+        assert_int_equal(ccap_sem_release_defer(R, PFX, "m", h, 100, FAR, true), 0);
+    }
+    assert_true(ccap_redis_deferred(R) <= 256);
+    wait_holders("m", 0);
+    assert_int_equal(ccap_redis_flush(R), 0);
+}
+
+/* A fork child drops its parent's deferred commands: it never runs them
+ * nor reads their replies (which belong to the parent's connection). */
+static void test_fork_child_drops(void **state)
+{
+    int st;
+    pid_t pid;
+    (void)state;
+    acq("f", "A");
+    assert_int_equal(ccap_sem_release_defer(R, PFX, "f", "A", 100, FAR, false), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        ccap_redis_forget(R);
+        _exit(ccap_redis_deferred(R) == 0 && ccap_redis_flush(R) == 0 ? 0 : 1);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(n_holders("f"), 1);    /* the child sent nothing */
+    assert_int_equal(ccap_redis_flush(R), 0);
+    assert_int_equal(n_holders("f"), 0);
+}
+
+/* A write to a server that went away never raises SIGPIPE (the program
+ * may not ignore it): the shim's writes use MSG_NOSIGNAL. */
+static void test_no_sigpipe(void **state)
+{
+    struct sigaction sa = { .sa_handler = SIG_DFL }, old;
+    (void)state;
+    acq("p", "A");
+    sigaction(SIGPIPE, &sa, &old);
+    redisFree(CLI);
+    CLI = NULL;
+    redis_fixture_kill(&fx);
+    for (int i = 0; i < 5; i++)    /* the first write may pass; the next ones hit EPIPE */
+        (void)ccap_sem_release_defer(R, PFX, "p", "A", 100, FAR, true);
+    sigaction(SIGPIPE, &old, NULL);
+    assert_int_equal(redis_fixture_restart(&fx), 0);
+    assert_non_null(CLI = redis_fixture_cli(&fx));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_sent_without_waiting, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kept_until_flush, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expired_dropped_unsent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_noscript_run_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_connection_lost, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kept_while_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_without_reading, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fork_child_drops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_sigpipe, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
