@@ -177,14 +177,15 @@ void ccap_core_set_hooks(const struct ccap_core_hooks *hooks)
 
 bool ccap_core_active(void) { return config() != NULL; }
 
+/* One getsockopt: the protocol alone tells TCP (and MPTCP) from UDP, SCTP
+ * and raw sockets. A kernel without SO_PROTOCOL (< 2.6.32): the type. */
 static bool is_tcp(int fd)
 {
-    int type = 0, proto = 0;
-    socklen_t l = sizeof(type);
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) != 0 || type != SOCK_STREAM) return false;
-    l = sizeof(proto);
-    if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l) != 0) return true;
-    return proto == 0 || proto == IPPROTO_TCP || proto == IPPROTO_MPTCP;
+    int v = 0;
+    socklen_t l = sizeof(v);
+    if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) == 0) return v == IPPROTO_TCP || v == IPPROTO_MPTCP;
+    l = sizeof(v);
+    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l) == 0 && v == SOCK_STREAM;
 }
 
 static void format_dest(const struct sockaddr *sa, char *out, size_t n)
