@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -104,6 +105,18 @@ long long ccap_redis_now_ms(void)
 }
 
 #define now_ms ccap_redis_now_ms
+
+static atomic_uint forks;
+static pthread_once_t forks_once = PTHREAD_ONCE_INIT;
+
+static void forks_child(void) { atomic_fetch_add(&forks, 1); }
+static void forks_init(void) { pthread_atfork(NULL, NULL, forks_child); }
+
+unsigned ccap_redis_forks(void)
+{
+    pthread_once(&forks_once, forks_init);
+    return atomic_load_explicit(&forks, memory_order_relaxed);
+}
 
 static char *dup_or_null(const char *s, int *oom)
 {
@@ -538,7 +551,7 @@ static int node_connect(struct ccap_redis *r, struct ccap_node *n, long long dea
     }
     n->dev = st.st_dev;
     n->ino = st.st_ino;
-    n->pid = getpid();
+    n->forks = ccap_redis_forks();
     n->gen++;
     n->loaded = 0;
 
@@ -563,7 +576,7 @@ static bool node_usable(struct ccap_node *n)
 {
     if (!n->ctx)
         return false;
-    if (n->pid != getpid()) {
+    if (n->forks != ccap_redis_forks()) {
         ccap_node_forget(n);
     } else if (!fd_still_ours(n)) {
         redisFreeKeepFd(n->ctx);

@@ -23,7 +23,7 @@ static int node_for(struct ccap_redis *r, const char *key, struct ccap_node **ou
         rc = ccap_cluster_node(r, ccap_redis_key_slot(key, strlen(key)), out);
         return rc < 0 ? rc : 0;
     case CCAP_MODE_SENTINEL:
-        if (r->main.ctx && r->main.pid == getpid()) {
+        if (r->main.ctx && r->main.forks == ccap_redis_forks()) {
             rc = ccap_node_ensure(r, &r->main, ccap_redis_now_ms() + r->conf.connect_timeout_ms,
                                   CCAP_SETUP_AUTH | CCAP_SETUP_SELECT);
             if (rc >= 0) {
@@ -50,7 +50,7 @@ static bool still_ours(const struct ccap_node *n)
 {
     struct stat st;
 
-    return n && n->ctx && n->ctx->fd >= 0 && n->pid == getpid() && fstat(n->ctx->fd, &st) == 0 &&
+    return n && n->ctx && n->ctx->fd >= 0 && n->forks == ccap_redis_forks() && fstat(n->ctx->fd, &st) == 0 &&
            st.st_dev == n->dev && st.st_ino == n->ino;
 }
 

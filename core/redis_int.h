@@ -19,7 +19,7 @@ struct ccap_node {
     redisContext *ctx;        /* NULL when not connected */
     dev_t dev;                /* identity of ctx->fd when we made it */
     ino_t ino;
-    pid_t pid;                /* the process that made the connection */
+    unsigned forks;           /* ccap_redis_forks() when it was made: another value is a fork child's */
     unsigned gen;             /* counts connections made: a deferred reply is owed by one */
     unsigned loaded;          /* bit 1 << script: known loaded on this connection */
 };
@@ -63,6 +63,11 @@ struct ccap_redis {
 
 /* Error text on R (printf-like); preserves errno. */
 void ccap_redis_set_err(struct ccap_redis *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* How many fork()s this process descends from since the library loaded
+ * (a pthread_atfork child handler counts them): a connection made under
+ * another count is the parent's. No syscall, unlike getpid(). */
+unsigned ccap_redis_forks(void);
 
 /* Monotonic ms. */
 long long ccap_redis_now_ms(void);
