@@ -858,6 +858,177 @@ static void test_stats_full_since(void **state)
     assert_true(stat_of("full", CCAP_STAT_FULL_SINCE) > 0);
 }
 
+/* ---- the scripts' fast path: what it skips must stay true ---- */
+
+/* The shim's acquire (queue and rate keys, no rate), trying once. */
+static struct ccap_sem_result acq_fair(const char *name, const char *holder, int lease_ms, int limit)
+{
+    struct ccap_sem_req q = { .holder = holder, .lease_ms = lease_ms, .limit = limit };
+    struct ccap_sem_result res = { -1, -1, -1, -1, -2 };
+
+    assert_int_equal(ccap_sem_acquire_fair(R, PFX, name, &q, &res), 0);
+    return res;
+}
+
+/* since has a TTL, the holders key's (read in one script). */
+static void assert_since_ttl_matches(const char *name)
+{
+    static const char lua[] = "return {redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}";
+    redisReply *rep = redisCommand(CLI, "EVAL %s 2 " PFX "{%s}:holders " PFX "{%s}:since", lua, name, name);
+    long long h, s;
+
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_ARRAY);
+    h = rep->element[0]->integer;
+    s = rep->element[1]->integer;
+    freeReplyObject(rep);
+    if (s <= 0 || h <= 0 || s > h + 5 || s < h - 5)
+        fail_msg("%s: since PTTL %lld, holders PTTL %lld", name, s, h);
+}
+
+/* Grants raise the holders key's TTL only when less than their lease is
+ * left on it. With short and long leases mixed, and expired ones swept on
+ * the way, every lease stays covered, the TTL stays bounded (two of the
+ * longest lease at most) and since keeps the same TTL. */
+static void test_ttl_threshold_mixed_leases(void **state)
+{
+    long long pttl, longest, t0;
+    char h[16];
+    int i = 0;
+    (void)state;
+
+    assert_int_equal(acq_fair("mix", "S", 300, 100).granted, 1);
+    assert_int_equal(acq_fair("mix", "L", 3000, 100).granted, 1); /* the longer lease raises it */
+    assert_ttl_covers_leases("mix");
+    ttl_and_lease("mix", &pttl, &longest);
+    assert_true(longest > 2500);
+    assert_since_ttl_matches("mix");
+    t0 = fx_now_ms();
+    while (fx_now_ms() - t0 < 3600) { /* past L's lease */
+        snprintf(h, sizeof h, "s%d", i++);
+        assert_int_equal(acq_fair("mix", h, 300, 100).granted, 1);
+        assert_ttl_covers_leases("mix");
+        ttl_and_lease("mix", &pttl, &longest);
+        if (pttl > 2 * 3000)
+            fail_msg("PTTL %lld beyond two of the longest lease", pttl);
+        assert_since_ttl_matches("mix");
+        fx_sleep_ms(40);
+    }
+    assert_false(has_holder("mix", "L"));
+    assert_false(has_holder("mix", "S"));
+    assert_true(stat_of("mix", CCAP_STAT_RECLAIMED) >= 2);
+
+    /* One lease length: idle, the key and since go at most a lease after the last lease. */
+    for (i = 0; i < 20; i++) {
+        snprintf(h, sizeof h, "o%d", i);
+        assert_int_equal(acq_fair("one", h, 300, 100).granted, 1);
+        assert_ttl_covers_leases("one");
+        assert_since_ttl_matches("one");
+        fx_sleep_ms(30);
+    }
+    fx_sleep_ms(300 + 300 + 400); /* lease + margin + slack */
+    assert_false(key_exists("one"));
+    assert_int_equal(cli_int("EXISTS " PFX "{one}:since"), 0);
+}
+
+/* since never lacks a TTL, nor the holders key, when one of the two was
+ * lost (evicted, deleted) while the other lived on. */
+static void test_ttl_after_lost_key(void **state)
+{
+    (void)state;
+
+    assert_int_equal(acq_fair("lost", "A", 10000, 5).granted, 1);
+    assert_since_ttl_matches("lost");
+    cli_ok("DEL " PFX "{lost}:since");
+    assert_int_equal(acq_fair("lost", "B", 10000, 5).granted, 1);
+    assert_int_equal(cli_int("HEXISTS " PFX "{lost}:since B"), 1);
+    assert_since_ttl_matches("lost");
+    assert_ttl_covers_leases("lost");
+
+    /* holders gone, since (with a long TTL) left: a short lease starts anew */
+    cli_ok("DEL " PFX "{lost}:holders");
+    assert_int_equal(acq_fair("lost", "C", 300, 5).count, 1);
+    assert_ttl_covers_leases("lost");
+    assert_since_ttl_matches("lost");
+    fx_sleep_ms(300 + 300 + 400);
+    assert_false(key_exists("lost"));
+    assert_int_equal(cli_int("EXISTS " PFX "{lost}:since"), 0);
+}
+
+/* A reply that is a number in a string (ZSCORE, HGET) as a number; -1 for nil. */
+static long long cli_num(const char *fmt, ...)
+{
+    redisReply *rep;
+    long long v = -1;
+    va_list ap;
+
+    va_start(ap, fmt);
+    rep = redisvCommand(CLI, fmt, ap);
+    va_end(ap);
+    assert_non_null(rep);
+    if (rep->type == REDIS_REPLY_STRING)
+        v = atoll(rep->str);
+    else
+        assert_int_equal(rep->type, REDIS_REPLY_NIL);
+    freeReplyObject(rep);
+    return v;
+}
+
+/* A holder asking again below the limit keeps its one permit: lease
+ * renewed, no second grant counted, its acquire time kept. */
+static void test_reask_below_limit(void **state)
+{
+    long long exp1, at;
+    struct ccap_sem_result res;
+    (void)state;
+
+    assert_int_equal(acq_fair("again", "A", 10000, 5).granted, 1);
+    exp1 = cli_num("ZSCORE " PFX "{again}:holders A");
+    at = cli_num("HGET " PFX "{again}:since A");
+    assert_true(at > 0);
+    fx_sleep_ms(20);
+    res = acq_fair("again", "A", 10000, 5);
+    assert_int_equal(res.granted, 1);
+    assert_int_equal(res.count, 1);
+    assert_true(cli_num("ZSCORE " PFX "{again}:holders A") >= exp1 + 15);
+    assert_int_equal(stat_of("again", CCAP_STAT_ACQUIRED), 1);
+    assert_int_equal(cli_num("HGET " PFX "{again}:since A"), at);
+    assert_int_equal(n_holders("again"), 1);
+    assert_since_ttl_matches("again");
+}
+
+/* The sweep runs on a refusal too: every expired holder reclaimed and its
+ * acquire time dropped; full_since stays while count >= limit and goes
+ * with the release that brings the count below it. */
+static void test_reclaimed_on_refusal(void **state)
+{
+    struct ccap_sem_result res;
+    (void)state;
+
+    assert_int_equal(acq_fair("recl", "e1", 300, 4).granted, 1);
+    assert_int_equal(acq_fair("recl", "e2", 300, 4).granted, 1);
+    assert_int_equal(acq_fair("recl", "e3", 300, 4).granted, 1);
+    assert_int_equal(acq_fair("recl", "L", 10000, 4).granted, 1);
+    assert_true(stat_of("recl", CCAP_STAT_FULL_SINCE) > 0);
+    assert_int_equal(stat_of("recl", CCAP_STAT_RECLAIMED), -1);
+    fx_sleep_ms(400);
+    res = acq_fair("recl", "N", 10000, 1); /* configured limit now 1: L fills it */
+    assert_int_equal(res.granted, 0);
+    assert_int_equal(res.count, 1);
+    assert_int_equal(stat_of("recl", CCAP_STAT_RECLAIMED), 3);
+    assert_int_equal(stat_of("recl", CCAP_STAT_DENIED), 1);
+    assert_int_equal(stat_of("recl", CCAP_STAT_LIMIT), 1);
+    assert_int_equal(cli_int("HLEN " PFX "{recl}:since"), 1);
+    assert_int_equal(cli_int("HEXISTS " PFX "{recl}:since L"), 1);
+    assert_true(stat_of("recl", CCAP_STAT_FULL_SINCE) > 0);
+    assert_since_ttl_matches("recl");
+    assert_int_equal(ccap_sem_release_wake(R, PFX, "recl", "L", 1), 1);
+    assert_int_equal(stat_of("recl", CCAP_STAT_FULL_SINCE), -1);
+    assert_int_equal(stat_of("recl", CCAP_STAT_RELEASED), 1);
+    assert_false(key_exists("recl"));
+    assert_int_equal(cli_int("EXISTS " PFX "{recl}:since"), 0);
+}
+
 static void test_reset(void **state)
 {
     (void)state;
@@ -959,6 +1130,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stats_since_and_reclaimed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stats_reregistered_and_fallback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stats_full_since, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ttl_threshold_mixed_leases, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ttl_after_lost_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reask_below_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reclaimed_on_refusal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit, setup, teardown),
     };

@@ -266,6 +266,42 @@ static void test_lease_expiry_wakes_first(void **state)
     assert_true(granted("e", "B", 1, 5000));
 }
 
+/* A refused waiter listed in waiters leaves it when granted: also when the
+ * grant comes in the same ms as the refusal (waited 0, still queued), and
+ * when its ticket died meanwhile (not queued any more, but it waited). */
+static void test_granted_waiter_leaves_waiters(void **state)
+{
+    struct ccap_sem_req b = { .holder = "B", .lease_ms = 30000, .limit = 1, .ticket_ttl_ms = 5000,
+                              .wait_left_ms = 5000 };
+    struct ccap_sem_req c = { .holder = "C", .lease_ms = 30000, .limit = 1, .ticket_ttl_ms = 300,
+                              .wait_left_ms = 5000 };
+    struct ccap_sem_result res;
+    (void)state;
+
+    assert_true(granted("gw", "A", 1, 0));
+    assert_int_equal(ccap_sem_acquire_fair(R, PFX, "gw", &b, &res), 0);
+    assert_int_equal(res.granted, 0);
+    assert_int_equal(cli_int("ZCARD " PFX "{gw}:waiters"), 1);
+    assert_true(cli_int("PTTL " PFX "{gw}:waiters") > 0);
+    assert_int_equal(ccap_sem_release_wake(R, PFX, "gw", "A", 1), 1);
+    assert_int_equal(ccap_sem_acquire_fair(R, PFX, "gw", &b, &res), 0); /* waited_ms 0 */
+    assert_int_equal(res.granted, 1);
+    assert_int_equal(cli_int("EXISTS " PFX "{gw}:waiters"), 0);
+    assert_int_equal(cli_int("EXISTS " PFX "{gw}:wake:B"), 0);
+
+    assert_int_equal(ccap_sem_acquire_fair(R, PFX, "gw", &c, &res), 0);
+    assert_int_equal(res.granted, 0);
+    assert_int_equal(cli_int("ZCARD " PFX "{gw}:waiters"), 1);
+    fx_sleep_ms(400); /* C's ticket dies */
+    assert_int_equal(ccap_sem_release_wake(R, PFX, "gw", "B", 1), 1);
+    c.waited_ms = 400;
+    c.wait_left_ms = 4600;
+    assert_int_equal(ccap_sem_acquire_fair(R, PFX, "gw", &c, &res), 0);
+    assert_int_equal(res.granted, 1);
+    assert_false(queued("gw", "C"));
+    assert_int_equal(cli_int("EXISTS " PFX "{gw}:waiters"), 0);
+}
+
 /* ---- the rate ---- */
 
 static void test_rate_burst_then_spacing(void **state)
@@ -423,6 +459,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_leaving_head_passes_the_wake, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unblock_flag, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_expiry_wakes_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_granted_waiter_leaves_waiters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rate_burst_then_spacing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rate_never_exceeds_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rate_retry_by_queue_place, setup, teardown),
