@@ -20,26 +20,39 @@
 -- key's TTL is at least the longest remaining lease) holds after a removal
 -- without touching the TTL: removing a member cannot raise the latest expiry.
 -- Removing the last member deletes the key (Redis drops empty sorted sets).
+--
+-- Cost: on the fast path (a holder leaving, full_since not set, empty
+-- queue, no audit) this is 5 redis.call: ZREM, HINCRBY, HDEL since, HEXISTS
+-- full_since, ZCARD queue. An empty queue has no ticket, dead
+-- or alive, and nobody to wake (queue and qexp hold the same members, added
+-- and removed together); HOLDER is not in it, so it has no wake list either
+-- (at most a spent token of its own, which expires by itself).
 if redis.replicate_commands then redis.replicate_commands() end
 local removed = redis.call('ZREM', KEYS[1], ARGV[1])
 -- stats: released counter, acquire time, full_since, audit --
 if removed == 1 then
     local stats = KEYS[2]
-    redis.call('HINCRBY', stats, 'released', 1)
+    redis.call('HINCRBY', stats, 'released', '1')
     redis.call('HDEL', KEYS[3], ARGV[1])
-    local lim = tonumber(redis.call('HGET', stats, 'limit'))
-    if lim and redis.call('ZCARD', KEYS[1]) < lim then
-        redis.call('HDEL', stats, 'full_since')
+    -- full_since goes once the count is below the limit last recorded (it
+    -- stays when set-limit lowered the limit under the holders)
+    local count
+    if redis.call('HEXISTS', stats, 'full_since') == 1 then
+        local lim = tonumber(redis.call('HGET', stats, 'limit'))
+        if lim then
+            count = redis.call('ZCARD', KEYS[1])
+            if count < lim then redis.call('HDEL', stats, 'full_since') end
+        end
     end
-    local audit_max = math.floor(tonumber(ARGV[2]) or 0)
+    local audit_max = ARGV[2] == '0' and 0 or math.floor(tonumber(ARGV[2]) or 0)
     if audit_max > 0 then
         redis.call('XADD', KEYS[4], 'MAXLEN', '~', audit_max, '*', 'event', 'release', 'holder', ARGV[1],
-                   'count', redis.call('ZCARD', KEYS[1]))
+                   'count', count or redis.call('ZCARD', KEYS[1]))
     end
 end
 -- end stats --
 -- wait: hand the freed permit to the first waiters (issue 6) --
-if KEYS[7] then
+if KEYS[7] and redis.call('ZCARD', KEYS[6]) > 0 then
     local holders, queue, qexp = KEYS[1], KEYS[6], KEYS[7]
     local base = string.sub(queue, 1, -6) .. 'wake:'
     local t = redis.call('TIME')
