@@ -41,10 +41,25 @@
 --
 -- Time is the server's (TIME), never the client's. Expired holders (score <=
 -- now) are dropped first, so a crashed holder's permit comes back after its
--- lease whatever other holders do. The holders key gets a TTL of (latest lease
--- expiry - now) + lease: it never expires while a lease is live, and an idle
--- semaphore (nobody renewing) vanishes at most one lease after its last lease
--- ended. Releasing the last holder deletes the key at once.
+-- lease whatever other holders do. The holders key's TTL is at least the
+-- longest remaining lease: a grant that finds less than its own lease left
+-- on it (or a new key) sets it to (latest lease expiry - now) + lease, so it
+-- never expires while a lease is live, and an idle semaphore (nobody
+-- renewing) vanishes at most one lease (the longest in use) after its last
+-- lease ended; in between, grants leave it alone (it covers their lease
+-- already: so did the grant or renew.lua that set it). The since
+-- hash always has the same TTL (both are set together, here and in
+-- renew.lua), so one PTTL of since tells both, and a since hash this call
+-- made anew (its TTL -1) gets one at once. Releasing the last holder
+-- deletes the key at once.
+--
+-- Cost: on the fast path (a free permit, empty queue, no rate, no audit, a
+-- caller that never waited) this is 13 redis.call: TIME, the sweep's read,
+-- ZCARD, GET limit, ZCARD queue, ZADD, HSET since, PTTL since, 3 HINCRBY,
+-- HSET limit, HDEL full_since (a lone holder: two PEXPIRE for the PTTL).
+-- The rest runs only when there is work to do. Arguments are strings where
+-- they can be (a number costs a %.17g each), and the counters stay HINCRBY:
+-- one HMGET + one HSET of them costs more than the three HINCRBY.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local holders, limkey = KEYS[1], KEYS[2]
@@ -56,13 +71,19 @@ end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_s = string.format('%d', now) -- numbers given to redis.call cost a %.17g each
 local expiry = string.format('%d', now + lease)
+local wait_ms, wait_s = 0, '0' -- stats: ms waited so far
+if ARGV[4] and ARGV[4] ~= '0' then
+    wait_ms = math.max(0, math.floor(tonumber(ARGV[4]) or 0))
+    wait_s = string.format('%d', wait_ms)
+end
 
--- stats: the holders the sweep below drops (their lease ended) --
-local swept = redis.call('ZRANGEBYSCORE', holders, '-inf', now)
--- end stats --
-local n_swept = redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
-local was_holder = redis.call('ZSCORE', holders, holder) -- stats
+-- the holders the sweep drops (their lease ended): usually none, so one read
+local swept = redis.call('ZRANGEBYSCORE', holders, '-inf', now_s)
+local n_swept = #swept
+if n_swept > 0 then redis.call('ZREMRANGEBYSCORE', holders, '-inf', now_s) end
+local count = redis.call('ZCARD', holders) -- kept up to date from here on, not read again
 
 local limit = tonumber(redis.call('GET', limkey)) or tonumber(ARGV[3]) or 0
 
@@ -73,33 +94,40 @@ local limit = tonumber(redis.call('GET', limkey)) or tonumber(ARGV[3]) or 0
 -- goes to the first (limit - count) live tickets only; a newcomer lines up
 -- behind them. Rate: GCRA (the generic cell rate algorithm, as in
 -- redis-cell), with server time: one permit every 1/rate s, up to burst at once.
+-- An empty queue has no tickets, dead or alive, and nobody to wake: its
+-- ZCARD is all the queue work then (queue and qexp hold the same members,
+-- added and removed together, with the same TTL).
 local wq
 if KEYS[7] then
-    wq = { queue = KEYS[7], qexp = KEYS[8], rkey = KEYS[9], ttl = tonumber(ARGV[7]) or 0,
-           flags = ARGV[8] or '', rate = tonumber(ARGV[9]) or 0, burst = tonumber(ARGV[10]) or 1,
-           retry = 0, hint = -1, now_us = tonumber(t[1]) * 1000000 + tonumber(t[2]) }
-    wq.base = string.sub(wq.queue, 1, -6) .. 'wake:'
-    if wq.burst < 1 then wq.burst = 1 end
-    -- tickets not refreshed in time: their waiters are gone
-    local dead = redis.call('ZRANGEBYSCORE', wq.qexp, '-inf', now, 'LIMIT', 0, 100)
-    for _, d in ipairs(dead) do
-        redis.call('ZREM', wq.queue, d)
-        redis.call('ZREM', wq.qexp, d)
-        redis.call('DEL', wq.base .. d)
+    -- (every field named here: a table that grows later is rebuilt)
+    wq = { queue = KEYS[7], qexp = KEYS[8], rkey = KEYS[9], flags = ARGV[8] or '',
+           rate = tonumber(ARGV[9]) or 0, retry = 0, hint = -1, changed = n_swept > 0,
+           queued = false, pos = 0, len = redis.call('ZCARD', KEYS[7]),
+           base = string.sub(KEYS[7], 1, -6) .. 'wake:' }
+    if wq.len > 0 then
+        -- tickets not refreshed in time: their waiters are gone
+        local dead = redis.call('ZRANGEBYSCORE', wq.qexp, '-inf', now_s, 'LIMIT', 0, 100)
+        for _, d in ipairs(dead) do
+            wq.len = wq.len - redis.call('ZREM', wq.queue, d)
+            redis.call('ZREM', wq.qexp, d)
+            redis.call('DEL', wq.base .. d)
+        end
+        wq.changed = wq.changed or #dead > 0
+        local rank = redis.call('ZRANK', wq.queue, holder)
+        wq.queued = rank ~= nil
+        wq.pos = rank or wq.len
     end
-    wq.changed = n_swept > 0 or #dead > 0
-    local rank = redis.call('ZRANK', wq.queue, holder)
-    wq.queued = rank ~= nil
-    wq.pos = rank or redis.call('ZCARD', wq.queue)
 end
+-- server time in us, for the rate and the queue's arrival order
+local function now_us() return tonumber(t[1]) * 1000000 + tonumber(t[2]) end
 -- FREE (> 0) permits are free: may HOLDER take one now? Consumes a rate slot if so.
 local function wait_admit(free)
     if not wq then return true end
     if wq.pos >= free then return false end
     if wq.rate > 0 then
-        local T = 1000000 / wq.rate
-        local tat = math.max(tonumber(redis.call('GET', wq.rkey)) or 0, wq.now_us)
-        local early = tat - T * (wq.burst - 1) - wq.now_us
+        local T, burst, us = 1000000 / wq.rate, math.max(tonumber(ARGV[10]) or 1, 1), now_us()
+        local tat = math.max(tonumber(redis.call('GET', wq.rkey)) or 0, us)
+        local early = tat - T * (burst - 1) - us
         if early > 0 then
             -- the waiters ahead of HOLDER take the slots before its own
             wq.retry = math.ceil((early + wq.pos * T) / 1000)
@@ -107,77 +135,106 @@ local function wait_admit(free)
         end
         local ntat = tat + T
         redis.call('SET', wq.rkey, string.format('%.3f', ntat), 'PX',
-                   string.format('%d', math.ceil((ntat - wq.now_us) / 1000) + 1))
+                   string.format('%d', math.ceil((ntat - us) / 1000) + 1))
     end
     return true
 end
 -- end wait --
 
-local granted = 0
-if redis.call('ZSCORE', holders, holder) then
-    redis.call('ZADD', holders, expiry, holder)
+-- A free permit that neither the queue nor the rate holds back: one ZADD
+-- both admits HOLDER and tells whether it held a permit already (0 added).
+-- Otherwise a holder asking again keeps its permit (its lease renewed)
+-- whatever the queue and the rate say, as before.
+local granted, was_holder = 0, false
+if count < limit and (not wq or (wq.rate <= 0 and wq.pos < limit - count)) then
+    was_holder = redis.call('ZADD', holders, expiry, holder) == 0
     granted = 1
-elseif redis.call('ZCARD', holders) < limit and wait_admit(limit - redis.call('ZCARD', holders)) then
+elseif redis.call('ZSCORE', holders, holder) then
+    redis.call('ZADD', holders, expiry, holder)
+    was_holder, granted = true, 1
+elseif count < limit and wait_admit(limit - count) then
     redis.call('ZADD', holders, expiry, holder)
     granted = 1
 end
+local fresh = granted == 1 and not was_holder -- a new grant
+if fresh then count = count + 1 end
 
-local count = redis.call('ZCARD', holders)
-if count > 0 then
-    local top = redis.call('ZRANGE', holders, -1, -1, 'WITHSCORES')
-    local ttl = tonumber(top[2]) - now + lease
-    if ttl < lease then ttl = lease end
-    redis.call('PEXPIRE', holders, string.format('%d', ttl))
+-- stats: acquire times (the since hash) --
+local since = KEYS[4]
+for i = 1, n_swept, 1000 do
+    redis.call('HDEL', since, unpack(swept, i, math.min(i + 999, n_swept)))
 end
--- stats: counters, wait histogram, acquire times, waiters, audit --
+if fresh then redis.call('HSET', since, holder, now_s) end
+-- end stats --
+-- TTL of the holders key (and of since, which always has the same TTL: both
+-- are set together, here and in renew.lua). A grant needs the key to outlive
+-- its lease; when less than one lease is left (or the key, or since, is new
+-- or lost its TTL), both get (latest expiry - now) + lease. Otherwise the TTL
+-- already covers this lease and, by this same rule, every other live one.
+if granted == 1 then
+    local pttl = -1
+    if count > 1 or was_holder then pttl = redis.call('PTTL', since) end
+    if pttl < lease then
+        local ttl = lease + lease -- HOLDER alone: its expiry is the latest
+        if count > 1 then
+            local top = redis.call('ZRANGE', holders, -1, -1, 'WITHSCORES')
+            ttl = tonumber(top[2]) - now + lease -- >= 2 leases: HOLDER's is in it
+        end
+        ttl = string.format('%d', ttl)
+        redis.call('PEXPIRE', holders, ttl)
+        redis.call('PEXPIRE', since, ttl)
+    end
+end
+-- stats: counters, wait histogram, waiters, audit --
 -- The stats hash has no TTL: its counters are monotonic (Prometheus
 -- counters), so it outlives idle periods. since and waiters live as long as
 -- the holders key / the longest wait; both stay O(1) per call when nothing
 -- expired (the sweep reads only expired members).
 do
-    local stats, since, waiters, audit = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-    local wait_ms = math.max(0, math.floor(tonumber(ARGV[4]) or 0))
-    local wait_left = math.max(0, math.floor(tonumber(ARGV[5]) or 0))
-    local audit_max = math.floor(tonumber(ARGV[6]) or 0)
-    if #swept > 0 then
-        redis.call('HINCRBY', stats, 'reclaimed', #swept)
-        for i = 1, #swept, 1000 do
-            redis.call('HDEL', since, unpack(swept, i, math.min(i + 999, #swept)))
-        end
-    end
+    local stats, waiters, audit = KEYS[3], KEYS[5], KEYS[6]
+    if n_swept > 0 then redis.call('HINCRBY', stats, 'reclaimed', n_swept) end
     local ev
-    if granted == 1 and not was_holder then
-        local bounds = {1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
-        local bucket = 'wait_le_inf'
-        for _, b in ipairs(bounds) do
-            if wait_ms <= b then bucket = 'wait_le_' .. b break end
+    if fresh then
+        local bucket = 'wait_le_1'
+        if wait_ms > 1 then
+            bucket = 'wait_le_inf'
+            for _, b in ipairs({5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}) do
+                if wait_ms <= b then bucket = 'wait_le_' .. b break end
+            end
         end
-        redis.call('HINCRBY', stats, 'acquired', 1)
-        redis.call('HINCRBY', stats, bucket, 1)
-        redis.call('HINCRBY', stats, 'wait_count', 1)
-        redis.call('HINCRBY', stats, 'wait_sum_ms', wait_ms)
-        redis.call('HSET', since, holder, string.format('%d', now))
-        redis.call('ZREM', waiters, holder)
+        redis.call('HINCRBY', stats, 'acquired', '1')
+        redis.call('HINCRBY', stats, bucket, '1')
+        -- wait_sum_ms exists with wait_count (both made by the first grant or
+        -- timeout): adding 0 to it is needed only then
+        if redis.call('HINCRBY', stats, 'wait_count', '1') == 1 or wait_ms > 0 then
+            redis.call('HINCRBY', stats, 'wait_sum_ms', wait_s)
+        end
         ev = 'acquire'
     elseif granted == 0 then
-        redis.call('HINCRBY', stats, 'denied', 1)
-        if wait_left > 0 then
-            redis.call('ZADD', waiters, string.format('%d', now + wait_left + 1000), holder)
-        end
+        redis.call('HINCRBY', stats, 'denied', '1')
     end
     redis.call('HSET', stats, 'limit', limit)
     if count >= limit then
-        redis.call('HSETNX', stats, 'full_since', string.format('%d', now))
+        redis.call('HSETNX', stats, 'full_since', now_s)
     else
         redis.call('HDEL', stats, 'full_since')
     end
-    redis.call('ZREMRANGEBYSCORE', waiters, '-inf', now)
-    local wtop = redis.call('ZRANGE', waiters, -1, -1, 'WITHSCORES')
-    if wtop[2] then
-        redis.call('PEXPIRE', waiters, string.format('%d', tonumber(wtop[2]) - now + 1))
+    -- waiters: only a caller that was refused (or may have been: it waited,
+    -- or holds or held a ticket) is or was listed there
+    if granted == 0 or wait_ms > 0 or not wq or wq.queued or wq.flags ~= '' then
+        local wait_left = math.max(0, math.floor(tonumber(ARGV[5]) or 0))
+        if fresh then
+            redis.call('ZREM', waiters, holder)
+        elseif granted == 0 and wait_left > 0 then
+            redis.call('ZADD', waiters, string.format('%d', now + wait_left + 1000), holder)
+        end
+        redis.call('ZREMRANGEBYSCORE', waiters, '-inf', now_s)
+        local wtop = redis.call('ZRANGE', waiters, -1, -1, 'WITHSCORES')
+        if wtop[2] then
+            redis.call('PEXPIRE', waiters, string.format('%d', tonumber(wtop[2]) - now + 1))
+        end
     end
-    local pttl = redis.call('PTTL', holders)
-    if pttl > 0 then redis.call('PEXPIRE', since, pttl) end
+    local audit_max = ARGV[6] == '0' and 0 or math.floor(tonumber(ARGV[6]) or 0)
     if ev and audit_max > 0 then
         redis.call('XADD', audit, 'MAXLEN', '~', audit_max, '*', 'event', ev, 'holder', holder,
                    'wait_ms', wait_ms, 'count', count, 'limit', limit)
@@ -186,19 +243,22 @@ end
 -- end stats --
 -- wait: queue bookkeeping, wake-ups (issue 6) --
 if wq then
-    local mykey = wq.base .. holder
-    if granted == 1 or wq.ttl <= 0 or string.find(wq.flags, 'l', 1, true) then
+    local flags = wq.flags
+    local leave = flags ~= '' and string.find(flags, 'l', 1, true)
+    local ttl = granted == 0 and (tonumber(ARGV[7]) or 0) or 0
+    if granted == 1 or ttl <= 0 or leave then
         if wq.queued then
             redis.call('ZREM', wq.queue, holder)
             redis.call('ZREM', wq.qexp, holder)
             wq.changed = true
         end
-        redis.call('DEL', mykey)
+        -- a caller that never held a ticket nor waited has no wake list
+        if wq.queued or flags ~= '' or wait_ms > 0 then redis.call('DEL', wq.base .. holder) end
     else
-        redis.call('ZADD', wq.queue, 'NX', string.format('%d', wq.now_us), holder)
-        redis.call('ZADD', wq.qexp, string.format('%d', now + wq.ttl), holder)
+        wq.len = wq.len + redis.call('ZADD', wq.queue, 'NX', string.format('%d', now_us()), holder)
+        redis.call('ZADD', wq.qexp, string.format('%d', now + ttl), holder)
         for _, k in ipairs({ wq.queue, wq.qexp }) do
-            if redis.call('PTTL', k) < wq.ttl then redis.call('PEXPIRE', k, string.format('%d', wq.ttl)) end
+            if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, string.format('%d', ttl)) end
         end
         if wq.retry == 0 and count > 0 then
             local first = redis.call('ZRANGE', holders, 0, 0, 'WITHSCORES')
@@ -208,7 +268,7 @@ if wq then
     -- permits freed by lease expiry, or queue places freed: the first
     -- (limit - count) waiters may now go; wake them (each list holds one token)
     local free = limit - count
-    if wq.changed and free > 0 then
+    if wq.changed and free > 0 and wq.len > 0 then
         for _, w in ipairs(redis.call('ZRANGE', wq.queue, 0, free - 1)) do
             if w ~= holder then
                 local e = tonumber(redis.call('ZSCORE', wq.qexp, w)) or (now + 1000)
@@ -218,10 +278,11 @@ if wq then
             end
         end
     end
-    if string.find(wq.flags, 'u', 1, true) then
+    if flags ~= '' and string.find(flags, 'u', 1, true) then
+        local mykey = wq.base .. holder
         redis.call('LPUSH', mykey, 'u')
         redis.call('LTRIM', mykey, 0, 0)
-        redis.call('PEXPIRE', mykey, string.format('%d', math.max(wq.ttl, 1000)))
+        redis.call('PEXPIRE', mykey, string.format('%d', math.max(tonumber(ARGV[7]) or 0, 1000)))
     end
     return {granted, count, limit, wq.retry, wq.hint}
 end

@@ -16,7 +16,8 @@
 -- Present holders get expiry now + lease (server TIME); that includes one
 -- whose lease ran out but was not swept yet (nobody was admitted in its place).
 -- Other holders whose lease has expired are dropped afterwards. The key's TTL is then set to
--- (latest expiry - now) + lease, as in acquire.lua.
+-- (latest expiry - now) + lease, as in acquire.lua, and since gets the very
+-- same TTL: acquire.lua reads the TTL of both from since.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local holders = KEYS[1]
