@@ -22,7 +22,7 @@
 -- Removing the last member deletes the key (Redis drops empty sorted sets).
 --
 -- Cost: on the fast path (a holder leaving, full_since not set, empty
--- queue, no audit) this is 5 redis.call: ZREM, HINCRBY, HDEL since, HEXISTS
+-- queue, no audit) this is 5 redis.call: ZREM, HINCRBY, HDEL since, HGET
 -- full_since, ZCARD queue. An empty queue has no ticket, dead
 -- or alive, and nobody to wake (queue and qexp hold the same members, added
 -- and removed together); HOLDER is not in it, so it has no wake list either
@@ -35,9 +35,10 @@ if removed == 1 then
     redis.call('HINCRBY', stats, 'released', '1')
     redis.call('HDEL', KEYS[3], ARGV[1])
     -- full_since goes once the count is below the limit last recorded (it
-    -- stays when set-limit lowered the limit under the holders)
+    -- stays when set-limit lowered the limit under the holders). HGET, not
+    -- HEXISTS: the scripts use only the commands examples/redis-acl.conf allows.
     local count
-    if redis.call('HEXISTS', stats, 'full_since') == 1 then
+    if redis.call('HGET', stats, 'full_since') then
         local lim = tonumber(redis.call('HGET', stats, 'limit'))
         if lim then
             count = redis.call('ZCARD', KEYS[1])
