@@ -275,4 +275,21 @@ static inline redisReply *redis_fixture_cmd(const struct redis_fixture *f, const
     return rep;
 }
 
+/* One server for a whole cmocka group: defines the fixture FX and
+ * group_setup / group_teardown, which start and stop it (pass them to
+ * cmocka_run_group_tests). */
+#define REDIS_FIXTURE_GROUP(FX)                                                 \
+    static struct redis_fixture FX;                                             \
+    static int group_setup(void **state)                                        \
+    {                                                                           \
+        (void)state;                                                            \
+        return redis_fixture_start(&FX, NULL);                                  \
+    }                                                                           \
+    static int group_teardown(void **state)                                     \
+    {                                                                           \
+        (void)state;                                                            \
+        redis_fixture_stop(&FX);                                                \
+        return 0;                                                               \
+    }
+
 #endif

@@ -20,22 +20,9 @@
 #define PFX "ccapdefer:"
 #define FAR (fx_now_ms() + 60000)
 
-static struct redis_fixture fx;
+REDIS_FIXTURE_GROUP(fx)
 static struct ccap_redis *R;
 static redisContext *CLI; /* the test's own view of the server */
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return redis_fixture_start(&fx, NULL);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    redis_fixture_stop(&fx);
-    return 0;
-}
 
 static int setup(void **state)
 {

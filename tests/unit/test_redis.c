@@ -25,20 +25,7 @@
 #include "sha1.h"
 #include "redis_fixture.h"
 
-static struct redis_fixture fx;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return redis_fixture_start(&fx, NULL);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    redis_fixture_stop(&fx);
-    return 0;
-}
+REDIS_FIXTURE_GROUP(fx)
 
 static struct ccap_redis_conf unix_conf(void)
 {

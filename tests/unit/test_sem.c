@@ -19,22 +19,9 @@
 
 #define PFX "ccaptest:"
 
-static struct redis_fixture fx;
+REDIS_FIXTURE_GROUP(fx)
 static struct ccap_redis *R;
 static redisContext *CLI; /* the test's own view of the server */
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return redis_fixture_start(&fx, NULL);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    redis_fixture_stop(&fx);
-    return 0;
-}
 
 static struct ccap_redis *client_for(const char *sock)
 {
@@ -645,12 +632,16 @@ static void test_malformed_replies(void **state)
 
 /* ---- ops stats (issue 7): counters, histogram, acquire times, waiters, audit ---- */
 
-/* A field of NAME's stats hash as a number; -1 when absent. */
-static long long stat_of(const char *name, const char *field)
+/* A reply that is a number in a string (ZSCORE, HGET) as a number; -1 for nil. */
+static long long cli_num(const char *fmt, ...)
 {
-    redisReply *rep = redisCommand(CLI, "HGET " PFX "{%s}:stats %s", name, field);
+    redisReply *rep;
     long long v = -1;
+    va_list ap;
 
+    va_start(ap, fmt);
+    rep = redisvCommand(CLI, fmt, ap);
+    va_end(ap);
     assert_non_null(rep);
     if (rep->type == REDIS_REPLY_STRING)
         v = atoll(rep->str);
@@ -658,6 +649,12 @@ static long long stat_of(const char *name, const char *field)
         assert_int_equal(rep->type, REDIS_REPLY_NIL);
     freeReplyObject(rep);
     return v;
+}
+
+/* A field of NAME's stats hash as a number; -1 when absent. */
+static long long stat_of(const char *name, const char *field)
+{
+    return cli_num("HGET " PFX "{%s}:stats %s", name, field);
 }
 
 static long long server_now_ms(void)
@@ -955,24 +952,6 @@ static void test_ttl_after_lost_key(void **state)
     assert_int_equal(cli_int("EXISTS " PFX "{lost}:since"), 0);
 }
 
-/* A reply that is a number in a string (ZSCORE, HGET) as a number; -1 for nil. */
-static long long cli_num(const char *fmt, ...)
-{
-    redisReply *rep;
-    long long v = -1;
-    va_list ap;
-
-    va_start(ap, fmt);
-    rep = redisvCommand(CLI, fmt, ap);
-    va_end(ap);
-    assert_non_null(rep);
-    if (rep->type == REDIS_REPLY_STRING)
-        v = atoll(rep->str);
-    else
-        assert_int_equal(rep->type, REDIS_REPLY_NIL);
-    freeReplyObject(rep);
-    return v;
-}
 
 /* A holder asking again below the limit keeps its one permit: lease
  * renewed, no second grant counted, its acquire time kept. */

@@ -19,7 +19,7 @@
 
 #define PFX "ccapwait:"
 
-static struct redis_fixture fx;
+REDIS_FIXTURE_GROUP(fx)
 static struct ccap_redis *R;
 static redisContext *CLI;
 
@@ -31,19 +31,6 @@ static struct ccap_redis_conf conf_for(const char *sock)
     c.connect_timeout_ms = 1000;
     c.command_timeout_ms = 2000;
     return c;
-}
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return redis_fixture_start(&fx, NULL);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    redis_fixture_stop(&fx);
-    return 0;
 }
 
 static int setup(void **state)
