@@ -28,7 +28,7 @@ static const char *const redis_keys[] = {"host", "port", "socket", "db", "connec
                                          "password_file", "password_env", "sentinels", "master",
                                          "cluster", NULL};
 static const char *const sem_keys[] = {"name", "limit", "lease_ms", "wait_timeout_ms", "rate", "burst",
-                                       "local_limit", NULL};
+                                       "local_limit", "restart_grace_ms", NULL};
 static const char *const rule_keys[] = {"semaphore", "match", "resolve", "resolve_interval_s", NULL};
 
 #define KEY_PREFIX_MAX 64
@@ -509,10 +509,16 @@ static int load_sem(struct ctx *c, const config_setting_t *g, size_t idx, struct
         (rc = get_int(c, g, pre, "wait_timeout_ms", 0, INT_MAX, "an integer >= 0",
                       &sc->wait_timeout_ms)) < 0 ||
         (rc = get_int(c, g, pre, "burst", 1, INT_MAX, "an integer >= 1", &sc->burst)) < 0 ||
-        (rc = get_int(c, g, pre, "local_limit", 0, INT_MAX, "an integer >= 0", &sc->local_limit)) < 0)
+        (rc = get_int(c, g, pre, "local_limit", 0, INT_MAX, "an integer >= 0", &sc->local_limit)) < 0 ||
+        (rc = get_int(c, g, pre, "restart_grace_ms", 0, INT_MAX, "an integer >= 0", &sc->restart_grace_ms)) < 0)
         return rc;
     if (sc->limit < 0)
         return fail(c, g, join(path, sizeof path, pre, "limit"), "is required");
+    if (sc->restart_grace_ms > sc->lease_ms)
+        return fail(c, config_setting_get_member(g, "restart_grace_ms"),
+                    join(path, sizeof path, pre, "restart_grace_ms"),
+                    "%d is longer than lease_ms (%d): every lease has ended by then; lease_ms / 2 is enough",
+                    sc->restart_grace_ms, sc->lease_ms);
 
     if ((s = config_setting_get_member(g, "rate"))) {
         join(path, sizeof path, pre, "rate");

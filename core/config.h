@@ -36,6 +36,7 @@ struct ccap_sem_conf {
     double rate;              /* new connections per second; 0 = no rate limit */
     int burst;                /* token-bucket burst; default max(1, ceil(rate)) */
     int local_limit;          /* per-process cap when on_redis_down = "local"; default limit */
+    int restart_grace_ms;     /* 0..lease_ms, default 0: after Redis lost the semaphore, new grants wait this long */
     int line;                 /* line in the file, for messages */
 };
 

@@ -350,7 +350,7 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
     long long start = now_ms(), deadline = start + wait_ms;
     struct ccap_sem_req q = { .holder = p->holder, .lease_ms = s->lease_ms, .limit = s->limit,
                               .ticket_ttl_ms = wait_ms > 0 ? ticket_ttl_ms() : 0, .rate = s->rate,
-                              .burst = s->burst };
+                              .burst = s->burst, .grace_ms = s->restart_grace_ms };
     struct ccap_sem_result res;
     struct ccap_redis *wc = NULL;
     char wake[640];

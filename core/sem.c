@@ -262,17 +262,17 @@ static int sem_keys(char (*keys)[CCAP_KEY_MAX], const char **args, const char *c
 int ccap_sem_acquire_fair(struct ccap_redis *r, const char *prefix, const char *name,
                           const struct ccap_sem_req *q, struct ccap_sem_result *res)
 {
-    static const char *const suffix[9] = { "holders", "limit", "stats", "since", "waiters", "audit",
-                                           "queue", "qexp", "rate" };
-    char keys[9][CCAP_KEY_MAX], lease[16], lim[16], waited[24], left[24], audit[16];
-    char ttl[16], flags[4], rate[32], burst[16];
-    const char *args[19];
+    static const char *const suffix[10] = { "holders", "limit", "stats", "since", "waiters", "audit",
+                                            "queue", "qexp", "rate", "epoch" };
+    char keys[10][CCAP_KEY_MAX], lease[16], lim[16], waited[24], left[24], audit[16];
+    char ttl[16], flags[4], rate[32], burst[16], grace[16];
+    const char *args[21];
     redisReply *rep;
     int rc, nf = 0;
 
-    if (!q || q->lease_ms <= 0 || !q->holder || q->rate < 0 || q->ticket_ttl_ms < 0)
+    if (!q || q->lease_ms <= 0 || !q->holder || q->rate < 0 || q->ticket_ttl_ms < 0 || q->grace_ms < 0)
         return -EINVAL;
-    if (sem_keys(keys, args, suffix, 9, prefix, name) < 0)
+    if (sem_keys(keys, args, suffix, 10, prefix, name) < 0)
         return -ENAMETOOLONG;
     snprintf(lease, sizeof lease, "%d", q->lease_ms);
     snprintf(lim, sizeof lim, "%d", q->limit);
@@ -287,18 +287,20 @@ int ccap_sem_acquire_fair(struct ccap_redis *r, const char *prefix, const char *
     flags[nf] = '\0';
     snprintf(rate, sizeof rate, "%.6f", q->rate);
     snprintf(burst, sizeof burst, "%d", q->burst > 0 ? q->burst : 1);
-    args[9] = q->holder;
-    args[10] = lease;
-    args[11] = lim;
-    args[12] = waited;
-    args[13] = left;
-    args[14] = audit;
-    args[15] = ttl;
-    args[16] = flags;
-    args[17] = rate;
-    args[18] = burst;
+    snprintf(grace, sizeof grace, "%d", q->grace_ms);
+    args[10] = q->holder;
+    args[11] = lease;
+    args[12] = lim;
+    args[13] = waited;
+    args[14] = left;
+    args[15] = audit;
+    args[16] = ttl;
+    args[17] = flags;
+    args[18] = rate;
+    args[19] = burst;
+    args[20] = grace;
 
-    rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, 9, 19, args, &rep);
+    rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, 10, 21, args, &rep);
     if (rc < 0)
         return rc;
     rc = parse_acquire(rep, res);

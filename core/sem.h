@@ -123,6 +123,8 @@ struct ccap_sem_req {
     int flags;              /* CCAP_SEM_UNBLOCK, CCAP_SEM_LEAVE */
     double rate;            /* permits per second, 0: no rate limit */
     int burst;              /* >= 1 */
+    int grace_ms;           /* > 0: when the semaphore's epoch key is missing (first use, or Redis
+                             * lost its data), new grants wait this long: holders re-register first */
 };
 #define CCAP_SEM_UNBLOCK 1  /* push a token to HOLDER's own wake list (ends its pending BLPOP) */
 #define CCAP_SEM_LEAVE 2    /* leave the queue if not admitted now (the last attempt) */

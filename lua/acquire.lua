@@ -30,11 +30,19 @@
 --          BLPOP on another connection); "l" leave the queue if not admitted
 -- ARGV[9]  rate: new permits per second over the fleet (0: no rate limit)
 -- ARGV[10] burst (>= 1): permits the rate lets through at once
+-- KEYS[10] <prefix>{name}:epoch    string, no TTL: server ms from which new
+--                                  grants are allowed (restart grace, below)
+-- ARGV[11] restart grace in ms (0: off): when KEYS[10] is missing -- Redis
+--          never saw this semaphore, or lost its data (a restart without
+--          persistence, a flush) -- it is set to now + grace, and until then
+--          only holders asking again keep permits: the holders of before the
+--          loss re-register with their next heartbeat (renew.lua) meanwhile,
+--          so the fleet never counts from zero. Optional (KEYS[10] absent).
 -- Wake lists <prefix>{name}:wake:<holder id> (a list of at most one token) are
 -- derived from KEYS[7]; they share its hash tag, so its cluster slot.
 -- With these keys the reply has two more elements: retry_ms (> 0: admitted by
--- the limit and the queue, but the rate says not yet: the next slot is in that
--- many ms) and wake_ms (ms until the earliest lease ends, when a waiter must
+-- the limit and the queue, but the rate or the restart grace says not yet:
+-- the next slot is in that many ms) and wake_ms (ms until the earliest lease ends, when a waiter must
 -- re-check even if nobody wakes it; -1: none).
 -- -- end wait --
 -- Returns {granted (0/1), count after the call, limit in force}.
@@ -141,20 +149,33 @@ local function wait_admit(free)
 end
 -- end wait --
 
+-- restart grace (opt-in): ms left before new grants, 0 when none
+local grace = 0
+if KEYS[10] and ARGV[11] and ARGV[11] ~= '0' then
+    local opens = tonumber(redis.call('GET', KEYS[10]))
+    if not opens then
+        opens = now + (tonumber(ARGV[11]) or 0)
+        redis.call('SET', KEYS[10], string.format('%d', opens))
+    end
+    if opens > now then grace = opens - now end
+end
+
 -- A free permit that neither the queue nor the rate holds back: one ZADD
 -- both admits HOLDER and tells whether it held a permit already (0 added).
 -- Otherwise a holder asking again keeps its permit (its lease renewed)
 -- whatever the queue and the rate say, as before.
 local granted, was_holder = 0, false
-if count < limit and (not wq or (wq.rate <= 0 and wq.pos < limit - count)) then
+if grace == 0 and count < limit and (not wq or (wq.rate <= 0 and wq.pos < limit - count)) then
     was_holder = redis.call('ZADD', holders, expiry, holder) == 0
     granted = 1
 elseif redis.call('ZSCORE', holders, holder) then
     redis.call('ZADD', holders, expiry, holder)
     was_holder, granted = true, 1
-elseif count < limit and wait_admit(limit - count) then
+elseif grace == 0 and count < limit and wait_admit(limit - count) then
     redis.call('ZADD', holders, expiry, holder)
     granted = 1
+elseif grace > 0 and wq then
+    wq.retry = math.max(wq.retry, grace) -- a waiter tries again when the grace ends
 end
 local fresh = granted == 1 and not was_holder -- a new grant
 if fresh then count = count + 1 end

@@ -125,6 +125,7 @@ static void test_defaults(void **state)
     assert_true(s->rate == 0.0);
     assert_int_equal(s->burst, 1);
     assert_int_equal(s->local_limit, 4);
+    assert_int_equal(s->restart_grace_ms, 0);
     assert_int_equal(s->line, 1);
     assert_int_equal(cfg->n_rules, 1);
     assert_int_equal(cfg->rules[0].sem, 0);
@@ -150,7 +151,7 @@ static void test_full(void **state)
              "};\n"
              "semaphores = (\n"
              "  { name = \"partner-api\"; limit = 4; lease_ms = 300; wait_timeout_ms = 0;\n"
-             "    rate = 2.5; local_limit = 2; },\n"
+             "    rate = 2.5; local_limit = 2; restart_grace_ms = 150; },\n"
              "  { name = \"db.main_1\"; limit = 0L; rate = 10; burst = 3; }\n"
              ");\n"
              "rules = (\n"
@@ -184,6 +185,7 @@ static void test_full(void **state)
     assert_true(cfg->sems[0].rate == 2.5);
     assert_int_equal(cfg->sems[0].burst, 3); /* ceil(2.5) */
     assert_int_equal(cfg->sems[0].local_limit, 2);
+    assert_int_equal(cfg->sems[0].restart_grace_ms, 150);
     assert_int_equal(cfg->sems[0].line, 9);
     assert_string_equal(cfg->sems[1].name, "db.main_1");
     assert_int_equal(cfg->sems[1].limit, 0);
@@ -366,6 +368,10 @@ static void test_ranges(void **state)
                   "semaphores[0].burst: must be an integer >= 1, not 0");
     load_bad_line("semaphores = ( { name = \"a\"; limit = 1; local_limit = -2; } );\n", 1,
                   "semaphores[0].local_limit: must be an integer >= 0, not -2");
+    load_bad_line("semaphores = ( { name = \"a\"; limit = 1; restart_grace_ms = -1; } );\n", 1,
+                  "semaphores[0].restart_grace_ms: must be an integer >= 0, not -1");
+    load_bad_line("semaphores = ( { name = \"a\"; limit = 1; lease_ms = 1000;\n restart_grace_ms = 1001; } );\n", 2,
+                  "semaphores[0].restart_grace_ms: 1001 is longer than lease_ms (1000)");
     load_bad_line("redis = { port = 0; };\n", 1, "redis.port: must be an integer 1-65535, not 0");
     load_bad_line("redis = { port = 70000; };\n", 1, "redis.port: must be an integer 1-65535, not 70000");
     load_bad_line("redis = { db = -1; };\n", 1, "redis.db: must be an integer >= 0");

@@ -436,6 +436,55 @@ static void test_pool_reuse_reap_fork(void **state)
     assert_int_equal(fcntl(fd, F_GETFD), -1);
 }
 
+/* ---- restart grace (opt-in) ---- */
+
+static struct ccap_sem_result graced(const char *sem, const char *h, int grace_ms)
+{
+    struct ccap_sem_req q = { .holder = h, .lease_ms = 30000, .limit = 2, .ticket_ttl_ms = 5000,
+                              .burst = 1, .grace_ms = grace_ms };
+    struct ccap_sem_result res = { -1, -1, -1, -1, -2 };
+
+    assert_int_equal(ccap_sem_acquire_fair(R, PFX, sem, &q, &res), 0);
+    return res;
+}
+
+/* The semaphore's data is gone (never seen, or Redis lost it): no new
+ * grant until the grace ends, while a holder that re-registered keeps its
+ * permit; then grants resume; with the epoch key present, none waits. */
+static void test_restart_grace(void **state)
+{
+    struct ccap_sem_result res;
+    long long t0;
+    (void)state;
+
+    res = graced("g", "A", 600);
+    assert_int_equal(res.granted, 0);
+    assert_true(res.retry_ms > 300 && res.retry_ms <= 600);    /* the waiter's next try */
+    assert_int_equal(cli_int("EXISTS " PFX "{g}:epoch"), 1);
+    assert_int_equal(cli_int("TTL " PFX "{g}:epoch"), -1);     /* no TTL: outlives idle spells */
+
+    /* a holder of before the loss, re-registered by its heartbeat, keeps its permit */
+    assert_int_equal(cli_int("ZADD " PFX "{g}:holders 99999999999999 H"), 1);
+    assert_int_equal(graced("g", "H", 600).granted, 1);
+    assert_int_equal(graced("g", "B", 600).granted, 0);
+
+    t0 = fx_now_ms();
+    while (graced("g", "A", 600).granted == 0) {
+        assert_true(fx_now_ms() - t0 < 5000);
+        fx_sleep_ms(20);
+    }
+    assert_true(fx_now_ms() - t0 >= 200);           /* not before the grace ended */
+    assert_int_equal(graced("g", "B", 600).granted, 0);   /* limit 2: H and A */
+
+    /* epoch present: a semaphore emptied the normal way waits for nothing */
+    assert_int_equal(cli_int("DEL " PFX "{g}:holders"), 1);
+    assert_int_equal(graced("g", "C", 600).granted, 1);
+
+    /* grace 0 (the default) never looks at the epoch */
+    assert_int_equal(graced("g0", "A", 0).granted, 1);
+    assert_int_equal(cli_int("EXISTS " PFX "{g0}:epoch"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -453,6 +502,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_block_deadline_is_ours, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_lost_wakeup_between_attempt_and_block, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pool_reuse_reap_fork, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_grace, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
