@@ -6,6 +6,7 @@ LIBDIR   ?= $(PREFIX)/lib
 BINDIR   ?= $(PREFIX)/bin
 SYSCONF  ?= /etc
 PKGS     := hiredis libconfig
+VERSION  := 0.2.0
 CC       ?= cc
 
 ifeq ($(SAN),)
@@ -57,6 +58,8 @@ $(BUILD)/scripts.c: $(LUA) mk/embed-lua.sh
 $(BUILD)/%.o: %.c $(wildcard core/*.h shim/*.h cli/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/cli/conncap.o: CFLAGS += -DCCAP_VERSION='"$(VERSION)"' -DCCAP_LIBDIR='"$(LIBDIR)"'
 
 $(BUILD)/scripts.o: $(BUILD)/scripts.c
 	$(CC) $(CFLAGS) -c -o $@ $<

@@ -6,8 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <hiredis/hiredis.h>
+#include <libconfig.h>
 #include "cli.h"
 
+#ifndef CCAP_VERSION
+#define CCAP_VERSION "unknown"
+#endif
 #ifndef CCAP_LIBDIR
 #define CCAP_LIBDIR "/usr/local/lib"
 #endif
@@ -37,6 +42,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: conncap COMMAND [ARGS]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(f, "  %-54s %s\n", commands[i].usage, commands[i].help);
+    fprintf(f, "  %-54s %s\n", "--version", "version, library versions and the shim's path");
     fprintf(f, "\nThe config is -c FILE, else $CONNCAP_CONFIG, else %s.\n"
                "Exit status: 0 ok, 1 alert, 2 usage, config or connection error.\n", "/etc/conncap.conf");
 }
@@ -66,6 +72,12 @@ int main(int argc, char **argv)
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("conncap %s (hiredis %d.%d.%d, libconfig %d.%d.%d)\nlibrary: %s\n", CCAP_VERSION, HIREDIS_MAJOR,
+               HIREDIS_MINOR, HIREDIS_PATCH, LIBCONFIG_VER_MAJOR, LIBCONFIG_VER_MINOR, LIBCONFIG_VER_REVISION,
+               ccap_cli_library());
         return 0;
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)

@@ -11,6 +11,11 @@ for c in $cmds; do
     grep -q "^\.B ${c//-/\\\\-}$" "$ROOT/doc/conncap.1" || h_fail "doc/conncap.1 has no entry for $c"
     grep -q "^### conncap $c$" "$ROOT/README.md" || h_fail "README has no section for $c"
 done
+# --version: exit 0, the Makefile's version and the library beside the binary
+out=$("$CLI" --version) || h_fail "--version: exit $?"
+want=$(sed -n 's/^VERSION *:= *//p' "$ROOT/Makefile")
+echo "$out" | head -1 | grep -q "^conncap $want (hiredis [0-9.]*, libconfig [0-9.]*)$" || h_fail "--version says: $out"
+echo "$out" | grep -qx "library: $(realpath "$LIB")" || h_fail "--version names another library: $out"
 # usage errors: exit 2 and a usage line on stderr, nothing on stdout
 usage() {
     local out rc
