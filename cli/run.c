@@ -93,6 +93,12 @@ static void print_config(const struct ccap_config *cfg)
     }
 }
 
+static void print_note(bool warn, const char *msg, void *arg)
+{
+    (void)arg;
+    fprintf(stderr, "conncap check: %s: %s\n", warn ? "warning" : "note", msg);
+}
+
 int ccap_cmd_check(int argc, char **argv)
 {
     struct ccap_cli_opts o;
@@ -100,6 +106,7 @@ int ccap_cmd_check(int argc, char **argv)
     struct ccap_config *cfg = ccap_cli_config(&o);
     if (!cfg) return CCAP_EXIT_USAGE;
     print_config(cfg);
+    ccap_config_notes(cfg, print_note, NULL);   /* the shim logs the same at start */
     int rc = CCAP_EXIT_USAGE;
     struct ccap_redis *r = ccap_cli_redis(cfg);
     if (r) {

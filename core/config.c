@@ -835,3 +835,32 @@ int ccap_config_sem_index(const struct ccap_config *cfg, const char *name)
             return (int)i;
     return -1;
 }
+
+size_t ccap_config_notes(const struct ccap_config *cfg, void (*note)(bool warn, const char *msg, void *arg),
+                         void *arg)
+{
+    char msg[512];
+    size_t warned = 0;
+
+    for (size_t i = 0; i < cfg->n_rules; i++) {
+        const struct ccap_rule *r = &cfg->rules[i];
+        size_t hosts = 0;
+        for (size_t k = 0; r->resolve && k < r->n_pats; k++) {
+            hosts += r->pats[k].kind == CCAP_PAT_HOST;
+            if (r->pats[k].kind == CCAP_PAT_WILDCARD) {
+                snprintf(msg, sizeof msg, "%s:%d: rules[%zu]: resolve = true cannot look up the wildcard \"%s\"; "
+                         "it matches only names the program itself resolves", cfg->path, r->line, i,
+                         r->pats[k].text);
+                note(false, msg, arg);
+            }
+        }
+        if (r->resolve && !hosts) {
+            snprintf(msg, sizeof msg, "%s:%d: rules[%zu]: resolve = true, but the rule has no exact host name to "
+                     "look up (addresses and wildcards are never resolved): it has no effect", cfg->path, r->line,
+                     i);
+            note(true, msg, arg);
+            warned++;
+        }
+    }
+    return warned;
+}

@@ -100,6 +100,13 @@ const struct ccap_rule *ccap_config_match(const struct ccap_config *cfg, const s
 /* Index of the semaphore called NAME, or -1. */
 int ccap_config_sem_index(const struct ccap_config *cfg, const char *name);
 
+/* Settings that load but cannot do what they say: calls NOTE once per
+ * finding with WARN (true: the setting has no effect at all; false: a
+ * limitation to know) and a message "FILE:LINE: rules[I]: ...". Returns how
+ * many findings had WARN set. Pure; thread-safe. */
+size_t ccap_config_notes(const struct ccap_config *cfg, void (*note)(bool warn, const char *msg, void *arg),
+                         void *arg);
+
 /* Parses an errno name ("ETIMEDOUT", "ECONNREFUSED", "EAGAIN", ...; any
  * case) into its value; returns -EINVAL for an unknown name. */
 int ccap_errno_parse(const char *name);

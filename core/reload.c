@@ -179,24 +179,16 @@ static void run_jobs(struct job *jobs, size_t n, bool all)
             run_job(&jobs[i], now_ms());
 }
 
+static void log_note(bool warn, const char *msg, void *arg)
+{
+    (void)arg;
+    ccap_log(warn ? CCAP_LOG_WARN : CCAP_LOG_INFO, "%s", msg);
+}
+
 /* Says once per loaded config what resolve = true cannot do. */
 static void note_resolve_rules(const struct ccap_config *cfg)
 {
-    for (size_t i = 0; i < cfg->n_rules; i++) {
-        const struct ccap_rule *r = &cfg->rules[i];
-        size_t hosts = 0;
-        for (size_t k = 0; r->resolve && k < r->n_pats; k++) {
-            hosts += r->pats[k].kind == CCAP_PAT_HOST;
-            if (r->pats[k].kind == CCAP_PAT_WILDCARD)
-                ccap_log(CCAP_LOG_INFO, "%s:%d: rules[%zu]: resolve = true cannot look up the wildcard \"%s\"; "
-                         "it matches only names the program itself resolves", cfg->path, r->line, i,
-                         r->pats[k].text);
-        }
-        if (r->resolve && !hosts)
-            ccap_log(CCAP_LOG_WARN, "%s:%d: rules[%zu]: resolve = true, but the rule has no exact host name to "
-                     "look up (addresses and wildcards are never resolved): it has no effect", cfg->path,
-                     r->line, i);
-    }
+    ccap_config_notes(cfg, log_note, NULL);
 }
 
 static void first_round_done(void)

@@ -1,4 +1,4 @@
-# check_redis_errors.sh -- `conncap check` against a silent port: one clear line, exit 2, no wait per script.
+# check_redis_errors.sh -- `conncap check` against a silent port: one clear line, exit 2, no wait per script; a no-op `resolve = true` is warned about.
 . "$(dirname "$0")/../lib/harness.sh"
 port=$(h_free_port)
 python3 -c '
@@ -20,4 +20,18 @@ cat "$T/err"
 [ "$(grep -c . "$T/err")" -eq 1 ] || h_fail "want exactly one error line, got: $(cat "$T/err")"
 grep -q "did not answer PING like a Redis server" "$T/err" || h_fail "unclear message"
 grep -q "reachable" "$T/out" && h_fail "check claimed redis is reachable"
+# a setting that loads but does nothing: check says so (the shim logs the
+# same at start), with file and line, and still exits 0 with Redis fine
+h_redis_start
+cat > "$T/r.conf" <<CONF
+redis = { socket = "$REDIS_SOCK"; };
+semaphores = ( { name = "a"; limit = 1; } );
+rules = ( { semaphore = "a"; match = ( "10.0.0.0/8:443" );
+            resolve = true; } );
+CONF
+"$CLI" check -c "$T/r.conf" >"$T/out" 2>"$T/err"; rc=$?
+[ $rc -eq 0 ] || h_fail "check of a config with a no-op resolve exited $rc: $(cat "$T/err")"
+grep -q "^conncap check: warning: $T/r.conf:3: rules\[0\]: resolve = true, but the rule has no exact host name" "$T/err" ||
+    h_fail "no warning for resolve = true without a host name: $(cat "$T/err")"
+grep -q "reachable" "$T/out" || h_fail "check did not reach redis"
 echo ok

@@ -617,6 +617,46 @@ static void test_small_err_buffer(void **state)
     assert_null(cfg);
 }
 
+/* What loads but cannot work is told: resolve = true on a rule with no
+ * exact host name has no effect (a warning), on a wildcard it is limited
+ * (a note); both name the file and line. */
+struct notes { int warn, info; char last[512]; };
+
+static void take_note(bool warn, const char *msg, void *arg)
+{
+    struct notes *n = arg;
+    if (warn) n->warn++; else n->info++;
+    snprintf(n->last, sizeof n->last, "%s", msg);
+}
+
+static void test_notes(void **state)
+{
+    struct notes n = { 0 };
+    char want[256];
+    (void)state;
+    struct ccap_config *cfg = load_ok(SEM "rules = ( { semaphore = \"api\"; match = (\"10.0.0.0/8:443\");\n"
+                                      "  resolve = true; } );\n");
+    assert_int_equal(ccap_config_notes(cfg, take_note, &n), 1);
+    assert_int_equal(n.warn, 1);
+    snprintf(want, sizeof want, "%s:2: rules[0]: resolve = true, but the rule has no exact host name", fixture);
+    if (!strstr(n.last, want)) fail_msg("note: %s", n.last);
+    ccap_config_free(cfg);
+
+    memset(&n, 0, sizeof n);
+    cfg = load_ok(SEM "rules = ( { semaphore = \"api\"; match = (\"*.x.test\", \"api.x.test:443\"); resolve = true; } );\n");
+    assert_int_equal(ccap_config_notes(cfg, take_note, &n), 0);
+    assert_int_equal(n.info, 1);
+    assert_non_null(strstr(n.last, "cannot look up the wildcard \"*.x.test\""));
+    ccap_config_free(cfg);
+
+    memset(&n, 0, sizeof n);
+    cfg = load_ok(SEM "rules = ( { semaphore = \"api\"; match = (\"api.x.test:443\"); resolve = true; },\n"
+                  "  { semaphore = \"api\"; match = (\"10.0.0.0/8\"); } );\n");
+    assert_int_equal(ccap_config_notes(cfg, take_note, &n), 0);
+    assert_int_equal(n.warn + n.info, 0);
+    ccap_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -627,7 +667,7 @@ int main(void)
         cmocka_unit_test(test_rule_errors),      cmocka_unit_test(test_policy_errors),
         cmocka_unit_test(test_redis_errors),     cmocka_unit_test(test_match),
         cmocka_unit_test(test_errno_names),      cmocka_unit_test(test_config_path),
-        cmocka_unit_test(test_small_err_buffer),
+        cmocka_unit_test(test_small_err_buffer), cmocka_unit_test(test_notes),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }
