@@ -36,6 +36,10 @@ struct ccap_config *ccap_cli_config(const struct ccap_cli_opts *o);
 /* Connects to the config's Redis; prints the error and returns NULL. */
 struct ccap_redis *ccap_cli_redis(const struct ccap_config *cfg);
 
+/* Prints R's last error to stderr with the address CFG names ("conncap:
+ * redis at ADDR: ERROR"). */
+void ccap_cli_redis_error(const struct ccap_config *cfg, const struct ccap_redis *r);
+
 int ccap_cmd_run(int argc, char **argv);
 int ccap_cmd_check(int argc, char **argv);
 int ccap_cmd_status(int argc, char **argv);

@@ -54,12 +54,18 @@ struct ccap_redis *ccap_cli_redis(const struct ccap_config *cfg)
     }
     int rc = ccap_redis_connect(r);
     if (rc < 0) {
-        const struct ccap_redis_conf *c = &cfg->redis;
-        if (c->n_sentinels || c->n_cluster) fprintf(stderr, "conncap: redis: %s\n", ccap_redis_errstr(r));
-        else if (c->socket) fprintf(stderr, "conncap: redis at %s: %s\n", c->socket, ccap_redis_errstr(r));
-        else fprintf(stderr, "conncap: redis at %s:%d: %s\n", c->host, c->port, ccap_redis_errstr(r));
+        ccap_cli_redis_error(cfg, r);
         ccap_redis_free(r);
         return NULL;
     }
     return r;
+}
+
+void ccap_cli_redis_error(const struct ccap_config *cfg, const struct ccap_redis *r)
+{
+    const struct ccap_redis_conf *c = &cfg->redis;
+    const char *e = ccap_redis_errstr(r)[0] ? ccap_redis_errstr(r) : "no answer";
+    if (c->n_sentinels || c->n_cluster) fprintf(stderr, "conncap: redis: %s\n", e);
+    else if (c->socket) fprintf(stderr, "conncap: redis at %s: %s\n", c->socket, e);
+    else fprintf(stderr, "conncap: redis at %s:%d: %s\n", c->host, c->port, e);
 }

@@ -23,7 +23,7 @@ const char ccap_help_watch[] =
     "per interval, separated by blank lines, with no escape codes.\n"
     "  --iterations N   stop after N frames (default 0: until q, Ctrl-C or SIGTERM)\n"
     "A Redis error shows in the frame and is retried at the next one.\n"
-    "Exit: 0 on q, Ctrl-C, SIGTERM or after N frames; 2 usage, config or Redis error\n"
+    "Exit: 0 on q, Ctrl-C, SIGTERM or after N frames; 2 usage or config error, or Redis down at the last frame\n"
     "at start.";
 
 struct frame {
@@ -144,9 +144,16 @@ int ccap_cmd_watch(int argc, char **argv)
         fprintf(stderr, "conncap watch: no --json (use stats --json)\nusage: conncap %s\n", USAGE);
         return CCAP_EXIT_USAGE;
     }
-    struct ccap_config *cfg;
-    struct ccap_redis *r;
-    if (ccap_ops_open(&o, 0, &cfg, &r) < 0) return CCAP_EXIT_USAGE;
+    /* Not connected up front: started while Redis is down, it shows that and
+     * keeps trying (each frame reconnects as needed). */
+    struct ccap_config *cfg = ccap_cli_config(&o);
+    if (!cfg) return CCAP_EXIT_USAGE;
+    struct ccap_redis *r = ccap_redis_new(&cfg->redis);
+    if (!r) {
+        fprintf(stderr, "conncap: out of memory\n");
+        ccap_config_free(cfg);
+        return CCAP_EXIT_USAGE;
+    }
     if (n == 1 && !ccap_ops_sem(cfg, "watch", ops[0])) {
         ccap_ops_close(cfg, r);
         return CCAP_EXIT_USAGE;
@@ -161,6 +168,7 @@ int ccap_cmd_watch(int argc, char **argv)
         fputs("\033[?25l", stdout); /* hide the cursor */
     }
     struct frame *cur = &a, *prev = NULL;
+    bool last_ok = false;
     for (long long it = 0; a.st && b.st && !ccap_ops_stop; it++) {
         struct winsize ws = { 0 };
         long room = tty && ioctl(1, TIOCGWINSZ, &ws) == 0 ? (long)ws.ws_row - 6 - (long)cfg->n_sems : 1000;
@@ -170,6 +178,7 @@ int ccap_cmd_watch(int argc, char **argv)
         FILE *f = open_memstream(&text, &len);
         if (!f) break;
         draw(f, r, cfg, only, cur, prev, interval, rows);
+        last_ok = cur->ok;
         fclose(f);
         if (tty) fputs("\033[H\033[2J", stdout);
         fwrite(text, 1, len, stdout);
@@ -188,8 +197,11 @@ int ccap_cmd_watch(int argc, char **argv)
         fflush(stdout);
         tty_restore();
     }
+    /* the last frame drawn tells: Redis unreachable to the end is an error */
+    int rc = a.st && b.st && !last_ok ? CCAP_EXIT_USAGE : CCAP_EXIT_OK;
+    if (rc != CCAP_EXIT_OK) ccap_cli_redis_error(cfg, r);
     free(a.st);
     free(b.st);
     ccap_ops_close(cfg, r);
-    return CCAP_EXIT_OK;
+    return rc;
 }

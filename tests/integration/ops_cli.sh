@@ -54,4 +54,15 @@ for c in "status" "holders api" "stats" "metrics" "set-limit api 1" "reset api -
     "$CLI" $c -c "$T/c.conf" >/dev/null 2>"$T/err"; rc=$?
     [ $rc -eq 2 ] && grep -q "redis at $REDIS_SOCK" "$T/err" || h_fail "$c with Redis down: exit $rc: $(cat "$T/err")"
 done
+# watch started while Redis is down says so and keeps trying: it shows the
+# semaphores once Redis is back, and ends with 0
+"$CLI" watch -c "$T/c.conf" --interval 0.2 >"$T/w.txt" 2>"$T/w.err" </dev/null &
+w=$!
+_pids+=("$w")
+h_wait_for grep -q "(retrying)" "$T/w.txt" || h_fail "watch with Redis down: $(cat "$T/w.txt" "$T/w.err")"
+h_redis_spawn_again
+h_wait_for grep -q '^api ' "$T/w.txt" || h_fail "watch did not recover when Redis came back: $(tail -5 "$T/w.txt")"
+kill -TERM $w
+wait $w; rc=$?
+[ $rc -eq 0 ] || h_fail "watch: exit $rc after SIGTERM with Redis back"
 echo ok
