@@ -22,9 +22,10 @@ const char ccap_help_watch[] =
     "Quits on q or Ctrl-C. When stdout is not a terminal it prints one snapshot\n"
     "per interval, separated by blank lines, with no escape codes.\n"
     "  --iterations N   stop after N frames (default 0: until q, Ctrl-C or SIGTERM)\n"
-    "A Redis error shows in the frame and is retried at the next one.\n"
-    "Exit: 0 on q, Ctrl-C, SIGTERM or after N frames; 2 usage or config error, or Redis down at the last frame\n"
-    "at start.";
+    "A Redis error shows in the frame and is retried at the next one (also when\n"
+    "Redis is down as watch starts).\n"
+    "Exit: 0 on q, Ctrl-C, SIGTERM or after N frames; 2 usage or config error, or\n"
+    "Redis down at the last frame.";
 
 struct frame {
     struct ccap_ops_sem *st;
