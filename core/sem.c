@@ -30,6 +30,19 @@ int ccap_sem_key(char *out, size_t outlen, const char *prefix, const char *name,
     return n;
 }
 
+/* Fills KEYS[i] with the key of SUFFIX[i] and points ARGS[i] at it, for
+ * the first N scripts' keys. Returns 0 or -ENAMETOOLONG. */
+static int sem_keys(char (*keys)[CCAP_KEY_MAX], const char **args, const char *const *suffix, int n,
+                    const char *prefix, const char *name)
+{
+    for (int i = 0; i < n; i++) {
+        if (ccap_sem_key(keys[i], sizeof keys[i], prefix, name, suffix[i]) < 0)
+            return -ENAMETOOLONG;
+        args[i] = keys[i];
+    }
+    return 0;
+}
+
 /* A reply element that must be an integer; stores it in *V. */
 static int int_elem(const redisReply *e, long long *v)
 {
@@ -70,21 +83,15 @@ int ccap_sem_acquire_wait(struct ccap_redis *r, const char *prefix, const char *
                           int lease_ms, int limit, long long waited_ms, long long wait_left_ms,
                           struct ccap_sem_result *res)
 {
-    char hkey[CCAP_KEY_MAX], lkey[CCAP_KEY_MAX], lease[16], lim[16];
-    char skey[CCAP_KEY_MAX], tkey[CCAP_KEY_MAX], wkey[CCAP_KEY_MAX], akey[CCAP_KEY_MAX]; /* stats */
-    char waited[24], left[24], audit[16];                                               /* stats */
-    const char *args[12] = { hkey, lkey, skey, tkey, wkey, akey, holder, lease, lim, waited, left, audit };
+    static const char *const suffix[6] = { "holders", "limit", "stats", "since", "waiters", "audit" };
+    char keys[6][CCAP_KEY_MAX], lease[16], lim[16], waited[24], left[24], audit[16];
+    const char *args[12] = { [6] = holder, lease, lim, waited, left, audit };
     redisReply *rep;
     int rc;
 
     if (lease_ms <= 0 || !holder)
         return -EINVAL;
-    if (ccap_sem_key(hkey, sizeof hkey, prefix, name, "holders") < 0 ||
-        ccap_sem_key(lkey, sizeof lkey, prefix, name, "limit") < 0 ||
-        ccap_sem_key(skey, sizeof skey, prefix, name, "stats") < 0 ||
-        ccap_sem_key(tkey, sizeof tkey, prefix, name, "since") < 0 ||
-        ccap_sem_key(wkey, sizeof wkey, prefix, name, "waiters") < 0 ||
-        ccap_sem_key(akey, sizeof akey, prefix, name, "audit") < 0)
+    if (sem_keys(keys, args, suffix, 6, prefix, name) < 0)
         return -ENAMETOOLONG;
     snprintf(lease, sizeof lease, "%d", lease_ms);
     snprintf(lim, sizeof lim, "%d", limit);
@@ -102,19 +109,16 @@ int ccap_sem_acquire_wait(struct ccap_redis *r, const char *prefix, const char *
 
 int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name, const char *holder)
 {
-    char hkey[CCAP_KEY_MAX];
-    char skey[CCAP_KEY_MAX], tkey[CCAP_KEY_MAX], akey[CCAP_KEY_MAX], audit[16]; /* stats */
-    const char *args[6] = { hkey, skey, tkey, akey, holder, audit };
+    static const char *const suffix[4] = { "holders", "stats", "since", "audit" };
+    char keys[4][CCAP_KEY_MAX], audit[16];
+    const char *args[6] = { [4] = holder, audit };
     redisReply *rep;
     long long v;
     int rc;
 
     if (!holder)
         return -EINVAL;
-    if (ccap_sem_key(hkey, sizeof hkey, prefix, name, "holders") < 0 ||
-        ccap_sem_key(skey, sizeof skey, prefix, name, "stats") < 0 ||
-        ccap_sem_key(tkey, sizeof tkey, prefix, name, "since") < 0 ||
-        ccap_sem_key(akey, sizeof akey, prefix, name, "audit") < 0)
+    if (sem_keys(keys, args, suffix, 4, prefix, name) < 0)
         return -ENAMETOOLONG;
     audit_arg(audit, sizeof audit);
     rc = ccap_redis_script(r, CCAP_SCRIPT_RELEASE, 4, 6, args, &rep);
@@ -130,8 +134,8 @@ int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name,
 int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, const char *const *holders,
                    size_t n, int lease_ms, int add_missing)
 {
-    char hkey[CCAP_KEY_MAX], lease[16];
-    char skey[CCAP_KEY_MAX], tkey[CCAP_KEY_MAX]; /* stats */
+    static const char *const suffix[3] = { "holders", "stats", "since" };
+    char keys[3][CCAP_KEY_MAX], lease[16];
     const char **args;
     redisReply *rep;
     long long v;
@@ -141,17 +145,14 @@ int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, c
         return -EINVAL;
     if (n == 0)
         return 0;
-    if (ccap_sem_key(hkey, sizeof hkey, prefix, name, "holders") < 0 ||
-        ccap_sem_key(skey, sizeof skey, prefix, name, "stats") < 0 ||
-        ccap_sem_key(tkey, sizeof tkey, prefix, name, "since") < 0)
-        return -ENAMETOOLONG;
     args = malloc(sizeof *args * (n + 5));
     if (!args)
         return -ENOMEM;
+    if (sem_keys(keys, args, suffix, 3, prefix, name) < 0) {
+        free(args);
+        return -ENAMETOOLONG;
+    }
     snprintf(lease, sizeof lease, "%d", lease_ms);
-    args[0] = hkey;
-    args[1] = skey;
-    args[2] = tkey;
     args[3] = lease;
     args[4] = add_missing ? "1" : "0";
     for (size_t i = 0; i < n; i++)
@@ -171,16 +172,15 @@ int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, c
 int ccap_sem_timeout(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
                      long long waited_ms)
 {
-    char skey[CCAP_KEY_MAX], wkey[CCAP_KEY_MAX], akey[CCAP_KEY_MAX], waited[24], audit[16];
-    const char *args[6] = { skey, wkey, akey, holder, waited, audit };
+    static const char *const suffix[3] = { "stats", "waiters", "audit" };
+    char keys[3][CCAP_KEY_MAX], waited[24], audit[16];
+    const char *args[6] = { [3] = holder, waited, audit };
     redisReply *rep;
     int rc;
 
     if (!holder)
         return -EINVAL;
-    if (ccap_sem_key(skey, sizeof skey, prefix, name, "stats") < 0 ||
-        ccap_sem_key(wkey, sizeof wkey, prefix, name, "waiters") < 0 ||
-        ccap_sem_key(akey, sizeof akey, prefix, name, "audit") < 0)
+    if (sem_keys(keys, args, suffix, 3, prefix, name) < 0)
         return -ENAMETOOLONG;
     snprintf(waited, sizeof waited, "%lld", waited_ms > 0 ? waited_ms : 0);
     audit_arg(audit, sizeof audit);
@@ -213,16 +213,14 @@ int ccap_sem_count_fallback(struct ccap_redis *r, const char *prefix, const char
 
 int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, const char *who)
 {
-    char hkey[CCAP_KEY_MAX], tkey[CCAP_KEY_MAX], skey[CCAP_KEY_MAX], akey[CCAP_KEY_MAX], audit[16];
-    const char *args[6] = { hkey, tkey, skey, akey, audit, who ? who : "" };
+    static const char *const suffix[4] = { "holders", "since", "stats", "audit" };
+    char keys[4][CCAP_KEY_MAX], audit[16];
+    const char *args[6] = { [4] = audit, who ? who : "" };
     redisReply *rep;
     long long v;
     int rc;
 
-    if (ccap_sem_key(hkey, sizeof hkey, prefix, name, "holders") < 0 ||
-        ccap_sem_key(tkey, sizeof tkey, prefix, name, "since") < 0 ||
-        ccap_sem_key(skey, sizeof skey, prefix, name, "stats") < 0 ||
-        ccap_sem_key(akey, sizeof akey, prefix, name, "audit") < 0)
+    if (sem_keys(keys, args, suffix, 4, prefix, name) < 0)
         return -ENAMETOOLONG;
     audit_arg(audit, sizeof audit);
     rc = ccap_redis_script(r, CCAP_SCRIPT_RESET, 4, 6, args, &rep);
@@ -244,19 +242,6 @@ int ccap_sem_wake_key(char *out, size_t outlen, const char *prefix, const char *
     if ((size_t)snprintf(suffix, sizeof suffix, "wake:%s", holder) >= sizeof suffix)
         return -ENAMETOOLONG;
     return ccap_sem_key(out, outlen, prefix, name, suffix);
-}
-
-/* Fills KEYS[i] with the key of SUFFIX[i] and points ARGS[i] at it, for
- * the first N scripts' keys. Returns 0 or -ENAMETOOLONG. */
-static int sem_keys(char (*keys)[CCAP_KEY_MAX], const char **args, const char *const *suffix, int n,
-                    const char *prefix, const char *name)
-{
-    for (int i = 0; i < n; i++) {
-        if (ccap_sem_key(keys[i], sizeof keys[i], prefix, name, suffix[i]) < 0)
-            return -ENAMETOOLONG;
-        args[i] = keys[i];
-    }
-    return 0;
 }
 
 int ccap_sem_acquire_fair(struct ccap_redis *r, const char *prefix, const char *name,
