@@ -45,7 +45,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNITS    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 PROGS    := $(PROG_SRC:tests/progs/%.c=$(BUILD)/progs/%)
 
-.PHONY: all deps test unit integration demo bench install uninstall clean
+.PHONY: all deps test test-build unit integration demo bench bench-build install uninstall clean
 all: deps $(BUILD)/libconncap.so $(BUILD)/conncap
 
 deps:
@@ -80,9 +80,12 @@ $(BUILD)/progs/%: tests/progs/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< -pthread
 
+# What the tests run; one goal, so an up-to-date build prints nothing.
+test-build: all $(UNITS) $(PROGS)
+
 test:
 	@sh mk/deps.sh test
-	@$(MAKE) --no-print-directory all $(UNITS) $(PROGS)
+	@$(MAKE) --no-print-directory test-build
 	@BUILD=$(BUILD) SAN=$(SAN) bash tests/run.sh $(T)
 
 unit: all $(UNITS)
@@ -93,9 +96,11 @@ demo:
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) bash examples/demo.sh
 
+bench-build: all $(PROGS)
+
 bench:
 	@sh mk/deps.sh bench
-	@$(MAKE) --no-print-directory all $(PROGS)
+	@$(MAKE) --no-print-directory bench-build
 	@BUILD=$(BUILD) bash bench/run.sh
 
 install: all

@@ -53,7 +53,7 @@ instr() {
     awk '/^(summary|totals):/ {print $2; exit}' "$out"
 }
 rows=()
-row() { rows+=("$(printf '| %-52s | %-20s | %-16s | %-8s |' "$1" "$2" "$3" "$4")"); }
+row() { rows+=("$(printf '| %-60s | %-24s | %-8s | %-8s |' "$1" "$2" "$3" "$4")"); }
 verdict() { awk -v v="$1" -v t="$2" 'BEGIN {print (v <= t) ? "ok" : "MISSED"}'; }
 
 # ---- calibration: instructions per ns of this machine ----
@@ -79,7 +79,7 @@ cheap() { # NAME TARGET ARGS... (ARGS: the bench mode, N per op last)
         ratio=$(awk -v a="$without" -v b="$with" 'BEGIN {printf "%.3f", b / a}')
         row "$name (wall clock: no valgrind)" "${ratio}x" "${target}x" "$(verdict "$ratio" "$target")"
     fi
-    rows+=("$(printf '|   %-50s | %-20s | %-16s | %-8s |' "wall clock, fastest ns/op without / with" "$without / $with" "" "")")
+    rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "wall clock, fastest ns/op without / with" "$without / $with" "" "")")
 }
 
 # 1. unmatched connect+close; 2. close() of a non-socket descriptor
@@ -98,7 +98,7 @@ r1=$(awk -v a="$m" -v b="$f1" 'BEGIN {printf "%.2f", a / b}')
 r2=$(awk -v a="$m" -v b="$f2" 'BEGIN {printf "%.2f", a / b}')
 row "matched connect+close (free permit) vs 1 EVALSHA + connect" "${r1}x" "1.25x" "$(verdict "$r1" 1.25)"
 row "  same vs 2 EVALSHA + connect (acquire and release)" "${r2}x" "" ""
-rows+=("$(printf '|   %-50s | %-20s | %-16s | %-8s |' "ns/op: matched / floor 1 / floor 2" "$(printf '%.0f / %.0f / %.0f' "$m" "$f1" "$f2")" "" "")")
+rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "ns/op: matched / floor 1 / floor 2" "$(printf '%.0f / %.0f / %.0f' "$m" "$f1" "$f2")" "" "")")
 
 # 4. hand-off latency: two processes take turns on a permit of limit 1
 shim "$B/bench" handoff "$HP" 300 1000 >"$T/handoff" || h_fail "hand-off bench failed"
@@ -132,6 +132,6 @@ row "added resident memory, 1000 permits held" "$((rss_with - rss_without)) KiB"
 echo
 echo "conncap bench -- $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -r), $(redis-server --version | awk '{print $3}')${ipns:+, $ipns instr/ns}"
 echo
-printf '| %-52s | %-20s | %-16s | %-8s |\n' "figure" "result" "target" ""
-printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..54})" "$(printf -- '-%.0s' {1..22})" "$(printf -- '-%.0s' {1..18})" "$(printf -- '-%.0s' {1..10})"
+printf '| %-60s | %-24s | %-8s | %-8s |\n' "figure" "result" "target" ""
+printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..62})" "$(printf -- '-%.0s' {1..26})" "$(printf -- '-%.0s' {1..10})" "$(printf -- '-%.0s' {1..10})"
 printf '%s\n' "${rows[@]}"

@@ -64,7 +64,8 @@ struct ccap_redis *ccap_cli_redis(const struct ccap_config *cfg)
 void ccap_cli_redis_error(const struct ccap_config *cfg, const struct ccap_redis *r)
 {
     const struct ccap_redis_conf *c = &cfg->redis;
-    const char *e = ccap_redis_errstr(r)[0] ? ccap_redis_errstr(r) : "no answer";
+    const char *e = ccap_redis_errstr(r)[0] ? ccap_redis_errstr(r) : "no answer", *why = strstr(e, ": ");
+    if (!strncmp(e, "redis connect to ", 17) && why) e = why + 2;   /* the address is said once */
     if (c->n_sentinels || c->n_cluster) fprintf(stderr, "conncap: redis: %s\n", e);
     else if (c->socket) fprintf(stderr, "conncap: redis at %s: %s\n", c->socket, e);
     else fprintf(stderr, "conncap: redis at %s:%d: %s\n", c->host, c->port, e);

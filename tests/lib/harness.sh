@@ -33,6 +33,15 @@ h_cleanup() {
         for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
         kill -9 "$p" 2>/dev/null
     done
+    # a failure leaves its clues in the log: the last lines of what the
+    # test's programs and servers wrote (the folder itself goes)
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
+        for f in "$T"/*.err "$T"/*.log; do
+            [ -s "$f" ] || continue
+            echo "--- ${f##*/}, last lines:"
+            tail -n 5 "$f"
+        done 2>/dev/null | head -n 150 >&2
+    fi
     rm -rf "$T"
     exit $rc
 }
