@@ -15,7 +15,7 @@ done
 out=$("$CLI" --version) || h_fail "--version: exit $?"
 want=$(sed -n 's/^VERSION *:= *//p' "$ROOT/Makefile")
 echo "$out" | head -1 | grep -q "^conncap $want (hiredis [0-9.]*, libconfig [0-9.]*)$" || h_fail "--version says: $out"
-echo "$out" | grep -qx "library: $(realpath "$LIB")" || h_fail "--version names another library: $out"
+echo "$out" | grep -qx "library: $(realpath "${LIB##*:}")" || h_fail "--version names another library: $out"
 # usage errors: exit 2 and a usage line on stderr, nothing on stdout
 usage() {
     local out rc
