@@ -15,6 +15,16 @@ static bool owed(const struct ccap_deferred *e)
     return e->sent_on && e->sent_on->ctx && e->sent_on->gen == e->gen;
 }
 
+/* The index of the command whose argv is ARGV (entries move when others
+ * are dropped, by a collect nested in a connect or SCRIPT LOAD), or -1. */
+static long find(const struct ccap_redis *r, char **argv)
+{
+    for (size_t i = 0; i < r->n_defer; i++)
+        if (r->defer[i].argv == argv)
+            return (long)i;
+    return -1;
+}
+
 static void drop_at(struct ccap_redis *r, size_t i)
 {
     free(r->defer[i].argv);
@@ -85,14 +95,16 @@ int ccap_defer_collect(struct ccap_redis *r, struct ccap_node *n)
     return 0;
 }
 
-/* Runs E (at index I) synchronously, with redirects and NOSCRIPT
+/* Runs the command at index I synchronously, with redirects and NOSCRIPT
  * recovery; drops it when it ran or can never run. Returns 0, or -errno
- * (transport, or -EAGAIN: it stays). */
+ * (transport, or -EAGAIN: it stays). Nested calls may read other
+ * commands' replies and drop those: this one is found again by its argv. */
 static int run_now(struct ccap_redis *r, size_t i)
 {
-    struct ccap_deferred *e = &r->defer[i];
+    struct ccap_deferred e = r->defer[i];   /* argv stays ours: only its own drop frees it */
     redisReply *rep;
-    int rc = ccap_redis_dispatch(r, e->slot, e->which, e->argc, (const char *const *)e->argv, &rep);
+    long j;
+    int rc = ccap_redis_dispatch(r, e.slot, e.which, e.argc, (const char *const *)e.argv, &rep);
 
     if (rc < 0)
         return rc;
@@ -100,34 +112,32 @@ static int run_now(struct ccap_redis *r, size_t i)
     freeReplyObject(rep);
     if (rc == -EAGAIN)
         return rc;
-    drop_at(r, i);          /* ran, or refused for good (-EPROTO: the text is in R's error) */
+    if ((j = find(r, e.argv)) >= 0)
+        drop_at(r, (size_t)j);  /* ran, or refused for good (-EPROTO: the text is in R's error) */
     return rc == -EPROTO ? 0 : rc;
 }
 
 /* The sync path: every command not owed by a live connection runs now,
  * oldest first; those past their time are dropped unsent. Stops at the
- * first failure. */
+ * first failure. Each one run is dropped (or we stop), so the scan starts
+ * over after it: indices may have moved meanwhile. */
 static int run_unsent(struct ccap_redis *r)
 {
     long long now = ccap_redis_now_ms();
-    size_t i = 0;
     int rc = 0;
 
     if (r->flushing)
         return 0;
     r->flushing = true;
-    while (i < r->n_defer) {
+    for (size_t i = 0; i < r->n_defer;) {
         if (owed(&r->defer[i])) {
             i++;
         } else if (r->defer[i].until_ms <= now) {
             drop_at(r, i);
         } else {
-            size_t before = r->n_defer;
-
             if ((rc = run_now(r, i)) < 0)
                 break;
-            if (r->n_defer == before)
-                i++;
+            i = 0;
         }
     }
     r->flushing = false;
@@ -187,15 +197,23 @@ int ccap_redis_script_defer(struct ccap_redis *r, enum ccap_script which, int nk
     if (!send)
         return 0;
     /* a reused connection the server closed shows at the write at best:
-     * once more on a fresh one (as ccap_redis_script does) */
+     * once more on a fresh one (as ccap_redis_script does). Connecting and
+     * SCRIPT LOAD may read other commands' replies and drop those, moving
+     * this one: it is found again by its argv. */
+    char **argv = e->argv;
+    int slot = e->slot, n_args = e->argc;
     for (int tries = 0; tries < 2; tries++) {
-        if ((rc = ccap_redis_pick(r, e->slot, &n, &fresh)) < 0)
+        long j;
+
+        if ((rc = ccap_redis_pick(r, slot, &n, &fresh)) < 0)
             return rc;
         /* loaded first: a NOSCRIPT would leave it undone until the next command */
         if ((rc = ccap_node_script_ready(r, n, which)) == 0 &&
-            (rc = ccap_node_send(r, n, e->argc, (const char *const *)e->argv)) == 0) {
-            e->sent_on = n;
-            e->gen = n->gen;
+            (rc = ccap_node_send(r, n, n_args, (const char *const *)argv)) == 0) {
+            if ((j = find(r, argv)) >= 0) {
+                r->defer[j].sent_on = n;
+                r->defer[j].gen = n->gen;
+            }
             return 0;
         }
         if (rc != -EPIPE || fresh)
