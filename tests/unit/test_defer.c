@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "redis.h"
+#include "redis_int.h"
 #include "sem.h"
 #include "redis_fixture.h"
 
@@ -247,6 +248,28 @@ static void test_no_sigpipe(void **state)
     assert_non_null(CLI = redis_fixture_cli(&fx));
 }
 
+/* White box: the sync re-run of an unsent command while a command ahead of
+ * it still owes its reply on the same connection (reachable in a cluster,
+ * after a redirect to that node). The re-run reads that reply first and
+ * drops its command, moving the others: the one re-run must still be the
+ * one dropped afterwards (it was dropped by a stale index, past the end). */
+static void test_rerun_behind_owed(void **state)
+{
+    (void)state;
+    acq("o", "X");
+    acq("o", "Y");
+    acq("o", "Z");
+    assert_int_equal(ccap_sem_release_defer(R, PFX, "o", "X", 100, FAR, true), 0);    /* owed */
+    assert_int_equal(ccap_sem_release_defer(R, PFX, "o", "Y", 100, FAR, false), 0);   /* unsent */
+    assert_int_equal(ccap_redis_deferred(R), 2);
+    ccap_defer_retry(R);
+    assert_int_equal(ccap_redis_deferred(R), 0);
+    assert_int_equal(n_holders("o"), 1);    /* Z */
+    assert_int_equal(ccap_sem_release_defer(R, PFX, "o", "Z", 100, FAR, true), 0);
+    assert_int_equal(ccap_redis_flush(R), 0);
+    assert_int_equal(n_holders("o"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -259,6 +282,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_many_without_reading, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fork_child_drops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_sigpipe, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rerun_behind_owed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
