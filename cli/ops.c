@@ -230,6 +230,24 @@ static void stat_field(struct ccap_ops_sem *out, const char *f, long long v)
             if (atoi(f + 8) == ccap_ops_bounds_ms[i]) out->bucket[i] = v;
 }
 
+/* restart_grace_ms (see acquire.lua): ms left before NAME grants new
+ * permits again, 0 when none, -1 when its epoch key is gone (Redis lost
+ * the semaphore, or never saw it: the next acquire starts a grace). */
+static int read_grace(struct ccap_redis *r, const char *pfx, const char *name, long long now_ms, long long *left)
+{
+    char ek[600];
+    if (ccap_sem_key(ek, sizeof ek, pfx, name, "epoch") < 0)
+        return -ENAMETOOLONG;
+    const char *get[] = { "GET", ek };
+    redisReply *e = cmd(r, 2, get);
+    if (!e)
+        return -EIO;
+    long long opens = e->type == REDIS_REPLY_STRING ? atoll(e->str) : -1;
+    *left = e->type != REDIS_REPLY_STRING ? -1 : opens > now_ms ? opens - now_ms : 0;
+    freeReplyObject(e);
+    return 0;
+}
+
 int ccap_ops_read(struct ccap_redis *r, const struct ccap_config *cfg, const struct ccap_sem_conf *s,
                   long long now_ms, struct ccap_ops_sem *out)
 {
@@ -265,6 +283,8 @@ int ccap_ops_read(struct ccap_redis *r, const struct ccap_config *cfg, const str
     for (int i = 0; i < 4; i++)
         if (all[i])
             freeReplyObject(all[i]);
+    if (rc == 0 && s->restart_grace_ms > 0)
+        rc = read_grace(r, pfx, s->name, now_ms, &out->grace_left_ms);
     return rc;
 }
 

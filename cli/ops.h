@@ -61,6 +61,8 @@ struct ccap_ops_sem {
     long long counter[CCAP_OPS_N_COUNTERS];
     long long bucket[CCAP_WAIT_N_BOUNDS + 1]; /* per bucket (not cumulative); last: > 10 s */
     long long wait_count, wait_sum_ms;
+    long long grace_left_ms;    /* restart_grace_ms: ms before new permits are granted; 0 none, -1: the
+                                 * epoch key is gone, the next acquire starts a grace */
 };
 
 /* Reads S's keys (limit, holders, waiters, stats) at server time NOW_MS.

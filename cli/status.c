@@ -13,10 +13,12 @@ const char ccap_help_status[] =
     "Alert marks: \"over limit\" when more holders than the limit (after a lowered\n"
     "limit, or re-registration after a Redis loss), and \"no permit free for T\"\n"
     "when the limit has been fully used for longer than --full-alert SECONDS\n"
-    "(default 60; 0 turns it off).\n"
+    "(default 60; 0 turns it off). With restart_grace_ms set: the time left\n"
+    "before new permits after Redis lost the semaphore.\n"
     "  --json   one JSON object: {\"semaphores\": [{name, holders, limit,\n"
     "           configured_limit, override, waiters, full_for_ms, over_limit,\n"
-    "           full_too_long, alert, list: [{holder, lease_left_ms}]}]}\n"
+    "           full_too_long, alert, restart_grace_left_ms (0 none, -1 the\n"
+    "           next connect starts one), list: [{holder, lease_left_ms}]}]}\n"
     "Exit: 0 ok, 1 an alert on any semaphore, 2 usage, config or Redis error.";
 
 /* The live holders of S and their lease left, as printed below its line. */
@@ -64,14 +66,20 @@ static int show(struct ccap_redis *r, const struct ccap_config *cfg, const struc
         printf("%s{\"name\":", first ? "" : ",");
         ccap_ops_json_str(stdout, s->name);
         printf(",\"holders\":%lld,\"limit\":%lld,\"configured_limit\":%d,\"override\":%s,\"waiters\":%lld,"
-               "\"full_for_ms\":%lld,\"over_limit\":%s,\"full_too_long\":%s,\"alert\":%s,\"list\":[",
+               "\"full_for_ms\":%lld,\"over_limit\":%s,\"full_too_long\":%s,\"alert\":%s,"
+               "\"restart_grace_left_ms\":%lld,\"list\":[",
                st.holders, st.limit, s->limit, st.override ? "true" : "false", st.waiters, full_for,
-               over ? "true" : "false", too_long ? "true" : "false", over || too_long ? "true" : "false");
+               over ? "true" : "false", too_long ? "true" : "false", over || too_long ? "true" : "false",
+               st.grace_left_ms);
     } else {
         printf("%-24s %lld/%lld%s", s->name, st.holders, st.limit, st.override ? " (runtime override)" : "");
         if (st.waiters) printf(", %lld waiting", st.waiters);
         if (over) printf("  ALERT: over limit");
         if (too_long) printf("  ALERT: no permit free for %s", ccap_ops_duration(full_for, d, sizeof d));
+        if (st.grace_left_ms > 0)
+            printf("  restart grace: new permits in %s (redis lost this semaphore)", ccap_ops_duration(st.grace_left_ms, d, sizeof d));
+        else if (st.grace_left_ms < 0)
+            printf("  restart grace: starts at the next connect (no epoch key: redis lost this semaphore, or never saw it)");
         printf("\n");
     }
     int rc = list_holders(r, cfg, s, now, json);

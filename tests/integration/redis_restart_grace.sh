@@ -28,6 +28,8 @@ sleep 1   # somewhere in the middle of a heartbeat period
 
 h_redis_restart
 [ "$(h_rcli exists 'conncap:{api}:epoch')" = 0 ] || h_fail "redis did not come back empty"
+"$CLI" status -c "$T/c.conf" | grep -q "restart grace: starts at the next connect" ||
+    h_fail "status does not say a grace will start: $("$CLI" status -c "$T/c.conf")"
 # three newcomers at once, right after the empty restart: without the grace
 # they would be granted from a count of zero (six open against a limit of 3)
 for i in 1 2 3; do
@@ -35,6 +37,9 @@ for i in 1 2 3; do
     _pids+=("$!")
     eval "new$i=\$!"
 done
+h_wait_for bash -c '"$0" status -c "$1" --json | grep -q "\"restart_grace_left_ms\":[1-9]"' "$CLI" "$T/c.conf" ||
+    h_fail "status --json shows no grace under way: $("$CLI" status -c "$T/c.conf" --json)"
+"$CLI" status -c "$T/c.conf" | grep -q "restart grace: new permits in" || h_note "(the grace ended before status ran)"
 WAIT_S=10 h_wait_for h_holders_is api 3 || h_fail "the holders were not re-registered"
 wait "$new1" "$new2" "$new3"
 for i in 1 2 3; do
