@@ -275,6 +275,22 @@ static inline redisReply *redis_fixture_cmd(const struct redis_fixture *f, const
     return rep;
 }
 
+/* A client on F's server after FLUSHALL (a test starts from an empty
+ * server), or NULL. The caller frees it with redisFree. */
+static inline redisContext *redis_fixture_flushed_cli(const struct redis_fixture *f)
+{
+    redisContext *c = redis_fixture_cli(f);
+    redisReply *rep = c ? redisCommand(c, "FLUSHALL") : NULL;
+
+    if (!rep) {
+        if (c)
+            redisFree(c);
+        return NULL;
+    }
+    freeReplyObject(rep);
+    return c;
+}
+
 /* One server for a whole cmocka group: defines the fixture FX and
  * group_setup / group_teardown, which start and stop it (pass them to
  * cmocka_run_group_tests). */

@@ -28,12 +28,10 @@ static redisContext *CLI; /* the test's own view of the server */
 static int setup(void **state)
 {
     struct ccap_redis_conf c = { 0 };
-    redisReply *rep;
     (void)state;
 
-    if (!(CLI = redis_fixture_cli(&fx)) || !(rep = redisCommand(CLI, "FLUSHALL")))
+    if (!(CLI = redis_fixture_flushed_cli(&fx)))
         return -1;
-    freeReplyObject(rep);
     c.socket = fx.sock;
     c.connect_timeout_ms = 1000;
     c.command_timeout_ms = 2000;

@@ -35,16 +35,10 @@ static struct ccap_redis *client_for(const char *sock)
 
 static int setup(void **state)
 {
-    redisReply *rep;
     (void)state;
 
-    CLI = redis_fixture_cli(&fx);
-    if (!CLI)
+    if (!(CLI = redis_fixture_flushed_cli(&fx)))
         return -1;
-    rep = redisCommand(CLI, "FLUSHALL");
-    if (!rep)
-        return -1;
-    freeReplyObject(rep);
     R = client_for(fx.sock);
     return R ? 0 : -1;
 }

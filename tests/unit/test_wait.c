@@ -36,16 +36,10 @@ static struct ccap_redis_conf conf_for(const char *sock)
 static int setup(void **state)
 {
     struct ccap_redis_conf c = conf_for(fx.sock);
-    redisReply *rep;
     (void)state;
 
-    CLI = redis_fixture_cli(&fx);
-    if (!CLI)
+    if (!(CLI = redis_fixture_flushed_cli(&fx)))
         return -1;
-    rep = redisCommand(CLI, "FLUSHALL");
-    if (!rep)
-        return -1;
-    freeReplyObject(rep);
     R = ccap_redis_new(&c);
     return R ? 0 : -1;
 }
