@@ -94,6 +94,14 @@ int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const ch
  * closed). */
 int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv);
 
+/* The Redis protocol (RESP) form of the command ARGV[0..ARGC-1] (strings,
+ * binary-unsafe: NUL-terminated): ccap_resp_size() bytes are enough;
+ * ccap_resp_format() writes it to OUT and returns its length. The same bytes
+ * as hiredis's redisFormatCommandArgv (tests/unit/test_redis.c compares
+ * them), without its sprintf per argument. Pure functions, thread-safe. */
+size_t ccap_resp_size(int argc, const char *const *argv);
+size_t ccap_resp_format(char *out, int argc, const char *const *argv);
+
 /* Makes sure script WHICH is loaded on N (SCRIPT LOAD once per
  * connection, unless an EVALSHA of it already worked there). Returns 0 or
  * -errno. */

@@ -664,6 +664,50 @@ static void test_hostport_parse(void **state)
     assert_int_equal(ccap_hostport_parse(NULL, host, sizeof host, &port), -EINVAL);
 }
 
+/* Our RESP formatter writes the bytes hiredis's does, for empty,
+ * binary-looking, long (a 4-digit length, past the 2 KiB stack buffer) and
+ * many arguments; ccap_fmt_ll prints what printf's %lld does. */
+static void test_resp_format(void **state)
+{
+    static char big[5000];
+    const char *argv[40];
+    char numbers[6][24];
+    int argc = 0;
+    (void)state;
+
+    memset(big, 'x', sizeof big - 1);
+    argv[argc++] = "EVALSHA";
+    argv[argc++] = "";
+    argv[argc++] = "a b\r\n{c}:d";
+    argv[argc++] = big;
+    for (int i = 0; i < 30; i++)
+        argv[argc++] = i % 2 ? "9" : "0123456789";
+    for (int n = 1; n <= argc; n += n < 5 ? 1 : 17) {
+        size_t lens[40], size = ccap_resp_size(n, argv), len;
+        char *ours = malloc(size), *theirs = NULL;
+        long long tlen;
+
+        assert_non_null(ours);
+        for (int i = 0; i < n; i++)
+            lens[i] = strlen(argv[i]);
+        tlen = redisFormatCommandArgv(&theirs, n, argv, lens);
+        len = ccap_resp_format(ours, n, argv);
+        assert_true(len <= size);
+        assert_int_equal((long long)len, tlen);
+        assert_memory_equal(ours, theirs, len);
+        redisFreeCommand(theirs);
+        free(ours);
+    }
+
+    const long long v[6] = { 0, 7, -1, 1234567890123LL, -9223372036854775807LL - 1, 9223372036854775807LL };
+    for (int i = 0; i < 6; i++) {
+        char want[24];
+
+        snprintf(want, sizeof want, "%lld", v[i]);
+        assert_string_equal(ccap_fmt_ll(numbers[i], v[i]), want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -683,6 +727,7 @@ int main(void)
         cmocka_unit_test(test_stale_connection_retried),
         cmocka_unit_test(test_key_slot),
         cmocka_unit_test(test_hostport_parse),
+        cmocka_unit_test(test_resp_format),
     };
 
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
