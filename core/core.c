@@ -188,25 +188,53 @@ static bool is_tcp(int fd)
     return getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l) == 0 && v == SOCK_STREAM;
 }
 
-static void format_dest(const struct sockaddr *sa, char *out, size_t n)
+/* Appends S at *P, never past END (which stays for the NUL). */
+static void put(char **p, char *end, const char *s)
 {
-    char a[INET6_ADDRSTRLEN] = "?";
+    while (*s && *p < end) *(*p)++ = *s++;
+}
+
+static void put_num(char **p, char *end, unsigned long long v)
+{
+    char d[24];
+    ccap_fmt_ll(d, (long long)v);
+    put(p, end, d);
+}
+
+/* "a.b.c.d:port" or "[v6]:port", without sprintf (inet_ntop's IPv4 form is
+ * one): the holder id is built on every matched connect (issue 6). */
+static void put_dest(char **p, char *end, const struct sockaddr *sa)
+{
     if (sa->sa_family == AF_INET) {
         const struct sockaddr_in *s4 = (const void *)sa;
-        inet_ntop(AF_INET, &s4->sin_addr, a, sizeof(a));
-        snprintf(out, n, "%s:%u", a, ntohs(s4->sin_port));
+        const unsigned char *b = (const unsigned char *)&s4->sin_addr;
+        for (int i = 0; i < 4; i++) {
+            if (i) put(p, end, ".");
+            put_num(p, end, b[i]);
+        }
+        put(p, end, ":");
+        put_num(p, end, ntohs(s4->sin_port));
     } else {
         const struct sockaddr_in6 *s6 = (const void *)sa;
+        char a[INET6_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof(a));
-        snprintf(out, n, "[%s]:%u", a, ntohs(s6->sin6_port));
+        put(p, end, "[");
+        put(p, end, a);
+        put(p, end, "]:");
+        put_num(p, end, ntohs(s6->sin6_port));
     }
 }
 
-/* Holder id: host/pid/fd/destination/nonce -- what ops read in `status`. */
+/* This process's pid without a syscall once the fork handlers keep it. */
+static int self_pid(void)
+{
+    int pid = atomic_load_explicit(&owner_pid, memory_order_relaxed);
+    return atomic_load_explicit(&stateful, memory_order_relaxed) && pid > 0 ? pid : (int)getpid();
+}
+
+/* Holder id: host/pid/fd/destination/nonce.seq -- what ops read in `status`. */
 static void make_holder(struct ccap_permit *p, int fd, const struct sockaddr *sa)
 {
-    char dest[INET6_ADDRSTRLEN + 16];
-    format_dest(sa, dest, sizeof(dest));
     /* one nonce per process image, chosen by the first connect of any thread */
     unsigned nonce = __atomic_load_n(&g.nonce, __ATOMIC_RELAXED);
     if (!nonce) {
@@ -215,8 +243,22 @@ static void make_holder(struct ccap_permit *p, int fd, const struct sockaddr *sa
         n = n ? n : 1;
         nonce = __atomic_compare_exchange_n(&g.nonce, &none, n, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED) ? n : none;
     }
-    snprintf(p->holder, sizeof(p->holder), "%s/%d/%d/%s/%08x.%lu", g.host, (int)getpid(), fd, dest,
-             nonce, atomic_fetch_add(&g.seq, 1));
+    static const char hex[] = "0123456789abcdef";
+    char nx[9], *o = p->holder, *end = p->holder + sizeof(p->holder) - 1;
+    for (int i = 0; i < 8; i++) nx[i] = hex[(nonce >> (28 - 4 * i)) & 0xf];
+    nx[8] = '\0';
+    put(&o, end, g.host);
+    put(&o, end, "/");
+    put_num(&o, end, (unsigned)self_pid());
+    put(&o, end, "/");
+    put_num(&o, end, (unsigned)fd);
+    put(&o, end, "/");
+    put_dest(&o, end, sa);
+    put(&o, end, "/");
+    put(&o, end, nx);
+    put(&o, end, ".");
+    put_num(&o, end, atomic_fetch_add(&g.seq, 1));
+    *o = '\0';
 }
 
 /* Circuit breaker: while open, Redis is not tried at all. Under rlock. */
@@ -353,9 +395,8 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
                               .burst = s->burst, .grace_ms = s->restart_grace_ms };
     struct ccap_sem_result res;
     struct ccap_redis *wc = NULL;
-    char wake[640];
-    bool pending = false, can_block = ccap_sem_wake_key(wake, sizeof(wake), g.cfg->redis.key_prefix, s->name,
-                                                        p->holder) > 0;
+    char wake[640] = "";    /* made before the first block: most connects never wait */
+    bool pending = false, can_block = true;
     int rc;
     for (;;) {
         long long t = now_ms();
@@ -399,6 +440,8 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
         if (block > WAIT_RECHECK_MS) block = WAIT_RECHECK_MS;
         if (res.retry_ms > 0 && res.retry_ms < block) block = res.retry_ms;
         if (res.wake_ms >= 0 && res.wake_ms + 1 < block) block = res.wake_ms + 1;
+        if (can_block && !wake[0])
+            can_block = ccap_sem_wake_key(wake, sizeof(wake), g.cfg->redis.key_prefix, s->name, p->holder) > 0;
         if (can_block && !wc) wc = ccap_wait_conn_get(&g.cfg->redis);
         int w = wc ? ccap_wait_block(wc, wake, (int)block) : -ENOMEM;
         if (w == 0) {

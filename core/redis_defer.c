@@ -40,7 +40,7 @@ static char **pack_argv(enum ccap_script which, int nkeys, int argc, const char 
     size_t bytes = 0;
     char **v, *p;
 
-    snprintf(nk, sizeof nk, "%d", nkeys);
+    ccap_fmt_ll(nk, nkeys);
     for (int i = 0; i < 3; i++)
         bytes += strlen(head[i]) + 1;
     for (int i = 0; i < argc; i++)
