@@ -1002,6 +1002,58 @@ static void test_reclaimed_on_refusal(void **state)
     assert_int_equal(cli_int("EXISTS " PFX "{recl}:since"), 0);
 }
 
+/* The limit field of the stats hash holds the text Redis makes of the
+ * limit in force when redis.call is given it as a number (7.0: its %.17g),
+ * whatever form the override has; acquire.lua writes a positive integer
+ * with a cheaper %d, which must be the same text, and the reply carries the
+ * limit's integer part. NUM's text as a number, from this server: */
+static void number_text(const char *num, char *out, size_t n)
+{
+    static const char lua[] = "redis.call('HSET', KEYS[1], 'v', tonumber(ARGV[1])) "
+                              "return redis.call('HGET', KEYS[1], 'v')";
+    redisReply *rep = redisCommand(CLI, "EVAL %s 1 " PFX "{ltext}:scratch %s", lua, num);
+
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    snprintf(out, n, "%s", rep->str);
+    freeReplyObject(rep);
+}
+
+static void assert_limit_field(const char *name, const char *want)
+{
+    redisReply *rep = redisCommand(CLI, "HGET " PFX "{%s}:stats limit", name);
+
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    assert_string_equal(rep->str, want);
+    freeReplyObject(rep);
+}
+
+static void test_stats_limit_text(void **state)
+{
+    static const struct { const char *set; long long reply; } cases[] = {
+        { NULL, 4 }, { "07", 7 },  { "1e3", 1000 }, { "2.5", 2 },  { "0.1", 0 },
+        { "1e16", 10000000000000000LL }, { "-3", -3 }, { "0", 0 }, { "-0", 0 },
+    };
+    struct ccap_sem_result res;
+    char want[64];
+    (void)state;
+
+    number_text("07", want, sizeof want);
+    assert_string_equal(want, "7"); /* not the override's own text */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].set)
+            cli_ok("SET " PFX "{ltext}:limit %s", cases[i].set);
+        number_text(cases[i].set ? cases[i].set : "4", want, sizeof want);
+        res = acq_fair("ltext", "A", 10000, 4);
+        assert_int_equal(res.limit, cases[i].reply);
+        assert_limit_field("ltext", want);
+        res = acq("ltext", "B", 10000, 4); /* the stats-only call writes it alike */
+        assert_int_equal(res.limit, cases[i].reply);
+        assert_limit_field("ltext", want);
+    }
+}
+
 static void test_reset(void **state)
 {
     (void)state;
@@ -1107,6 +1159,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ttl_after_lost_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reask_below_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaimed_on_refusal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stats_limit_text, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit, setup, teardown),
     };
