@@ -142,11 +142,10 @@ if queue then
             redis.call('DEL', base .. d)
         end
         changed = changed or #dead > 0
-        -- (ZRANK's nil reply is false in Lua, so queued is true whenever the
-        -- queue is not empty: a caller then leaves it and wakes the first
-        -- waiters as a ticket holder would. Kept as it always was.)
+        -- ZRANK's nil reply is false in Lua: a caller without a ticket
+        -- is not queued (and leaves nothing, wakes nobody)
         local rank = redis.call('ZRANK', queue, holder)
-        queued = rank ~= nil
+        queued = rank ~= false and rank ~= nil
         pos = rank or qlen
     end
 end

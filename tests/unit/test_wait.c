@@ -141,6 +141,28 @@ static void test_fifo_order(void **state)
     assert_int_equal(cli_int("EXISTS " PFX "{f}:queue"), 0);
 }
 
+/* A caller without a ticket is not in the queue: it neither leaves it nor
+ * wakes the waiters ahead (ZRANK's nil is false in Lua, and was once taken
+ * for a place in the queue: every such call pushed the first waiters a
+ * spurious token, each then a wasted re-check). */
+static void test_newcomer_wakes_nobody(void **state)
+{
+    (void)state;
+    assert_true(granted("n", "A", 2, 0));
+    assert_true(granted("n", "B", 2, 0));
+    assert_false(granted("n", "W", 2, 5000));
+    assert_int_equal(ccap_sem_release_wake(R, PFX, "n", "A", 2), 1);
+    assert_int_equal(tokens("n", "W"), 1);
+    assert_int_equal(cli_int("DEL " PFX "{n}:wake:%s", "W"), 1); /* W's BLPOP took it */
+    assert_false(granted("n", "N", 2, 0));      /* a try-once newcomer may not overtake W */
+    assert_false(granted("n", "M", 2, 5000));   /* nor a waiting one, who lines up behind */
+    assert_int_equal(tokens("n", "W"), 0);
+    assert_true(queued("n", "W"));
+    assert_true(queued("n", "M"));
+    assert_false(queued("n", "N"));
+    assert_true(granted("n", "W", 2, 5000));
+}
+
 static void test_free_slots_wake_several(void **state)
 {
     (void)state;
@@ -483,6 +505,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_fifo_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_newcomer_wakes_nobody, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_slots_wake_several, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dead_ticket_expires, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leave_and_cancel, setup, teardown),
