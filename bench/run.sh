@@ -99,9 +99,27 @@ r2=$(awk -v a="$m" -v b="$f2" 'BEGIN {printf "%.2f", a / b}')
 row "matched connect+close (free permit) vs 1 EVALSHA + connect" "${r1}x" "1.25x" "$(verdict "$r1" 1.25)"
 row "  same vs 2 EVALSHA + connect (acquire and release)" "${r2}x" "" ""
 rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "ns/op: matched / floor 1 / floor 2" "$(printf '%.0f / %.0f / %.0f' "$m" "$f1" "$f2")" "" "")")
+# The same with the client and redis-server pinned (taskset): on one core
+# the floor's wake-ups need no other core, and on two (as with a Redis on
+# another host) each one does; unpinned, the scheduler picks either, which
+# moves the floor by about a third from run to run.
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+    for place in "0 1 two cores" "0 0 one core"; do
+        set -- $place
+        taskset -a -p -c "$2" "$REDIS_PID" >/dev/null || continue
+        pm=""; pf=""
+        for i in 1 2 3 4 5; do
+            pm="$pm $(shim taskset -c "$1" "$B/bench" conn "$MP" 2000)"
+            pf="$pf $(taskset -c "$1" "$B/bench" floor "$REDIS_SOCK" "$LP" 2000 1)"
+        done
+        pm=$(printf '%s\n' $pm | fastest); pf=$(printf '%s\n' $pf | fastest)
+        row "  same, client and redis pinned to ${*:3} (ns: ours/floor)" "$(awk -v a="$pm" -v b="$pf" 'BEGIN {printf "%.2fx (%.0f/%.0f)", a / b, a, b}')" "" ""
+    done
+    taskset -a -p -c "0-$(( $(nproc) - 1 ))" "$REDIS_PID" >/dev/null
+fi
 
 # 4. hand-off latency: two processes take turns on a permit of limit 1
-shim "$B/bench" handoff "$HP" 300 1000 >"$T/handoff" || h_fail "hand-off bench failed"
+shim "$B/bench" handoff "$HP" 1000 1000 >"$T/handoff" || h_fail "hand-off bench failed"
 sort -n "$T/handoff" | awk 'NR > 1 { printf "%.3f\n", ($1 - prev) / 1e6 } { prev = $2 }' | sort -g >"$T/lat"
 n=$(wc -l <"$T/lat")
 p50=$(sed -n "$(( (n + 1) / 2 ))p" "$T/lat"); p99=$(sed -n "$(( (n * 99 + 99) / 100 ))p" "$T/lat")
