@@ -5,6 +5,7 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 BUILD=${BUILD:-build}
+case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac   # BUILD=/abs/dir as well as build
 export BUILD ROOT
 pass=0; fail=0; skip=0; failed=()
 sel=("$@")
@@ -20,7 +21,7 @@ want() {
 
 run_one() { # kind name cmd...
     local kind=$1 name=$2; shift 2
-    local log="$ROOT/$BUILD/test-logs/$name.log" t0=$SECONDS rc
+    local log="$BUILD/test-logs/$name.log" t0=$SECONDS rc
     mkdir -p "$(dirname "$log")"
     timeout 300 "$@" >"$log" 2>&1; rc=$?
     if [ $rc -eq 0 ]; then
