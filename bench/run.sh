@@ -113,7 +113,7 @@ if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
             pf="$pf $(taskset -c "$1" "$B/bench" floor "$REDIS_SOCK" "$LP" 2000 1)"
         done
         pm=$(printf '%s\n' $pm | fastest); pf=$(printf '%s\n' $pf | fastest)
-        row "  same, client and redis pinned to ${*:3} (ns: ours/floor)" "$(awk -v a="$pm" -v b="$pf" 'BEGIN {printf "%.2fx (%.0f/%.0f)", a / b, a, b}')" "" ""
+        row "  same, client and redis pinned to ${*:3}" "$(awk -v a="$pm" -v b="$pf" 'BEGIN {printf "%.2fx (%.0f/%.0f ns)", a / b, a, b}')" "" ""
     done
     taskset -a -p -c "0-$(( $(nproc) - 1 ))" "$REDIS_PID" >/dev/null
 fi
