@@ -566,6 +566,9 @@ void ccap_core_unregister(struct ccap_permit *p)
         if (rc != -ENOMEM && rc != -EINVAL && rc != -ENAMETOOLONG) circuit_failure(rc);
         ccap_log(CCAP_LOG_INFO, "release of %s not sent (%s): %s", p->holder, strerror(-rc),
                  rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
+    } else if (!send) {     /* the circuit was open already: the same, told the same way */
+        ccap_log(CCAP_LOG_INFO, "release of %s not sent (redis down): %s", p->holder,
+                 rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
     }
     pthread_mutex_unlock(&g.rlock);
 }

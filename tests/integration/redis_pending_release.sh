@@ -17,7 +17,9 @@ client=$!
 WAIT_S=5 h_wait_for h_holders_is api 2 || h_fail "two permits not held: $(cat "$T/p.out" "$T/p.err")"
 h_redis_down
 h_wait_for grep -q 'closed 1' "$T/p.out" || h_fail "the first connection was not closed"
-grep -q 'sent again when redis answers' "$T/p.err" || h_fail "the missed release was not kept: $(cat "$T/p.err")"
+# told either way: the close found Redis gone, or the heartbeat had opened the
+# circuit before it (a slow run, e.g. under TSan, once failed on that)
+grep -q 'release of .* not sent (.*): sent again when redis answers' "$T/p.err" || h_fail "the missed release was not kept: $(cat "$T/p.err")"
 h_redis_spawn_again
 t0=$(date +%s%N)
 [ "$(h_holders api)" -ge 1 ] || h_fail "redis lost its data at the restart"
