@@ -377,9 +377,7 @@ static int move_high(int fd)
     return nfd;
 }
 
-/* A failed read or write on N as -errno (E: its errno); the text goes to
- * R's error and N is closed. */
-static int io_error(struct ccap_redis *r, struct ccap_node *n, const char *cmd, int e)
+int ccap_node_io_error(struct ccap_redis *r, struct ccap_node *n, const char *cmd, int e)
 {
     int herr = n->ctx->err, rc;
 
@@ -490,7 +488,7 @@ int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const ch
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            rc = io_error(r, n, argv[0], w < 0 ? errno : EPIPE);
+            rc = ccap_node_io_error(r, n, argv[0], w < 0 ? errno : EPIPE);
             break;
         }
         off += (size_t)w;
@@ -518,7 +516,7 @@ int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const ch
         return rc;
     errno = 0;
     if (redisGetReply(n->ctx, &rep) != REDIS_OK || !rep)
-        return io_error(r, n, argv[0], errno);
+        return ccap_node_io_error(r, n, argv[0], errno);
     *out = rep;
     return 0;
 }
@@ -846,6 +844,10 @@ static int run_on(struct ccap_redis *r, struct ccap_node *n, int which, bool ask
         freeReplyObject(rep);
         rep = NULL;
         rc = script_load(r, n, (enum ccap_script)which);
+        if (rc == 0)
+            ccap_defer_retry(r);    /* a release the flush also hit goes first (see dispatch) */
+        if (rc == 0 && !n->ctx)
+            rc = -EPIPE;
         if (rc == 0 && ask)
             rc = asking(r, n);
         if (rc == 0)
@@ -881,6 +883,10 @@ int ccap_redis_dispatch(struct ccap_redis *r, int slot, int which, int argc, con
 
     *out = NULL;
     for (;;) {
+        /* releases that never ran (lost with a connection, or NOSCRIPT)
+         * go first: an acquire must not count a permit already given back */
+        if (!n)
+            ccap_defer_retry(r);
         if (!n && (rc = ccap_redis_pick(r, slot, &n, &fresh)) < 0)
             return rc;
         r->last = n;

@@ -75,13 +75,11 @@ int ccap_defer_collect(struct ccap_redis *r, struct ccap_node *n)
         }
         errno = 0;
         if (redisGetReply(n->ctx, &rep) != REDIS_OK || !rep) {
-            int e_no = errno ? errno : EPIPE;
+            /* the connection is gone (or timed out): what it owed waits to be
+             * sent again; told as any read of a reply is */
+            int rc = ccap_node_io_error(r, n, e->argv[0], errno);
 
-            /* the connection is gone: what it owed waits to be sent again */
-            ccap_redis_set_err(r, "redis (deferred %s): %s", e->argv[0],
-                               n->ctx && n->ctx->errstr[0] ? n->ctx->errstr : strerror(e_no));
-            ccap_node_drop(n);
-            return e_no == EAGAIN || e_no == EWOULDBLOCK ? -ETIMEDOUT : -EPIPE;
+            return rc == -ETIMEDOUT ? rc : -EPIPE;
         }
         if (((redisReply *)rep)->type == REDIS_REPLY_ERROR) {
             e->sent_on = NULL;      /* NOSCRIPT, a redirect...: run again by the sync path */

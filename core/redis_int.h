@@ -94,6 +94,12 @@ int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const ch
  * closed). */
 int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv);
 
+/* A failed read or write of CMD on N as -errno (E: its errno): -ETIMEDOUT
+ * after command_timeout_ms, -EPIPE (the peer went away), -ECONNREFUSED,
+ * -ENOMEM or -EIO. The text ("redis CMD: timed out after N ms", ...) goes to
+ * R's error, and N is closed (if its descriptor is still ours). */
+int ccap_node_io_error(struct ccap_redis *r, struct ccap_node *n, const char *cmd, int e);
+
 /* The Redis protocol (RESP) form of the command ARGV[0..ARGC-1] (strings,
  * binary-unsafe: NUL-terminated): ccap_resp_size() bytes are enough;
  * ccap_resp_format() writes it to OUT and returns its length. The same bytes

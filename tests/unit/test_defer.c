@@ -268,6 +268,71 @@ static void test_rerun_behind_owed(void **state)
     assert_int_equal(n_holders("o"), 0);
 }
 
+/* One try-once acquire of NAME (limit LIMIT) for HOLDER: granted or not. */
+static int try_acq(const char *name, const char *holder, int limit)
+{
+    struct ccap_sem_result res;
+
+    assert_int_equal(ccap_sem_acquire(R, PFX, name, holder, 30000, limit, &res), 0);
+    return res.granted;
+}
+
+/* A release that never ran -- its connection killed before Redis ran it,
+ * or its script flushed -- runs again BEFORE the next acquire, not after:
+ * with a limit of 1, the process's own closed socket must not refuse its
+ * next connect (it did, found by a fresh-eyes stress run). */
+static void test_lost_release_goes_first(void **state)
+{
+    redisReply *rep;
+    (void)state;
+
+    assert_true(try_acq("g", "A", 1));
+    cli_ok("CLIENT PAUSE 300 WRITE");       /* A's release is read, not run, until the kill */
+    assert_int_equal(ccap_sem_release_defer(R, PFX, "g", "A", 100, FAR, true), 0);
+    rep = redisCommand(CLI, "CLIENT KILL TYPE normal SKIPME yes");
+    assert_non_null(rep);
+    freeReplyObject(rep);
+    assert_true(try_acq("g", "B", 1));
+    assert_int_equal(ccap_redis_deferred(R), 0);
+    assert_int_equal(n_holders("g"), 1);
+
+    /* the same after SCRIPT FLUSH: B's release gets NOSCRIPT, read while C's
+     * acquire (sent behind it) gets NOSCRIPT too */
+    assert_int_equal(ccap_sem_release_wake(R, PFX, "g", "Z", 1), 0);   /* release loaded here */
+    cli_ok("SCRIPT FLUSH");
+    assert_int_equal(ccap_sem_release_defer(R, PFX, "g", "B", 100, FAR, true), 0);
+    assert_true(try_acq("g", "C", 1));
+    assert_int_equal(ccap_redis_deferred(R), 0);
+    assert_int_equal(n_holders("g"), 1);
+}
+
+/* A reply owed by a deferred release that times out reads as any timeout,
+ * naming the command and the time ("Resource temporarily unavailable" and
+ * "deferred" misled the outage log line). */
+static void test_owed_reply_timeout_text(void **state)
+{
+    struct ccap_redis_conf c = { 0 };
+    struct ccap_redis *r;
+    struct ccap_sem_result res;
+    (void)state;
+
+    c.socket = fx.sock;
+    c.connect_timeout_ms = 1000;
+    c.command_timeout_ms = 200;
+    assert_non_null(r = ccap_redis_new(&c));
+    assert_int_equal(ccap_sem_acquire(r, PFX, "t", "A", 30000, 10, &res), 0);
+    assert_int_equal(ccap_sem_release_wake(r, PFX, "t", "Z", 10), 0);
+    cli_ok("CLIENT PAUSE 1000 ALL");
+    assert_int_equal(ccap_sem_release_defer(r, PFX, "t", "A", 100, FAR, true), 0);
+    assert_int_equal(ccap_sem_acquire(r, PFX, "t", "B", 30000, 10, &res), -ETIMEDOUT);
+    assert_non_null(strstr(ccap_redis_errstr(r), "EVALSHA: timed out after 200 ms"));
+    assert_null(strstr(ccap_redis_errstr(r), "deferred"));
+    fx_sleep_ms(1100);
+    assert_true(ccap_redis_flush(r) >= 0);   /* kept, and run once Redis answers */
+    assert_int_equal(n_holders("t"), 0);
+    ccap_redis_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -281,6 +346,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fork_child_drops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_sigpipe, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rerun_behind_owed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lost_release_goes_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_owed_reply_timeout_text, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
