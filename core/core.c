@@ -396,7 +396,7 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
     struct ccap_sem_result res;
     struct ccap_redis *wc = NULL;
     char wake[640] = "";    /* made before the first block: most connects never wait */
-    bool pending = false, can_block = true;
+    bool pending = false, can_block = true, reblocked = false;
     int rc;
     for (;;) {
         long long t = now_ms();
@@ -444,6 +444,15 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
             can_block = ccap_sem_wake_key(wake, sizeof(wake), g.cfg->redis.key_prefix, s->name, p->holder) > 0;
         if (can_block && !wc) wc = ccap_wait_conn_get(&g.cfg->redis);
         int w = wc ? ccap_wait_block(wc, wake, (int)block) : -ENOMEM;
+        if (w < 0 && wc && !reblocked) {
+            /* a pooled connection the server closed (CLIENT KILL, its idle
+             * timeout, a restart): once more on a new one, not a sleep */
+            ccap_wait_conn_put(wc, false);
+            reblocked = true;
+            wc = ccap_wait_conn_get(&g.cfg->redis);
+            w = wc ? ccap_wait_block(wc, wake, (int)block) : -ENOMEM;
+        }
+        if (w >= 0) reblocked = false;
         if (w == 0) {
             pending = true;     /* the next attempt pushes a token to end it */
             q.flags |= CCAP_SEM_UNBLOCK;
