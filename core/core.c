@@ -556,19 +556,31 @@ void ccap_core_release(struct ccap_permit *p)
  * either way until Redis ran it (core/redis_defer.c): one lost with its
  * connection, or that Redis missed while down, is sent again -- by the next
  * command, or by the heartbeat once Redis answers -- unless the lease has
- * ended by then. A locally granted permit was never registered: nothing to
- * give back. */
+ * ended by then. A locally granted permit is released only while Redis
+ * answers (see below). */
 void ccap_core_unregister(struct ccap_permit *p)
 {
     if (!p || !config()) return;    /* loads it for a permit adopted across exec */
     int i = sem_index_of(p->sem);
-    if (p->flags & CCAP_PERMIT_LOCAL) {
-        if (i >= 0) atomic_fetch_sub(&g.local_used[i], 1);
+    if (!g.redis) {
+        if ((p->flags & CCAP_PERMIT_LOCAL) && i >= 0) atomic_fetch_sub(&g.local_used[i], 1);
         return;
     }
-    if (!g.redis) return;
     pthread_mutex_lock(&g.rlock);
     bool send = !circuit_open();
+    /* Read under rlock: the heartbeat registers local permits and clears
+     * the flag under it. One closed between the heartbeat's renew (which
+     * registered it) and the clearing is still flagged: while Redis
+     * answers it is released like any other (a release of a holder Redis
+     * never had changes nothing); while it does not, it was never
+     * registered. Before, it was left in Redis until its lease ended. */
+    if (p->flags & CCAP_PERMIT_LOCAL) {
+        if (i >= 0) atomic_fetch_sub(&g.local_used[i], 1);
+        if (!send) {
+            pthread_mutex_unlock(&g.rlock);
+            return;
+        }
+    }
     int rc = ccap_sem_release_defer(g.redis, g.cfg->redis.key_prefix, p->sem, p->holder,
                                     i >= 0 ? g.cfg->sems[i].limit : -1, now_ms() + p->lease_ms, send);
     if (rc < 0 && send) {   /* kept (but for -ENOMEM): sent again when redis answers */
