@@ -148,8 +148,10 @@ read -r _ rss_without < <("$B/bench" mem "$XP" 1000)
 row "added resident memory, 1000 permits held" "$((rss_with - rss_without)) KiB" "" ""
 
 echo
-echo "conncap bench -- $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -r), $(redis-server --version | awk '{print $3}')${ipns:+, $ipns instr/ns}"
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "conncap bench -- $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -r), redis $(redis-server --version | awk '{print $3}' | sed 's/^v=//')${ipns:+, $ipns instr/ns}"
+echo "load average at the end: $load (wall-clock rows move with it; the instruction counts do not)"
 echo
-printf '| %-60s | %-24s | %-8s | %-8s |\n' "figure" "result" "target" ""
+printf '| %-60s | %-24s | %-8s | %-8s |\n' "figure" "result" "target" "verdict"
 printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..62})" "$(printf -- '-%.0s' {1..26})" "$(printf -- '-%.0s' {1..10})" "$(printf -- '-%.0s' {1..10})"
 printf '%s\n' "${rows[@]}"
