@@ -1,8 +1,5 @@
 # ops_fallback.sh -- permits granted while Redis was down are counted (fallback_granted) once the heartbeat registers them.
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan reports the heartbeat's fstat identity checks of the program's descriptors (see the file)
-[ "${SAN:-}" = tsan ] && [ -f "$ROOT/tests/lib/tsan-fd.supp" ] &&
-    export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$ROOT/tests/lib/tsan-fd.supp"
 h_redis_start
 h_server_start 30000
 ON_DOWN=open h_conf "$T/c.conf" api 2 1500 300 "127.0.0.1:$SRV_PORT"

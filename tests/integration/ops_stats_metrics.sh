@@ -1,8 +1,5 @@
 # ops_stats_metrics.sh -- stats and metrics after real contention (programs under the shim); the exposition checked line by line; metrics over HTTP.
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan reports the heartbeat's fstat identity checks of the program's descriptors (see the file)
-[ "${SAN:-}" = tsan ] && [ -f "$ROOT/tests/lib/tsan-fd.supp" ] &&
-    export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$ROOT/tests/lib/tsan-fd.supp"
 h_redis_start
 h_server_start 400
 h_conf "$T/c.conf" api 2 3000 700 "127.0.0.1:$SRV_PORT"

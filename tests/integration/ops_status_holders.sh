@@ -1,8 +1,5 @@
 # ops_status_holders.sh -- status and holders against real holders (programs under the shim): JSON parsed, alerts, ages.
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan reports the heartbeat's fstat identity checks of the program's descriptors (see the file)
-[ "${SAN:-}" = tsan ] && [ -f "$ROOT/tests/lib/tsan-fd.supp" ] &&
-    export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$ROOT/tests/lib/tsan-fd.supp"
 h_redis_start
 h_server_start 60000
 lease=3000

@@ -1,8 +1,5 @@
 # ops_syslog.sh -- log = "syslog": the shim's lines reach /dev/log (a private one, in a mount namespace), tagged conncap[pid], and nothing goes to the program's stderr.
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan reports the heartbeat's fstat identity checks of the program's descriptors (see the file)
-[ "${SAN:-}" = tsan ] && [ -f "$ROOT/tests/lib/tsan-fd.supp" ] &&
-    export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$ROOT/tests/lib/tsan-fd.supp"
 h_redis_start
 h_server_start 100
 # limit 0 and no wait: every connect is refused at once and the shim logs a warning

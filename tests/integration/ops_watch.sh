@@ -1,8 +1,5 @@
 # ops_watch.sh -- `conncap watch`: snapshots when stdout is no terminal, a refreshing screen in a pty that quits on q, and Ctrl-C.
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan reports the heartbeat's fstat identity checks of the program's descriptors (see the file)
-[ "${SAN:-}" = tsan ] && [ -f "$ROOT/tests/lib/tsan-fd.supp" ] &&
-    export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$ROOT/tests/lib/tsan-fd.supp"
 h_redis_start
 h_server_start 60000
 h_conf "$T/c.conf" api 2 3000 200 "127.0.0.1:$SRV_PORT"

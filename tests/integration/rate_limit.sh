@@ -1,7 +1,5 @@
 # rate_limit.sh -- rate 50/s, burst 10: 200 connects take about (200 - 10) / 50 = 3.8 s, and the server never sees more than burst + rate * t in any window.
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan takes the shim's fstat of the program's descriptors for races (see the file)
-[ "${SAN:-}" = tsan ] && export TSAN_OPTIONS="suppressions=$ROOT/tests/lib/tsan-fd.supp ${TSAN_OPTIONS:-}"
 h_redis_start
 h_server_start 0
 WARM=$SRV_PORT

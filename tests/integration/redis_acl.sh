@@ -1,8 +1,5 @@
 # redis_acl.sh -- the shim and every CLI command as the least-privilege ACL user of examples/redis-acl.conf; the password is never shown.
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan models descriptors as memory and reports the shim's deliberate identity
-# checks (fstat of the program's fds) as races: see tests/lib/tsan-fd.supp.
-[ "${SAN:-}" = tsan ] && export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$ROOT/tests/lib/tsan-fd.supp"
 FC="$PROGS/failclient"
 PW="pw-$RANDOM-Zq9xK7-secret"
 ADMIN="admin-$RANDOM"

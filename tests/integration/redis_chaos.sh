@@ -2,9 +2,6 @@
 # The issue asks for a minute; 30 s keeps `make test` within a few minutes on
 # 2 cores and still spans two restarts and the kills. CHAOS_S overrides it.
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan models descriptors as memory and reports the shim's deliberate identity
-# checks (fstat of the program's fds) as races: see tests/lib/tsan-fd.supp.
-[ "${SAN:-}" = tsan ] && export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$ROOT/tests/lib/tsan-fd.supp"
 FC="$PROGS/failclient"
 dur=${CHAOS_S:-30}
 limit=4 lease=2000 wait_ms=1500

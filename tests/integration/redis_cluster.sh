@@ -1,8 +1,5 @@
 # redis_cluster.sh -- Redis Cluster: semaphores on every master hold their caps; a slot migration is followed (ASK, then MOVED).
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan models descriptors as memory and reports the shim's deliberate identity
-# checks (fstat of the program's fds) as races: see tests/lib/tsan-fd.supp.
-[ "${SAN:-}" = tsan ] && export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$ROOT/tests/lib/tsan-fd.supp"
 FC="$PROGS/failclient"
 h_cluster_start
 P=("${CLUSTER_PORTS[@]}")

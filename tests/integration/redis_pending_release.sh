@@ -1,8 +1,5 @@
 # redis_pending_release.sh -- a release Redis missed while it was down is sent once it answers, long before the lease would end.
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan models descriptors as memory and reports the shim's deliberate identity
-# checks (fstat of the program's fds) as races: see tests/lib/tsan-fd.supp.
-[ "${SAN:-}" = tsan ] && export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$ROOT/tests/lib/tsan-fd.supp"
 FC="$PROGS/failclient"
 REDIS_EXTRA="--appendonly yes --appendfsync always"   # the restart keeps the holders
 h_redis_start

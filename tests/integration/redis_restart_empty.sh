@@ -1,8 +1,5 @@
 # redis_restart_empty.sh -- Redis restarted empty while three permits are held: within one heartbeat the holders are back.
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan models descriptors as memory and reports the shim's deliberate identity
-# checks (fstat of the program's fds) as races: see tests/lib/tsan-fd.supp.
-[ "${SAN:-}" = tsan ] && export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$ROOT/tests/lib/tsan-fd.supp"
 FC="$PROGS/failclient"
 h_redis_start
 h_server_start 60000

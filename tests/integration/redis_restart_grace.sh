@@ -1,8 +1,5 @@
 # redis_restart_grace.sh -- restart_grace_ms: Redis restarted empty while the limit is held; newcomers wait for the holders to re-register, and the server never sees more than the limit.
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan models descriptors as memory and reports the shim's deliberate identity
-# checks (fstat of the program's fds) as races: see tests/lib/tsan-fd.supp.
-[ "${SAN:-}" = tsan ] && export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$ROOT/tests/lib/tsan-fd.supp"
 FC="$PROGS/failclient"
 h_redis_start                     # no persistence: a restart comes back empty
 h_server_start 60000

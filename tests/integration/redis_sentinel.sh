@@ -1,8 +1,5 @@
 # redis_sentinel.sh -- Redis Sentinel: the master is killed while clients keep connecting; after the failover the cap holds again and no connect hangs.
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan models descriptors as memory and reports the shim's deliberate identity
-# checks (fstat of the program's fds) as races: see tests/lib/tsan-fd.supp.
-[ "${SAN:-}" = tsan ] && export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$ROOT/tests/lib/tsan-fd.supp"
 FC="$PROGS/failclient"
 h_sentinel_start
 h_note "master :$SENT_MASTER_PORT, replica :$SENT_REPLICA_PORT, sentinels ${SENT_PORTS[*]}"

@@ -1,9 +1,6 @@
 # reload_rules.sh -- hot reload under a running program: a raised limit and a changed rule take effect,
 # held permits keep their semaphore, a broken file keeps the rules (logged once with file and line).
 . "$(dirname "$0")/../lib/harness.sh"
-# the heartbeat's identity checks fstat the program's descriptors on purpose (see tsan-fd.supp)
-[ "${SAN:-}" = tsan ] && [ -f "$ROOT/tests/lib/tsan-fd.supp" ] &&
-    export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$ROOT/tests/lib/tsan-fd.supp"
 h_redis_start
 h_server_start 300
 commands() { h_rcli info stats | tr -d '\r' | sed -n 's/^total_commands_processed://p'; }

@@ -1,7 +1,5 @@
 # wait_conn_killed.sh -- a waiter whose BLPOP connection the server closes (CLIENT KILL, an idle timeout, a restart) blocks again on a new one, and is still woken by the release.
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan takes the shim's fstat of the program's descriptors for races (see the file)
-[ "${SAN:-}" = tsan ] && export TSAN_OPTIONS="suppressions=$ROOT/tests/lib/tsan-fd.supp ${TSAN_OPTIONS:-}"
 h_redis_start
 h_server_start 60000
 h_conf "$T/c.conf" api 1 30000 20000 "127.0.0.1:$SRV_PORT"

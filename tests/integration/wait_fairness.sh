@@ -1,7 +1,5 @@
 # wait_fairness.sh -- 16 processes looping on a limit of 2 (8x oversubscribed): served in arrival order, nobody starves.
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan takes the shim's fstat of the program's descriptors for races (see the file)
-[ "${SAN:-}" = tsan ] && export TSAN_OPTIONS="suppressions=$ROOT/tests/lib/tsan-fd.supp ${TSAN_OPTIONS:-}"
 h_redis_start
 h_server_start 100
 h_conf "$T/c.conf" api 2 30000 30000 "127.0.0.1:$SRV_PORT"

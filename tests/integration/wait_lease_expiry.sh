@@ -1,7 +1,5 @@
 # wait_lease_expiry.sh -- nobody releases a SIGKILLed holder's permit: a waiter still gets it right after the lease ends (no lost wake-up).
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan takes the shim's fstat of the program's descriptors for races (see the file)
-[ "${SAN:-}" = tsan ] && export TSAN_OPTIONS="suppressions=$ROOT/tests/lib/tsan-fd.supp ${TSAN_OPTIONS:-}"
 h_redis_start
 h_server_start 60000
 lease=1500

@@ -1,7 +1,5 @@
 # wait_threads.sh -- a thread blocked waiting on semaphore A never delays another thread's acquires and releases on B.
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan takes the shim's fstat of the program's descriptors for races (see the file)
-[ "${SAN:-}" = tsan ] && export TSAN_OPTIONS="suppressions=$ROOT/tests/lib/tsan-fd.supp ${TSAN_OPTIONS:-}"
 h_redis_start
 h_server_start 60000
 PA=$SRV_PORT

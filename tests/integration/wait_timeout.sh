@@ -1,7 +1,5 @@
 # wait_timeout.sh -- no permit within wait_timeout_ms: connect fails with the on_timeout errno, on time, and leaves the queue.
 . "$(dirname "$0")/../lib/harness.sh"
-# TSan takes the shim's fstat of the program's descriptors for races (see the file)
-[ "${SAN:-}" = tsan ] && export TSAN_OPTIONS="suppressions=$ROOT/tests/lib/tsan-fd.supp ${TSAN_OPTIONS:-}"
 h_redis_start
 h_server_start 60000
 h_conf "$T/c.conf" api 1 5000 300 "127.0.0.1:$SRV_PORT"
