@@ -65,9 +65,27 @@ $(BUILD)/scripts.o: $(BUILD)/scripts.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 # The shim exports only the libc symbols it interposes (shim/exports.map).
-$(BUILD)/libconncap.so: $(CORE_OBJ) $(SHIM_OBJ) shim/exports.map
+# It carries its own hiredis and libconfig, linked from their static archives
+# with every symbol hidden: the shim never binds to a program's own copy of
+# either (another version under the same names), nor the program to the
+# shim's, and needs neither at run time. The CLI and the tests link them as
+# shared libraries. pkg-config's libdir first, then the compiler's path.
+static_lib = $(firstword $(wildcard $(addsuffix /lib$(1).a,$(shell pkg-config --variable=libdir $(2) 2>/dev/null))) \
+                         $(shell $(CC) -print-file-name=lib$(1).a))
+HIREDIS_A   := $(call static_lib,hiredis,hiredis)
+LIBCONFIG_A := $(call static_lib,config,libconfig)
+SHIM_LIBS   := -Wl,--exclude-libs,ALL $(HIREDIS_A) $(BUILD)/libconfig-shim.a -ldl -pthread
+
+# libconfig.a (PIE code in Debian) reaches stdin/stdout/stderr directly; those
+# references are renamed to the shim's hidden ones (shim/lcstdio.c).
+$(BUILD)/libconfig-shim.a: $(LIBCONFIG_A)
+	@mkdir -p $(@D)
+	objcopy --redefine-sym stdin=ccap_lc_stdin --redefine-sym stdout=ccap_lc_stdout \
+	    --redefine-sym stderr=ccap_lc_stderr $< $@
+
+$(BUILD)/libconncap.so: $(CORE_OBJ) $(SHIM_OBJ) shim/exports.map $(BUILD)/libconfig-shim.a
 	$(CC) $(CFLAGS) -shared -Wl,--version-script=shim/exports.map -Wl,-z,now -o $@ \
-	    $(CORE_OBJ) $(SHIM_OBJ) $(LDLIBS)
+	    $(CORE_OBJ) $(SHIM_OBJ) $(SHIM_LIBS)
 
 $(BUILD)/conncap: $(CORE_OBJ) $(CLI_OBJ)
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(CORE_OBJ) $(LDLIBS) -lm
