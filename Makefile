@@ -21,8 +21,13 @@ SANFLAGS := -fsanitize=undefined -fno-sanitize-recover=undefined
 else ifeq ($(SAN),tsan)
 BUILD    ?= build-tsan
 SANFLAGS := -fsanitize=thread
+else ifeq ($(SAN),fuzz)
+# the libFuzzer targets' build (make fuzz; see the fuzz block below)
+BUILD    ?= build-fuzz
+CC       := $(or $(FUZZ_CC),clang-14)
+SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 else
-$(error SAN must be asan, ubsan or tsan)
+$(error SAN must be asan, ubsan or tsan (or fuzz, for the fuzz targets))
 endif
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -104,6 +109,7 @@ test-build: all $(UNITS) $(PROGS)
 test:
 	@sh mk/deps.sh test
 	@$(MAKE) --no-print-directory test-build
+	@$(if $(FUZZ_IN_TEST),$(MAKE) --no-print-directory fuzz-if-available)
 	@BUILD=$(BUILD) SAN=$(SAN) bash tests/run.sh $(T)
 
 unit: all $(UNITS)
@@ -133,4 +139,45 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libconncap.so $(DESTDIR)$(BINDIR)/conncap
 
 clean:
-	rm -rf build build-asan build-ubsan build-tsan
+	rm -rf build build-asan build-ubsan build-tsan build-fuzz
+
+# ---- libFuzzer targets: tests/fuzz/fuzz_NAME.c, seed corpus tests/fuzz/corpus/NAME/ ----
+# Each defines LLVMFuzzerTestOneInput and links against the core and CLI objects,
+# built with clang, libFuzzer, ASan and UBSan in build-fuzz/ (SAN=fuzz). `make fuzz`
+# runs each for FUZZ_SECONDS over a working copy of its corpus (build-fuzz/corpus/);
+# `make test` (without SAN) runs each briefly over its committed corpus when clang's
+# libFuzzer runtime is installed (libclang-rt-14-dev), and reports them skipped if not.
+FUZZ_CC      ?= clang-14
+FUZZ_SECONDS ?= 180
+FUZZ_SRC     := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_RT       = $(wildcard $(shell $(FUZZ_CC) --print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-*.a)
+FUZZ_IN_TEST := $(if $(SAN),,$(if $(T),$(filter fuzz fuzz_%,$(T)),all))
+.PHONY: fuzz fuzz-build fuzz-if-available
+
+ifeq ($(SAN),fuzz)
+fuzz-build: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+else
+fuzz-build:
+	@$(MAKE) --no-print-directory SAN=fuzz fuzz-build
+endif
+
+# The core and CLI objects but main, as an archive: a fuzz target, or a unit test
+# of CLI code (tests/unit/test_cli_*.c), links only what it uses.
+$(BUILD)/libccap-test.a: $(CORE_OBJ) $(filter-out $(BUILD)/cli/conncap.o,$(CLI_OBJ))
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/libccap-test.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -Itests/lib -Icli -o $@ $< $(BUILD)/libccap-test.a $(LDLIBS) -lm
+
+$(BUILD)/tests/test_cli_%: tests/unit/test_cli_%.c $(BUILD)/libccap-test.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests/lib -Icli -o $@ $< $(BUILD)/libccap-test.a $(LDLIBS) -lcmocka -lm
+
+fuzz:
+	@sh mk/deps.sh fuzz
+	@$(MAKE) --no-print-directory fuzz-build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh long $(T)
+
+fuzz-if-available:
+	@$(if $(FUZZ_RT),$(MAKE) --no-print-directory fuzz-build,echo "fuzz: no libFuzzer runtime for $(FUZZ_CC) (libclang-rt-14-dev)")

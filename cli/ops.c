@@ -2,6 +2,7 @@
 #include "ops.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -331,28 +332,37 @@ static int part(const char *a, const char *b, char *out, size_t n)
     return 0;
 }
 
+/* The canonical decimal in [A, B) ("0" or digits without a leading zero,
+ * as the shim writes them) into *OUT; -1 unless it is one in [MIN, INT_MAX]. */
+static int part_num(const char *a, const char *b, long min, long *out)
+{
+    long v = 0;
+    if (b <= a || b - a > 10 || (*a == '0' && b - a > 1))
+        return -1;
+    for (const char *p = a; p < b; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        v = v * 10 + (*p - '0');
+    }
+    if (v < min || v > INT_MAX)
+        return -1;
+    *out = v;
+    return 0;
+}
+
 int ccap_ops_parse_holder(const char *id, struct ccap_ops_holder *h)
 {
     const char *s1 = strchr(id, '/'), *s2 = s1 ? strchr(s1 + 1, '/') : NULL, *s3 = s2 ? strchr(s2 + 1, '/') : NULL;
     const char *last = strrchr(id, '/');
-    char num[32];
-    char *end;
     memset(h, 0, sizeof(*h));
     if (!s3 || last <= s3)
         return -1;
     if (part(id, s1, h->host, sizeof h->host) || part(s3 + 1, last, h->dest, sizeof h->dest) ||
-        part(last + 1, id + strlen(id), h->nonce, sizeof h->nonce))
+        part(last + 1, id + strlen(id), h->nonce, sizeof h->nonce) || part_num(s1 + 1, s2, 1, &h->pid) ||
+        part_num(s2 + 1, s3, 0, &h->fd)) {
+        memset(h, 0, sizeof(*h));
         return -1;
-    if (part(s1 + 1, s2, num, sizeof num))
-        return -1;
-    h->pid = strtol(num, &end, 10);
-    if (*end || h->pid <= 0)
-        return -1;
-    if (part(s2 + 1, s3, num, sizeof num))
-        return -1;
-    h->fd = strtol(num, &end, 10);
-    if (*end || h->fd < 0)
-        return -1;
+    }
     return 0;
 }
 

@@ -85,7 +85,9 @@ void ccap_ops_json_str(FILE *f, const char *s);
 
 /* Parses a holder id "host/pid/fd/destination/nonce.seq" into its parts
  * (copied into the caller's buffers; DEST may contain '/'-free IPv6 in
- * brackets). Returns 0, or -1 when ID has another shape. */
+ * brackets). PID (1..INT_MAX) and FD (0..INT_MAX) must be canonical
+ * decimals, as the shim writes them. Returns 0, or -1 (H zeroed) when ID has
+ * another shape. */
 struct ccap_ops_holder {
     char host[128], dest[128], nonce[64];
     long pid, fd;

@@ -1,15 +1,16 @@
 #!/bin/sh
 # deps.sh -- installs the Debian packages a make target needs, or says how.
-# Usage: mk/deps.sh build|test|demo|bench
+# Usage: mk/deps.sh build|test|demo|bench|fuzz
 set -e
 build="gcc make pkg-config libhiredis-dev libconfig-dev"
-test="$build libcmocka-dev redis-server redis-tools redis-sentinel curl netcat-openbsd python3 libnss-wrapper procps"
+test="$build libcmocka-dev redis-server redis-tools redis-sentinel curl netcat-openbsd python3 libnss-wrapper procps clang libclang-rt-14-dev"
 case "${1:-build}" in
   build) want=$build ;;
   test)  want=$test ;;
   demo)  want="$build redis-server redis-tools curl python3 procps" ;;
   bench) want="$test valgrind" ;;   # npm (nodejs) is optional: its row says when it is missing
-  *) echo "usage: $0 build|test|demo|bench" >&2; exit 2 ;;
+  fuzz)  want="$build clang libclang-rt-14-dev" ;;
+  *) echo "usage: $0 build|test|demo|bench|fuzz" >&2; exit 2 ;;
 esac
 missing=""
 for p in $want; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# run.sh -- runs the cmocka unit tests and the integration tests; prints a
-# closing line "N passed, N failed". Usage: tests/run.sh [unit|integration|NAME...]
+# run.sh -- runs the cmocka unit tests, the integration tests and (without SAN)
+# the fuzz targets briefly over their corpora; prints a closing line
+# "N passed, N failed". Usage: tests/run.sh [unit|integration|fuzz|NAME...]
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -14,7 +15,7 @@ want() {
     [ ${#sel[@]} -eq 0 ] && return 0
     local s
     for s in "${sel[@]}"; do
-        case "$s" in unit|integration) [ "$s" = "$1" ] && return 0 ;; *) [[ "$2" == *"$s"* ]] && return 0 ;; esac
+        case "$s" in unit|integration|fuzz) [ "$s" = "$1" ] && return 0 ;; *) [[ "$2" == *"$s"* ]] && return 0 ;; esac
     done
     return 1
 }
@@ -44,6 +45,18 @@ for t in tests/integration/*.sh; do
     [ -f "$t" ] || continue
     n=$(basename "$t" .sh)
     want integration "$n" && run_one integration "$n" bash "$t"
+done
+# The fuzz targets are their own sanitizer build (build-fuzz/, made by make test
+# when clang's libFuzzer runtime is installed); not run again under SAN.
+for t in tests/fuzz/fuzz_*.c; do
+    [ -f "$t" ] && [ -z "${SAN:-}" ] || continue
+    n=$(basename "$t" .c)
+    want fuzz "$n" || continue
+    if [ -x "${FUZZ_BUILD:-$ROOT/build-fuzz}/fuzz/$n" ]; then
+        run_one fuzz "$n" bash tests/fuzz/run.sh brief "$n"
+    else
+        skip=$((skip + 1)); printf 'SKIP %-40s %s\n' "$n" "not built: no libFuzzer runtime (libclang-rt-14-dev)"
+    fi
 done
 
 echo
