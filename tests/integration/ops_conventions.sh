@@ -25,12 +25,15 @@ runrc 125 -c - -- true < "$T/c.conf"
 runrc 127 -c "$T/c.conf" -- "$T/no-such-program"
 printf '#!/bin/sh\nexit 0\n' > "$T/noexec"; chmod 0644 "$T/noexec"
 runrc 126 -c "$T/c.conf" -- "$T/noexec"
-runrc 2 -c "$T/c.conf" -- sh -c 'exit 2'
-runrc 125 -c "$T/c.conf" -- sh -c 'exit 125'   # the program's own 125 passes through too
-runrc 0 -c "$T/c.conf" -- sh -c 'case "$LD_PRELOAD" in *libconncap.so*) exit 0;; esac; exit 9'
-# a --help of the wrapped program is the program's
-runrc 0 -c "$T/c.conf" sh -c 'echo ran' --help
-grep -qx ran "$T/run.out" || h_fail "run CMD --help printed conncap's help: $(head -3 "$T/run.out")"
+# the program's own status (a sanitizer-built shim cannot be preloaded into sh)
+if [ -z "${SAN:-}" ]; then
+    runrc 2 -c "$T/c.conf" -- sh -c 'exit 2'
+    runrc 125 -c "$T/c.conf" -- sh -c 'exit 125'   # the program's own 125 passes through too
+    runrc 0 -c "$T/c.conf" -- sh -c 'case "$LD_PRELOAD" in *libconncap.so*) exit 0;; esac; exit 9'
+    # a --help of the wrapped program is the program's
+    runrc 0 -c "$T/c.conf" sh -c 'echo ran' --help
+    grep -qx ran "$T/run.out" || h_fail "run CMD --help printed conncap's help: $(head -3 "$T/run.out")"
+fi
 
 # -- check --offline: no Redis contacted; a valid file is 0, a bad one 2 with file and line
 h_redis_stop
