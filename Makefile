@@ -4,8 +4,13 @@
 PREFIX   ?= /usr/local
 LIBDIR   ?= $(PREFIX)/lib
 BINDIR   ?= $(PREFIX)/bin
-SYSCONF  ?= /etc
+MANDIR   ?= $(PREFIX)/share/man
+DOCDIR   ?= $(PREFIX)/share/doc/conncap
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+# The shim is a preload module, not a library to link with: a private directory.
+PKGLIBDIR = $(LIBDIR)/conncap
 PKGS     := hiredis libconfig
+PKG_CONFIG ?= pkg-config
 VERSION  := 0.2.0
 CC       ?= cc
 
@@ -30,10 +35,20 @@ else
 $(error SAN must be asan, ubsan or tsan (or fuzz, for the fuzz targets))
 endif
 
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# Building needs the pkg-config packages only; `make` never installs anything
+# (make test / demo / bench / deps do, through mk/deps.sh).
+ifneq ($(filter-out clean uninstall deps test demo bench fuzz,$(or $(MAKECMDGOALS),all)),)
+PKG_MISSING := $(shell for p in $(PKGS); do $(PKG_CONFIG) --exists $$p 2>/dev/null || printf '%s ' $$p; done)
+ifneq ($(PKG_MISSING),)
+$(error missing build dependencies: $(PKG_CONFIG) finds no $(PKG_MISSING)(on Debian: apt-get install pkg-config libhiredis-dev libconfig-dev, or run make deps as root))
+endif
+endif
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+# CPPFLAGS, CFLAGS and LDFLAGS are the packager's (dpkg-buildflags: FORTIFY,
+# stack protector, relro/now); ours are appended, also to a command-line CFLAGS.
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-missing-field-initializers -fPIC -pthread \
+override CFLAGS += -std=gnu11 -Wall -Wextra -Wno-missing-field-initializers -fPIC -pthread \
             -fvisibility=hidden -D_GNU_SOURCE -Icore -I$(BUILD) $(PKG_CFLAGS) $(SANFLAGS)
 LDLIBS   := $(PKG_LIBS) -ldl -pthread
 
@@ -50,11 +65,8 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNITS    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 PROGS    := $(PROG_SRC:tests/progs/%.c=$(BUILD)/progs/%)
 
-.PHONY: all deps test test-build unit integration demo bench bench-build install uninstall clean
-all: deps $(BUILD)/libconncap.so $(BUILD)/conncap
-
-deps:
-	@sh mk/deps.sh build
+.PHONY: all deps test test-build unit integration demo bench bench-build install uninstall clean FORCE
+all: $(BUILD)/libconncap.so $(BUILD)/conncap
 
 $(BUILD)/scripts.c: $(LUA) mk/embed-lua.sh
 	@mkdir -p $(@D)
@@ -62,12 +74,19 @@ $(BUILD)/scripts.c: $(LUA) mk/embed-lua.sh
 
 $(BUILD)/%.o: %.c $(wildcard core/*.h shim/*.h cli/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/cli/conncap.o: CFLAGS += -DCCAP_VERSION='"$(VERSION)"' -DCCAP_LIBDIR='"$(LIBDIR)"'
+# The install paths the CLI finds the shim by, rewritten only when they change:
+# `make install` with other paths than `make` rebuilds the CLI with them.
+$(BUILD)/paths.h: FORCE
+	@mkdir -p $(@D)
+	@printf '#define CCAP_VERSION "%s"\n#define CCAP_BINDIR "%s"\n#define CCAP_PKGLIBDIR "%s"\n' \
+	    '$(VERSION)' '$(BINDIR)' '$(PKGLIBDIR)' > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+$(BUILD)/cli/conncap.o: $(BUILD)/paths.h
 
 $(BUILD)/scripts.o: $(BUILD)/scripts.c
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 # The shim exports only the libc symbols it interposes (shim/exports.map).
 # It carries its own hiredis and libconfig, linked from their static archives
@@ -75,7 +94,7 @@ $(BUILD)/scripts.o: $(BUILD)/scripts.c
 # either (another version under the same names), nor the program to the
 # shim's, and needs neither at run time. The CLI and the tests link them as
 # shared libraries. pkg-config's libdir first, then the compiler's path.
-static_lib = $(firstword $(wildcard $(addsuffix /lib$(1).a,$(shell pkg-config --variable=libdir $(2) 2>/dev/null))) \
+static_lib = $(firstword $(wildcard $(addsuffix /lib$(1).a,$(shell $(PKG_CONFIG) --variable=libdir $(2) 2>/dev/null))) \
                          $(shell $(CC) -print-file-name=lib$(1).a))
 HIREDIS_A   := $(call static_lib,hiredis,hiredis)
 LIBCONFIG_A := $(call static_lib,config,libconfig)
@@ -89,19 +108,19 @@ $(BUILD)/libconfig-shim.a: $(LIBCONFIG_A)
 	    --redefine-sym stderr=ccap_lc_stderr $< $@
 
 $(BUILD)/libconncap.so: $(CORE_OBJ) $(SHIM_OBJ) shim/exports.map $(BUILD)/libconfig-shim.a
-	$(CC) $(CFLAGS) -shared -Wl,--version-script=shim/exports.map -Wl,-z,now -o $@ \
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,--version-script=shim/exports.map -Wl,-z,relro,-z,now -o $@ \
 	    $(CORE_OBJ) $(SHIM_OBJ) $(SHIM_LIBS)
 
 $(BUILD)/conncap: $(CORE_OBJ) $(CLI_OBJ)
-	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(CORE_OBJ) $(LDLIBS) -lm
+	$(CC) $(CFLAGS) $(LDFLAGS) -Wl,-z,relro,-z,now -o $@ $(CLI_OBJ) $(CORE_OBJ) $(LDLIBS) -lm
 
 $(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJ)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Itests/lib -o $@ $< $(CORE_OBJ) $(LDLIBS) -lcmocka -lm
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -Itests/lib -o $@ $< $(CORE_OBJ) $(LDLIBS) -lcmocka -lm
 
 $(BUILD)/progs/%: tests/progs/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< -pthread
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -fvisibility=default -o $@ $< -pthread
 
 # What the tests run; one goal, so an up-to-date build prints nothing.
 test-build: all $(UNITS) $(PROGS)
@@ -127,16 +146,28 @@ bench:
 	@$(MAKE) --no-print-directory bench-build
 	@BUILD=$(BUILD) bash bench/run.sh
 
+deps:
+	@sh mk/deps.sh build
+
+# One set, for make install and the Debian package: the CLI, the shim in a
+# private directory, the manual pages, the reference configuration as an
+# example (never a live /etc/conncap.conf that would cap traffic nobody
+# chose), bash completion.
+INSTALLED = $(BINDIR)/conncap $(PKGLIBDIR)/libconncap.so $(MANDIR)/man1/conncap.1 $(MANDIR)/man5/conncap.conf.5 \
+            $(DOCDIR)/examples/conncap.conf $(BASHCOMPDIR)/conncap
 install: all
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR)
-	install -m 0755 $(BUILD)/libconncap.so $(DESTDIR)$(LIBDIR)/libconncap.so
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
+	    $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(BASHCOMPDIR)
 	install -m 0755 $(BUILD)/conncap $(DESTDIR)$(BINDIR)/conncap
-	# The reference config carries example rules: it is installed as an example,
-	# never as a live /etc/conncap.conf that would cap traffic nobody chose.
-	install -D -m 0644 conf/conncap.conf $(DESTDIR)$(SYSCONF)/conncap.conf.example
+	install -m 0644 $(BUILD)/libconncap.so $(DESTDIR)$(PKGLIBDIR)/libconncap.so
+	install -m 0644 doc/conncap.1 $(DESTDIR)$(MANDIR)/man1/conncap.1
+	install -m 0644 doc/conncap.conf.5 $(DESTDIR)$(MANDIR)/man5/conncap.conf.5
+	install -m 0644 conf/conncap.conf $(DESTDIR)$(DOCDIR)/examples/conncap.conf
+	install -m 0644 completions/conncap $(DESTDIR)$(BASHCOMPDIR)/conncap
 
 uninstall:
-	rm -f $(DESTDIR)$(LIBDIR)/libconncap.so $(DESTDIR)$(BINDIR)/conncap
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	rmdir $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 
 clean:
 	rm -rf build build-asan build-ubsan build-tsan build-fuzz

@@ -6,8 +6,11 @@
 #include "config.h"
 #include "redis.h"
 
-/* Exit statuses of every subcommand. */
-enum { CCAP_EXIT_OK = 0, CCAP_EXIT_ALERT = 1, CCAP_EXIT_USAGE = 2 };
+/* Exit statuses of every subcommand. `run` exits with the program's own
+ * status, so its own failures use 125 (as env, timeout and nice do), and
+ * 126/127 when the program cannot be executed / is not found. */
+enum { CCAP_EXIT_OK = 0, CCAP_EXIT_ALERT = 1, CCAP_EXIT_USAGE = 2, CCAP_EXIT_RUN_FAILED = 125,
+       CCAP_EXIT_CANNOT_EXEC = 126, CCAP_EXIT_NOT_FOUND = 127 };
 
 struct ccap_cmd {
     const char *name;
@@ -16,8 +19,11 @@ struct ccap_cmd {
     const char *details;                /* longer --help text, or NULL */
 };
 
-/* Absolute path of libconncap.so: $CONNCAP_LIBRARY, else beside the binary,
- * else ../lib beside it, else the install LIBDIR. */
+/* Absolute path of libconncap.so: $CONNCAP_LIBRARY, else beside the binary
+ * (the build tree), else at the install's PKGLIBDIR taken relative to the
+ * binary's own directory (so a moved or DESTDIR-staged tree works), else the
+ * absolute PKGLIBDIR (returned even when absent, for the error message).
+ * Returns a static buffer: not thread-safe. */
 const char *ccap_cli_library(void);
 
 /* Common options: -c FILE and --json. Leaves *FIRST at the first operand.
@@ -29,7 +35,8 @@ struct ccap_cli_opts {
 };
 int ccap_cli_parse(int argc, char **argv, struct ccap_cli_opts *o, const char *usage);
 
-/* Loads the config named by O (or the default path); prints the error and
+/* Loads the config named by O (or the default path; "-" reads it from
+ * standard input, named "<stdin>" in messages); prints the error and
  * returns NULL on failure. */
 struct ccap_config *ccap_cli_config(const struct ccap_cli_opts *o);
 
@@ -52,6 +59,7 @@ int ccap_cmd_set_limit(int argc, char **argv);
 int ccap_cmd_reset(int argc, char **argv);
 int ccap_cmd_watch(int argc, char **argv);
 int ccap_cmd_audit(int argc, char **argv);
+extern const char ccap_help_run[], ccap_help_check[], ccap_help_explain[];
 extern const char ccap_help_status[], ccap_help_holders[], ccap_help_stats[], ccap_help_metrics[],
     ccap_help_set_limit[], ccap_help_reset[], ccap_help_watch[], ccap_help_audit[];
 

@@ -1,8 +1,14 @@
 /* common.c -- what every conncap subcommand shares: options, config, Redis. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli.h"
+
+#define STDIN_NAME "<stdin>"
+#define STDIN_MAX (4 << 20)   /* bytes of configuration read from standard input */
 
 int ccap_cli_parse(int argc, char **argv, struct ccap_cli_opts *o, const char *usage)
 {
@@ -33,11 +39,83 @@ bad:
     return -1;
 }
 
+/* Copies standard input (at most STDIN_MAX bytes) into a new private file
+ * (mode 0600) named in PATH (size N); the caller unlinks it. 0 or -errno. */
+static int stdin_to_file(char *path, size_t n)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, n, "%s/conncap-stdin.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int fd = mkostemp(path, O_CLOEXEC), e = 0;
+    if (fd < 0) return -errno;
+    char buf[16384];
+    size_t total = 0;
+    for (;;) {
+        ssize_t r = read(0, buf, sizeof buf);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            e = r < 0 ? errno : 0;
+            break;
+        }
+        total += (size_t)r;
+        if (total > STDIN_MAX) {
+            e = EFBIG;
+            break;
+        }
+        for (ssize_t off = 0, w; off < r; off += w)
+            if ((w = write(fd, buf + off, (size_t)(r - off))) < 0) {
+                if (errno == EINTR) { w = 0; continue; }
+                e = errno;
+                break;
+            }
+        if (e) break;
+    }
+    close(fd);
+    if (e) unlink(path);
+    return -e;
+}
+
+/* Replaces every FROM in S with TO (not longer than FROM), in place. */
+static void replace_all(char *s, const char *from, const char *to)
+{
+    size_t fl = strlen(from), tl = strlen(to);
+    for (char *p = strstr(s, from); p && fl >= tl; p = strstr(p + tl, from)) {
+        memcpy(p, to, tl);
+        memmove(p + tl, p + fl, strlen(p + fl) + 1);
+    }
+}
+
+/* Loads the configuration from standard input ("-c -"): through a private
+ * temporary file, named "<stdin>" in messages and in cfg->path. */
+static struct ccap_config *config_from_stdin(void)
+{
+    char tmp[4096], err[512];
+    struct ccap_config *cfg = NULL;
+    int e = stdin_to_file(tmp, sizeof tmp);
+    if (e < 0) {
+        fprintf(stderr, "conncap: reading the configuration from standard input: %s\n",
+                e == -EFBIG ? "more than 4 MiB" : strerror(-e));
+        return NULL;
+    }
+    e = ccap_config_load(tmp, &cfg, err, sizeof(err));
+    unlink(tmp);
+    char *name = e < 0 ? NULL : strdup(STDIN_NAME);
+    if (e < 0 || !name) {
+        replace_all(err, tmp, STDIN_NAME);
+        fprintf(stderr, "conncap: %s\n", e < 0 ? err : "out of memory");
+        ccap_config_free(cfg);
+        return NULL;
+    }
+    free(cfg->path);
+    cfg->path = name;
+    return cfg;
+}
+
 struct ccap_config *ccap_cli_config(const struct ccap_cli_opts *o)
 {
     char err[512];
     struct ccap_config *cfg = NULL;
     const char *path = o->config ? o->config : ccap_config_path();
+    if (!strcmp(path, "-")) return config_from_stdin();
     if (ccap_config_load(path, &cfg, err, sizeof(err)) < 0) {
         fprintf(stderr, "conncap: %s\n", err);
         return NULL;

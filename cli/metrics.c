@@ -11,7 +11,7 @@
 #include "cli.h"
 #include "ops.h"
 
-#define USAGE "metrics [-c FILE] [--listen ADDR:PORT]"
+#define USAGE "metrics [-c FILE] [--json | --listen ADDR:PORT]"
 #define REQ_MAX 8192          /* bytes of request line + headers we accept */
 #define IO_TIMEOUT_MS 5000    /* per connection, to read the request and to send the reply */
 
@@ -32,6 +32,9 @@ const char ccap_help_metrics[] =
     "           free port. The address is printed on stderr. A scrape while Redis\n"
     "           is unreachable gets conncap_redis_up 0 and no other samples.\n"
     "           Stops on SIGINT or SIGTERM (exit 0).\n"
+    "  --json   print the same figures as one JSON object instead: {redis_up,\n"
+    "           now_ms, semaphores: [...]} with each semaphore as stats --json\n"
+    "           gives it (not with --listen: a scrape gets the text format)\n"
     "Exit: 0 ok, 2 usage, config or Redis error (printing: nothing on stdout).";
 
 static void family(FILE *f, const char *name, const char *type, const char *help)
@@ -298,6 +301,23 @@ static int serve(const char *spec, struct ccap_config *cfg)
     return CCAP_EXIT_OK;
 }
 
+/* The figures as one JSON object to F; 0, or -1 when Redis could not be read. */
+static int render_json(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg)
+{
+    struct ccap_ops_sem *st = calloc(cfg->n_sems ? cfg->n_sems : 1, sizeof(*st));
+    long long now = st ? ccap_ops_server_ms(r) : -1;
+    int ok = now >= 0;
+    for (size_t i = 0; ok && i < cfg->n_sems; i++)
+        ok = ccap_ops_read(r, cfg, &cfg->sems[i], now, &st[i]) == 0;
+    if (ok) {
+        fprintf(f, "{\"redis_up\":1,\"now_ms\":%lld,\"semaphores\":[", now);
+        for (size_t i = 0; i < cfg->n_sems; i++) ccap_ops_json_sem(f, &st[i], i == 0);
+        fprintf(f, "]}\n");
+    }
+    free(st);
+    return ok ? 0 : -1;
+}
+
 int ccap_cmd_metrics(int argc, char **argv)
 {
     struct ccap_cli_opts o;
@@ -306,8 +326,9 @@ int ccap_cmd_metrics(int argc, char **argv)
     const struct ccap_opt opts[] = { { "listen", CCAP_OPT_STR, &listen_spec, 0, 0 }, { NULL } };
     int n = ccap_ops_parse(argc, argv, USAGE, &o, opts, ops, 0);
     if (n < 0) return CCAP_EXIT_USAGE;
-    if (o.json) {
-        fprintf(stderr, "conncap metrics: no --json (the format is Prometheus text)\nusage: conncap %s\n", USAGE);
+    if (o.json && listen_spec) {
+        fprintf(stderr, "conncap metrics: --json does not apply to --listen (a scrape gets the text format)\n"
+                        "usage: conncap %s\n", USAGE);
         return CCAP_EXIT_USAGE;
     }
     struct ccap_config *cfg = ccap_cli_config(&o);
@@ -322,7 +343,7 @@ int ccap_cmd_metrics(int argc, char **argv)
         FILE *f = r ? open_memstream(&body, &len) : NULL;
         rc = CCAP_EXIT_USAGE;
         if (f) {
-            int e = render(f, r, cfg);
+            int e = o.json ? render_json(f, r, cfg) : render(f, r, cfg);
             fclose(f);
             if (e == 0) {
                 fwrite(body, 1, len, stdout);

@@ -412,3 +412,35 @@ int ccap_ops_audit(struct ccap_redis *r, const struct ccap_config *cfg, const ch
         freeReplyObject(rep);
     return rc;
 }
+
+static void json_num(FILE *f, double v)
+{
+    if (v < 0) fprintf(f, "null");
+    else fprintf(f, "%.3f", v);
+}
+
+void ccap_ops_json_sem(FILE *f, const struct ccap_ops_sem *s, bool first)
+{
+    fprintf(f, "%s{\"name\":", first ? "" : ",");
+    ccap_ops_json_str(f, s->conf->name);
+    fprintf(f, ",\"holders\":%lld,\"limit\":%lld,\"waiters\":%lld,\"full_for_ms\":%lld,\"counters\":{", s->holders,
+            s->limit, s->waiters, ccap_ops_full_for_ms(s));
+    for (int i = 0; i < CCAP_OPS_N_COUNTERS; i++)
+        fprintf(f, "%s\"%s\":%lld", i ? "," : "", ccap_ops_counters[i].field, s->counter[i]);
+    fprintf(f, "},\"wait\":{\"count\":%lld,\"sum_ms\":%lld,\"mean_ms\":", s->wait_count, s->wait_sum_ms);
+    json_num(f, s->wait_count ? (double)s->wait_sum_ms / (double)s->wait_count : -1);
+    const double qs[] = { 0.5, 0.9, 0.99 };
+    const char *qn[] = { "p50_ms", "p90_ms", "p99_ms" };
+    for (int i = 0; i < 3; i++) {
+        fprintf(f, ",\"%s\":", qn[i]);
+        json_num(f, ccap_ops_quantile(s->bucket, s->wait_count, qs[i]));
+    }
+    fprintf(f, ",\"buckets\":[");
+    long long cum = 0;
+    for (int i = 0; i <= CCAP_WAIT_N_BOUNDS; i++) {
+        cum += s->bucket[i];
+        if (i < CCAP_WAIT_N_BOUNDS) fprintf(f, "{\"le_ms\":%d,\"count\":%lld},", ccap_ops_bounds_ms[i], cum);
+        else fprintf(f, "{\"le_ms\":null,\"count\":%lld}", cum);
+    }
+    fprintf(f, "]}}");
+}

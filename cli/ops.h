@@ -80,6 +80,11 @@ long long ccap_ops_full_for_ms(const struct ccap_ops_sem *s);
  * its lower bound (10000 ms). Returns -1 when N is 0. */
 double ccap_ops_quantile(const long long *bucket, long long n, double q);
 
+/* Writes S as the object `stats --json` and `metrics --json` print for a
+ * semaphore ({name, holders, limit, waiters, full_for_ms, counters, wait}),
+ * preceded by a comma unless FIRST. */
+void ccap_ops_json_sem(FILE *f, const struct ccap_ops_sem *s, bool first);
+
 /* Writes S as a JSON string (quoted, escaped) to F. */
 void ccap_ops_json_str(FILE *f, const char *s);
 

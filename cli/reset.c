@@ -5,7 +5,7 @@
 #include "log.h"
 #include "ops.h"
 
-#define USAGE "reset [-c FILE] NAME --yes"
+#define USAGE "reset [-c FILE] [--json] NAME --yes"
 
 const char ccap_help_reset[] =
     "Drops every holder of semaphore NAME at once (and their acquire times),\n"
@@ -16,6 +16,7 @@ const char ccap_help_reset[] =
     "Refuses to run without --yes. The reset is logged on stderr, to the\n"
     "configured log target when it is syslog, and to the audit stream (event\n"
     "reset, by user@host) when audit is on.\n"
+    "  --json   also print {semaphore, dropped, by} on stdout\n"
     "Exit: 0 done, 2 usage (no --yes), config or Redis error.";
 
 int ccap_cmd_reset(int argc, char **argv)
@@ -51,6 +52,13 @@ int ccap_cmd_reset(int argc, char **argv)
             rc = CCAP_EXIT_OK;
             fprintf(stderr, "conncap reset: dropped %d holders of %s (by %s)%s\n", dropped, s->name, who,
                     cfg->audit ? "; recorded in the audit stream" : "");
+            if (o.json) {
+                printf("{\"semaphore\":");
+                ccap_ops_json_str(stdout, s->name);
+                printf(",\"dropped\":%d,\"by\":", dropped);
+                ccap_ops_json_str(stdout, who);
+                printf("}\n");
+            }
             if (cfg->log_target == CCAP_LOG_SYSLOG) {
                 ccap_log_setup(CCAP_LOG_WARN, CCAP_LOG_SYSLOG);
                 ccap_log(CCAP_LOG_WARN, "reset: dropped %d holders of %s (by %s)", dropped, s->name, who);

@@ -7,14 +7,20 @@
 #include <unistd.h>
 #include "cli.h"
 #include "log.h"
+#include "ops.h"
 
-/* LD_PRELOAD with LIB first and every other entry kept, LIB not repeated. */
+/* LD_PRELOAD with LIB first and every other entry kept, LIB not repeated
+ * (malloc'd; NULL when out of memory). */
 static char *preload_with(const char *lib)
 {
     const char *old = getenv("LD_PRELOAD");
     size_t n = strlen(lib) + (old ? strlen(old) : 0) + 2;
     char *out = malloc(n), *copy = strdup(old ? old : "");
-    if (!out || !copy) exit(CCAP_EXIT_USAGE);
+    if (!out || !copy) {
+        free(out);
+        free(copy);
+        return NULL;
+    }
     strcpy(out, lib);
     for (char *save, *tok = strtok_r(copy, ": ", &save); tok; tok = strtok_r(NULL, ": ", &save)) {
         if (!strcmp(tok, lib)) continue;
@@ -25,32 +31,62 @@ static char *preload_with(const char *lib)
     return out;
 }
 
-int ccap_cmd_run(int argc, char **argv)
+const char ccap_help_run[] =
+    "Runs CMD with libconncap.so first in LD_PRELOAD (entries already there are\n"
+    "kept, after it) and CONNCAP_CONFIG set to the configuration's absolute\n"
+    "path; the configuration is validated first. conncap execs CMD (no child\n"
+    "process), so signals, the pid and the exit status are CMD's own: use it as a\n"
+    "container entrypoint or in ExecStart=. The shim is $CONNCAP_LIBRARY, else the\n"
+    "one installed with this conncap (conncap --version names it).\n"
+    "  -c FILE  the configuration (else $CONNCAP_CONFIG, else /etc/conncap.conf);\n"
+    "           not \"-\": the program re-reads the file (hot reload)\n"
+    "Exit: CMD's own status; 125 conncap's own error (usage, bad configuration,\n"
+    "shim missing); 126 CMD cannot be executed; 127 CMD not found.";
+
+/* Checks what `run` needs before the exec; prints the problem and returns
+ * -1 (exit 125), or 0 with O parsed. */
+static int run_args(int argc, char **argv, struct ccap_cli_opts *o)
 {
     static const char *usage = "run [-c FILE] -- CMD [ARGS...]";
-    struct ccap_cli_opts o;
-    if (ccap_cli_parse(argc, argv, &o, usage) < 0) return CCAP_EXIT_USAGE;
-    if (o.first >= argc) {
-        fprintf(stderr, "conncap run: no command given\nusage: conncap %s\n", usage);
-        return CCAP_EXIT_USAGE;
+    if (ccap_cli_parse(argc, argv, o, usage) < 0) return -1;
+    const char *why = o->json ? "--json does not apply (run prints nothing; its exit status is CMD's)"
+                    : o->first >= argc ? "no command given"
+                    : o->config && !strcmp(o->config, "-") ? "-c - does not apply: the program re-reads the "
+                                                              "configuration from its file (give a file)"
+                    : NULL;
+    if (why) {
+        fprintf(stderr, "conncap run: %s\nusage: conncap %s\n", why, usage);
+        return -1;
     }
+    return 0;
+}
+
+int ccap_cmd_run(int argc, char **argv)
+{
+    struct ccap_cli_opts o;
+    if (run_args(argc, argv, &o) < 0) return CCAP_EXIT_RUN_FAILED;
     struct ccap_config *cfg = ccap_cli_config(&o);
-    if (!cfg) return CCAP_EXIT_USAGE;
+    if (!cfg) return CCAP_EXIT_RUN_FAILED;
     char abs[PATH_MAX];
     const char *path = realpath(cfg->path, abs) ? abs : cfg->path;
     const char *lib = ccap_cli_library();
     if (access(lib, R_OK) != 0) {
         fprintf(stderr, "conncap run: cannot read the shim %s: %s (set CONNCAP_LIBRARY)\n", lib, strerror(errno));
-        return CCAP_EXIT_USAGE;
+        ccap_config_free(cfg);
+        return CCAP_EXIT_RUN_FAILED;
     }
-    if (setenv("CONNCAP_CONFIG", path, 1) != 0 || setenv("LD_PRELOAD", preload_with(lib), 1) != 0) {
+    char *preload = preload_with(lib);
+    if (!preload || setenv("CONNCAP_CONFIG", path, 1) != 0 || setenv("LD_PRELOAD", preload, 1) != 0) {
         perror("conncap run: setenv");
-        return CCAP_EXIT_USAGE;
+        ccap_config_free(cfg);
+        return CCAP_EXIT_RUN_FAILED;
     }
+    free(preload);
     ccap_config_free(cfg);
     execvp(argv[o.first], argv + o.first);
-    fprintf(stderr, "conncap run: %s: %s\n", argv[o.first], strerror(errno));
-    return errno == ENOENT ? 127 : 126;
+    int e = errno;
+    fprintf(stderr, "conncap run: %s: %s\n", argv[o.first], strerror(e));
+    return e == ENOENT ? CCAP_EXIT_NOT_FOUND : CCAP_EXIT_CANNOT_EXEC;
 }
 
 static const char *down_name(int d)
@@ -99,43 +135,132 @@ static void print_note(bool warn, const char *msg, void *arg)
     fprintf(stderr, "conncap check: %s: %s\n", warn ? "warning" : "note", msg);
 }
 
+static void json_note(bool warn, const char *msg, void *arg)
+{
+    bool *first = arg;
+    printf("%s{\"level\":\"%s\",\"message\":", *first ? "" : ",", warn ? "warning" : "note");
+    ccap_ops_json_str(stdout, msg);
+    printf("}");
+    *first = false;
+}
+
+/* The configuration as `check --json` prints it (the password never). */
+static void print_config_json(const struct ccap_config *cfg)
+{
+    const struct ccap_redis_conf *r = &cfg->redis;
+    printf("\"config\":");
+    ccap_ops_json_str(stdout, cfg->path);
+    printf(",\"redis\":{\"mode\":\"%s\",\"address\":", r->n_cluster ? "cluster" : r->n_sentinels ? "sentinel"
+                                                        : r->socket ? "unix" : "tcp");
+    char addr[300];
+    snprintf(addr, sizeof addr, "%s:%d", r->host ? r->host : "", r->port);
+    ccap_ops_json_str(stdout, r->n_cluster ? r->cluster[0] : r->n_sentinels ? r->master : r->socket ? r->socket : addr);
+    printf(",\"db\":%d,\"connect_timeout_ms\":%d,\"command_timeout_ms\":%d,\"key_prefix\":", r->db,
+           r->connect_timeout_ms, r->command_timeout_ms);
+    ccap_ops_json_str(stdout, r->key_prefix);
+    printf(",\"password_set\":%s},\"on_timeout\":\"%s\",\"on_redis_down\":\"%s\",\"semaphores\":[",
+           r->password ? "true" : "false", ccap_errno_name(cfg->on_timeout_errno), down_name(cfg->on_redis_down));
+    for (size_t i = 0; i < cfg->n_sems; i++) {
+        const struct ccap_sem_conf *s = &cfg->sems[i];
+        printf("%s{\"name\":", i ? "," : "");
+        ccap_ops_json_str(stdout, s->name);
+        printf(",\"limit\":%d,\"lease_ms\":%d,\"wait_timeout_ms\":%d,\"rate\":%g,\"burst\":%d}", s->limit, s->lease_ms,
+               s->wait_timeout_ms, s->rate, s->burst);
+    }
+    printf("],\"rules\":[");
+    for (size_t i = 0; i < cfg->n_rules; i++) {
+        const struct ccap_rule *ru = &cfg->rules[i];
+        printf("%s{\"line\":%d,\"semaphore\":", i ? "," : "", ru->line);
+        ccap_ops_json_str(stdout, cfg->sems[ru->sem].name);
+        printf(",\"match\":[");
+        for (size_t j = 0; j < ru->n_pats; j++) {
+            printf("%s", j ? "," : "");
+            ccap_ops_json_str(stdout, ru->pats[j].text);
+        }
+        printf("]}");
+    }
+    bool first = true;
+    printf("],\"notes\":[");
+    ccap_config_notes(cfg, json_note, &first);
+    printf("]");
+}
+
+/* PINGs R and loads the scripts. Returns the number loaded, or -1 after
+ * printing the problem to stderr. */
+static int check_redis(struct ccap_redis *r)
+{
+    /* One PING first: a silent port or a server that is not Redis gets one
+     * clear line, not one error per script. */
+    const char *ping[] = { "PING" };
+    redisReply *pong = NULL;
+    int pe = ccap_redis_command(r, 1, ping, &pong), rc = 0;
+    if (pe < 0 || pong->type != REDIS_REPLY_STATUS || strcmp(pong->str, "PONG")) {
+        fprintf(stderr, "conncap check: the server did not answer PING like a Redis server: %s\n",
+                pe < 0 ? ccap_redis_errstr(r) : "unexpected reply");
+        rc = -1;
+    }
+    if (pong) freeReplyObject(pong);
+    for (int s = 0; s < CCAP_SCRIPT_COUNT && rc >= 0; s++, rc++) {
+        const char *args[] = { "SCRIPT", "LOAD", ccap_script_source(s) };
+        redisReply *rep = NULL;
+        int e = ccap_redis_command(r, 3, args, &rep);
+        if (e < 0 || rep->type != REDIS_REPLY_STRING || strcmp(rep->str, ccap_script_sha(s))) {
+            fprintf(stderr, "conncap check: loading script %d failed: %s\n", s,
+                    e < 0 ? ccap_redis_errstr(r) : "unexpected sha");
+            rc = -2;
+        }
+        if (rep) freeReplyObject(rep);
+    }
+    return rc < 0 ? -1 : rc;
+}
+
+const char ccap_help_check[] =
+    "Parses the configuration and prints what it means: the Redis address\n"
+    "(never the password), on_timeout, on_redis_down, every semaphore and rule\n"
+    "with its line. Settings that load but cannot take effect (resolve = true\n"
+    "without an exact host name) are warned about on stderr. Then it connects to\n"
+    "Redis, sends PING and loads the scripts, as the shim will.\n"
+    "  --offline  validate the file only, without contacting Redis (an image\n"
+    "             build, CI); exit 0 when the file is valid\n"
+    "  --json     one JSON object: {config, redis: {mode, address, db,\n"
+    "             connect_timeout_ms, command_timeout_ms, key_prefix,\n"
+    "             password_set}, on_timeout, on_redis_down, semaphores: [{name,\n"
+    "             limit, lease_ms, wait_timeout_ms, rate, burst}], rules: [{line,\n"
+    "             semaphore, match: [...]}], notes: [{level, message}],\n"
+    "             redis_checked, redis_ok, scripts_loaded}\n"
+    "  -c -       read the configuration from standard input\n"
+    "Errors go to stderr (a configuration error with file and line), nothing to\n"
+    "stdout.\n"
+    "Exit: 0 valid (and Redis reachable, scripts loaded, unless --offline);\n"
+    "2 usage or configuration error, Redis unreachable or not answering like Redis.";
+
 int ccap_cmd_check(int argc, char **argv)
 {
     struct ccap_cli_opts o;
-    if (ccap_cli_parse(argc, argv, &o, "check [-c FILE]") < 0) return CCAP_EXIT_USAGE;
+    bool offline = false;
+    char *ops[1];
+    const struct ccap_opt opts[] = { { "offline", CCAP_OPT_FLAG, &offline, 0, 0 }, { NULL } };
+    if (ccap_ops_parse(argc, argv, "check [-c FILE] [--offline] [--json]", &o, opts, ops, 0) < 0)
+        return CCAP_EXIT_USAGE;
     struct ccap_config *cfg = ccap_cli_config(&o);
     if (!cfg) return CCAP_EXIT_USAGE;
-    print_config(cfg);
+    if (!o.json) print_config(cfg);
     ccap_config_notes(cfg, print_note, NULL);   /* the shim logs the same at start */
-    int rc = CCAP_EXIT_USAGE;
-    struct ccap_redis *r = ccap_cli_redis(cfg);
-    if (r) {
-        rc = CCAP_EXIT_OK;
-        /* One PING first: a silent port or a server that is not Redis gets
-         * one clear line, not one error per script. */
-        const char *ping[] = { "PING" };
-        redisReply *pong = NULL;
-        int pe = ccap_redis_command(r, 1, ping, &pong);
-        if (pe < 0 || pong->type != REDIS_REPLY_STATUS || strcmp(pong->str, "PONG")) {
-            fprintf(stderr, "conncap check: the server did not answer PING like a Redis server: %s\n",
-                    pe < 0 ? ccap_redis_errstr(r) : "unexpected reply");
-            rc = CCAP_EXIT_USAGE;
-        }
-        if (pong) freeReplyObject(pong);
-        for (int s = 0; s < CCAP_SCRIPT_COUNT && rc == CCAP_EXIT_OK; s++) {
-            const char *args[] = { "SCRIPT", "LOAD", ccap_script_source(s) };
-            redisReply *rep = NULL;
-            int e = ccap_redis_command(r, 3, args, &rep);
-            if (e < 0 || rep->type != REDIS_REPLY_STRING || strcmp(rep->str, ccap_script_sha(s))) {
-                fprintf(stderr, "conncap check: loading script %d failed: %s\n", s,
-                        e < 0 ? ccap_redis_errstr(r) : "unexpected sha");
-                rc = CCAP_EXIT_USAGE;
-            }
-            if (rep) freeReplyObject(rep);
-        }
-        if (rc == CCAP_EXIT_OK) printf("redis: reachable, %d scripts loaded\n", CCAP_SCRIPT_COUNT);
+    int loaded = 0;
+    if (!offline) {
+        struct ccap_redis *r = ccap_cli_redis(cfg);
+        loaded = r ? check_redis(r) : -1;
         ccap_redis_free(r);
     }
+    if (o.json && loaded >= 0) {
+        printf("{");
+        print_config_json(cfg);
+        printf(",\"redis_checked\":%s,\"redis_ok\":%s,\"scripts_loaded\":%d}\n", offline ? "false" : "true",
+               offline ? "null" : "true", loaded);
+    } else if (!o.json) {
+        if (offline) printf("redis: not contacted (--offline)\n");
+        else if (loaded >= 0) printf("redis: reachable, %d scripts loaded\n", loaded);
+    }
     ccap_config_free(cfg);
-    return rc;
+    return loaded >= 0 ? CCAP_EXIT_OK : CCAP_EXIT_USAGE;
 }

@@ -7,7 +7,7 @@
 #include "cli.h"
 #include "ops.h"
 
-#define USAGE "set-limit [-c FILE] NAME N | set-limit [-c FILE] NAME --default"
+#define USAGE "set-limit [-c FILE] [--json] NAME N | set-limit [-c FILE] [--json] NAME --default"
 
 const char ccap_help_set_limit[] =
     "Sets the limit of semaphore NAME to N (an integer >= 0) for every process\n"
@@ -17,6 +17,8 @@ const char ccap_help_set_limit[] =
     "the count is below it. --default deletes the key: the limit of the\n"
     "configuration file applies again. The key has no TTL. Logged to the audit\n"
     "stream when audit is on.\n"
+    "  --json   {semaphore, limit, override (false after --default),\n"
+    "           configured_limit, previous_limit, previous_override}\n"
     "Exit: 0 done, 2 usage, config or Redis error.";
 
 int ccap_cmd_set_limit(int argc, char **argv)
@@ -61,9 +63,18 @@ int ccap_cmd_set_limit(int argc, char **argv)
         char was[64];
         if (old->type == REDIS_REPLY_STRING) snprintf(was, sizeof was, "%s (runtime override)", old->str);
         else snprintf(was, sizeof was, "%d (configured)", s->limit);
-        if (def) printf("%s: limit %d (configured; override removed), was %s\n", s->name, s->limit, was);
-        else printf("%s: limit %lld (runtime override; configured %d), was %s\n", s->name, v, s->limit, was);
-        printf("running programs apply it at their next acquire\n");
+        bool had = old->type == REDIS_REPLY_STRING;
+        if (o.json) {
+            printf("{\"semaphore\":");
+            ccap_ops_json_str(stdout, s->name);
+            printf(",\"limit\":%lld,\"override\":%s,\"configured_limit\":%d,\"previous_limit\":%lld,"
+                   "\"previous_override\":%s}\n", def ? s->limit : v, def ? "false" : "true", s->limit,
+                   had ? atoll(old->str) : s->limit, had ? "true" : "false");
+        } else {
+            if (def) printf("%s: limit %d (configured; override removed), was %s\n", s->name, s->limit, was);
+            else printf("%s: limit %lld (runtime override; configured %d), was %s\n", s->name, v, s->limit, was);
+            printf("running programs apply it at their next acquire\n");
+        }
         const char *kv[] = { "event", "set-limit", "by", ccap_ops_who(who, sizeof who), "limit", def ? "default" : val };
         if (ccap_ops_audit(r, cfg, s->name, kv, 6) < 0)
             fprintf(stderr, "conncap set-limit: audit stream: %s\n", ccap_redis_errstr(r));

@@ -22,38 +22,6 @@ const char ccap_help_stats[] =
     "           (bucket counts cumulative; the last has le_ms null: +Inf)\n"
     "Exit: 0 ok, 2 usage, config or Redis error.";
 
-static void json_num(double v)
-{
-    if (v < 0) printf("null");
-    else printf("%.3f", v);
-}
-
-static void print_json(const struct ccap_ops_sem *s, bool first)
-{
-    printf("%s{\"name\":", first ? "" : ",");
-    ccap_ops_json_str(stdout, s->conf->name);
-    printf(",\"holders\":%lld,\"limit\":%lld,\"waiters\":%lld,\"full_for_ms\":%lld,\"counters\":{", s->holders,
-           s->limit, s->waiters, ccap_ops_full_for_ms(s));
-    for (int i = 0; i < CCAP_OPS_N_COUNTERS; i++)
-        printf("%s\"%s\":%lld", i ? "," : "", ccap_ops_counters[i].field, s->counter[i]);
-    printf("},\"wait\":{\"count\":%lld,\"sum_ms\":%lld,\"mean_ms\":", s->wait_count, s->wait_sum_ms);
-    json_num(s->wait_count ? (double)s->wait_sum_ms / (double)s->wait_count : -1);
-    const double qs[] = { 0.5, 0.9, 0.99 };
-    const char *qn[] = { "p50_ms", "p90_ms", "p99_ms" };
-    for (int i = 0; i < 3; i++) {
-        printf(",\"%s\":", qn[i]);
-        json_num(ccap_ops_quantile(s->bucket, s->wait_count, qs[i]));
-    }
-    printf(",\"buckets\":[");
-    long long cum = 0;
-    for (int i = 0; i <= CCAP_WAIT_N_BOUNDS; i++) {
-        cum += s->bucket[i];
-        if (i < CCAP_WAIT_N_BOUNDS) printf("{\"le_ms\":%d,\"count\":%lld},", ccap_ops_bounds_ms[i], cum);
-        else printf("{\"le_ms\":null,\"count\":%lld}", cum);
-    }
-    printf("]}}");
-}
-
 static void print_text(const struct ccap_ops_sem *s)
 {
     char d[32];
@@ -111,7 +79,7 @@ int ccap_cmd_stats(int argc, char **argv)
         if (o.json) printf("{\"now_ms\":%lld,\"semaphores\":[", now);
         for (size_t i = 0; i < cfg->n_sems; i++) {
             if (!want[i]) continue;
-            if (o.json) print_json(&st[i], first);
+            if (o.json) ccap_ops_json_sem(stdout, &st[i], first);
             else print_text(&st[i]);
             first = false;
         }

@@ -11,7 +11,7 @@
 #include "cli.h"
 #include "ops.h"
 
-#define USAGE "watch [-c FILE] [--interval SECONDS] [--iterations N] [NAME]"
+#define USAGE "watch [-c FILE] [--json] [--interval SECONDS] [--iterations N] [NAME]"
 
 const char ccap_help_watch[] =
     "Redraws every --interval SECONDS (default 1) a table of every semaphore (or\n"
@@ -22,6 +22,11 @@ const char ccap_help_watch[] =
     "Quits on q or Ctrl-C. When stdout is not a terminal it prints one snapshot\n"
     "per interval, separated by blank lines, with no escape codes.\n"
     "  --iterations N   stop after N frames (default 0: until q, Ctrl-C or SIGTERM)\n"
+    "  --json   one JSON object per frame and line: {time_ms, redis_ok, error,\n"
+    "           semaphores: [{name, holders, limit, override, waiters,\n"
+    "           acquired_per_s, timed_out_per_s (null on the first frame),\n"
+    "           p50_ms, p90_ms, p99_ms (null without waits), full_for_ms}]}\n"
+    "           (holders of NAME: conncap holders --json)\n"
     "A Redis error shows in the frame and is retried at the next one (also when\n"
     "Redis is down as watch starts).\n"
     "Exit: 0 on q, Ctrl-C, SIGTERM or after N frames; 2 usage or config error, or\n"
@@ -104,14 +109,70 @@ static void row(FILE *f, const struct ccap_ops_sem *cur, const struct ccap_ops_s
     fprintf(f, " %10s%s\n", full ? ccap_ops_duration(full, d, sizeof d) : "-", cur->holders > cur->limit ? "  OVER LIMIT" : "");
 }
 
-/* Reads every wanted semaphore into FR; renders the frame text into F. */
-static void draw(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg, const char *only, struct frame *fr,
-                 const struct frame *prev, double interval, size_t max_rows)
+/* Reads every wanted semaphore into FR; returns the server time or -1. */
+static long long read_frame(struct ccap_redis *r, const struct ccap_config *cfg, const char *only, struct frame *fr)
 {
     long long now = ccap_ops_server_ms(r);
     fr->ok = now >= 0;
     for (size_t i = 0; fr->ok && i < cfg->n_sems; i++)
         if (!only || !strcmp(only, cfg->sems[i].name)) fr->ok = ccap_ops_read(r, cfg, &cfg->sems[i], now, &fr->st[i]) == 0;
+    return now;
+}
+
+static void json_ms(FILE *f, const char *key, double v)
+{
+    if (v < 0) fprintf(f, ",\"%s\":null", key);
+    else fprintf(f, ",\"%s\":%.3f", key, v);
+}
+
+/* One semaphore of a --json frame: CUR against PREV (NULL on the first). */
+static void json_row(FILE *f, const struct ccap_ops_sem *cur, const struct ccap_ops_sem *prev)
+{
+    long long delta[CCAP_WAIT_N_BOUNDS + 1], n = 0;
+    for (int i = 0; i <= CCAP_WAIT_N_BOUNDS; i++) {
+        delta[i] = cur->bucket[i] - (prev ? prev->bucket[i] : 0);
+        if (delta[i] < 0) delta[i] = 0;
+        n += delta[i];
+    }
+    fputs("{\"name\":", f);
+    ccap_ops_json_str(f, cur->conf->name);
+    fprintf(f, ",\"holders\":%lld,\"limit\":%lld,\"override\":%s,\"waiters\":%lld", cur->holders, cur->limit,
+            cur->override ? "true" : "false", cur->waiters);
+    double secs = prev ? (double)(cur->now_ms - prev->now_ms) / 1000.0 : 0;
+    long long acq = prev ? cur->counter[0] - prev->counter[0] : 0, tmo = prev ? cur->counter[2] - prev->counter[2] : 0;
+    json_ms(f, "acquired_per_s", secs > 0 ? (acq > 0 ? acq : 0) / secs : -1);
+    json_ms(f, "timed_out_per_s", secs > 0 ? (tmo > 0 ? tmo : 0) / secs : -1);
+    json_ms(f, "p50_ms", ccap_ops_quantile(delta, n, 0.5));
+    json_ms(f, "p90_ms", ccap_ops_quantile(delta, n, 0.9));
+    json_ms(f, "p99_ms", ccap_ops_quantile(delta, n, 0.99));
+    fprintf(f, ",\"full_for_ms\":%lld}", ccap_ops_full_for_ms(cur));
+}
+
+/* Reads a frame into FR and writes it as one JSON line to F. */
+static void draw_json(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg, const char *only, struct frame *fr,
+                      const struct frame *prev)
+{
+    long long now = read_frame(r, cfg, only, fr);
+    fprintf(f, "{\"time_ms\":%lld,\"redis_ok\":%s,\"error\":", fr->ok ? now : (long long)time(NULL) * 1000,
+            fr->ok ? "true" : "false");
+    if (fr->ok) fputs("null", f);
+    else ccap_ops_json_str(f, ccap_redis_errstr(r)[0] ? ccap_redis_errstr(r) : "no answer");
+    fputs(",\"semaphores\":[", f);
+    bool first = true;
+    for (size_t i = 0; fr->ok && i < cfg->n_sems; i++) {
+        if (only && strcmp(only, cfg->sems[i].name)) continue;
+        fputs(first ? "" : ",", f);
+        json_row(f, &fr->st[i], prev && prev->ok ? &prev->st[i] : NULL);
+        first = false;
+    }
+    fputs("]}\n", f);
+}
+
+/* Reads every wanted semaphore into FR; renders the frame text into F. */
+static void draw(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg, const char *only, struct frame *fr,
+                 const struct frame *prev, double interval, size_t max_rows)
+{
+    long long now = read_frame(r, cfg, only, fr);
     char when[64] = "?";
     time_t t = now >= 0 ? (time_t)(now / 1000) : time(NULL);
     struct tm tm;
@@ -141,10 +202,6 @@ int ccap_cmd_watch(int argc, char **argv)
                                      { "iterations", CCAP_OPT_INT, &iterations, 0, 1e9 }, { NULL } };
     int n = ccap_ops_parse(argc, argv, USAGE, &o, opts, ops, 1);
     if (n < 0) return CCAP_EXIT_USAGE;
-    if (o.json) {
-        fprintf(stderr, "conncap watch: no --json (use stats --json)\nusage: conncap %s\n", USAGE);
-        return CCAP_EXIT_USAGE;
-    }
     /* Not connected up front: started while Redis is down, it shows that and
      * keeps trying (each frame reconnects as needed). */
     struct ccap_config *cfg = ccap_cli_config(&o);
@@ -162,7 +219,7 @@ int ccap_cmd_watch(int argc, char **argv)
     const char *only = n == 1 ? ops[0] : NULL;
     size_t ns = cfg->n_sems ? cfg->n_sems : 1;
     struct frame a = { calloc(ns, sizeof(struct ccap_ops_sem)), false }, b = { calloc(ns, sizeof(struct ccap_ops_sem)), false };
-    bool tty = isatty(1);
+    bool tty = isatty(1) && !o.json;
     ccap_ops_catch_signals();
     if (tty) {
         tty_raw();
@@ -178,12 +235,13 @@ int ccap_cmd_watch(int argc, char **argv)
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
         if (!f) break;
-        draw(f, r, cfg, only, cur, prev, interval, rows);
+        if (o.json) draw_json(f, r, cfg, only, cur, prev);
+        else draw(f, r, cfg, only, cur, prev, interval, rows);
         last_ok = cur->ok;
         fclose(f);
         if (tty) fputs("\033[H\033[2J", stdout);
         fwrite(text, 1, len, stdout);
-        if (!tty) fputc('\n', stdout);
+        if (!tty && !o.json) fputc('\n', stdout);
         fflush(stdout);
         free(text);
         if (iterations && it + 1 >= iterations) break;

@@ -1,9 +1,11 @@
 #!/bin/sh
 # deps.sh -- installs the Debian packages a make target needs, or says how.
 # Usage: mk/deps.sh build|test|demo|bench|fuzz
+# Run by make test, make demo, make bench and make deps; never by a plain make
+# (a build only checks with pkg-config, and says what is missing).
 set -e
 build="gcc make pkg-config libhiredis-dev libconfig-dev"
-test="$build libcmocka-dev redis-server redis-tools redis-sentinel curl netcat-openbsd python3 libnss-wrapper procps clang libclang-rt-14-dev"
+test="$build libcmocka-dev redis-server redis-tools redis-sentinel curl netcat-openbsd python3 python3-yaml libnss-wrapper procps clang libclang-rt-14-dev"
 case "${1:-build}" in
   build) want=$build ;;
   test)  want=$test ;;

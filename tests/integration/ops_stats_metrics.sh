@@ -61,7 +61,12 @@ vals=$(check "$T/m1.txt" --get 'conncap_acquired_total{semaphore="api"}' --get '
     --get 'conncap_limit{semaphore="api"}' --get 'conncap_redis_up' | tr '\n' ' ')
 [ "$vals" = "$ok $tmo $((ok + tmo)) 0 2 1 " ] || h_fail "metrics values: $vals, want $ok $tmo $((ok + tmo)) 0 2 1"
 grep -q '^# HELP conncap_wait_seconds ' "$T/m1.txt" && grep -q '^# TYPE conncap_wait_seconds histogram$' "$T/m1.txt" || h_fail "no histogram family"
-cli metrics --json >/dev/null 2>&1 && h_fail "metrics --json accepted"
+# --json: the same figures as one JSON object; not with --listen
+cli metrics --json > "$T/m1.json" || h_fail "metrics --json failed"
+jv=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["semaphores"][0]
+print(s["counters"]["acquired"], s["counters"]["timed_out"], s["wait"]["count"], s["holders"], s["limit"], d["redis_up"])' "$T/m1.json")
+[ "$jv " = "$ok $tmo $((ok + tmo)) 0 2 1 " ] || h_fail "metrics --json values: $jv, want $ok $tmo $((ok + tmo)) 0 2 1"
+cli metrics --json --listen 127.0.0.1:0 >/dev/null 2>&1 && h_fail "metrics --json --listen accepted"
 
 # served over HTTP
 "$CLI" metrics -c "$T/c.conf" --listen 127.0.0.1:0 2>"$T/srv.err" &
