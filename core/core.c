@@ -443,8 +443,11 @@ static int ticket_ttl_ms(void)
  * expired leases or dead tickets, admits it), the rate's next slot, the
  * earliest lease expiry, WAIT_RECHECK_MS, or the deadline, whichever is
  * first; the deadline is kept here, not by Redis. The last attempt, at the
- * deadline, leaves the queue unless it gets the permit. Returns 1 granted,
- * or -errno (on_timeout's, or on_redis_down's). */
+ * deadline, leaves the queue unless it gets the permit. Ending without a
+ * permit Redis granted (a failure, or a local grant) while Redis may keep a
+ * ticket or a permit of P's holder id, it releases that id and gives P a
+ * new one (drop_holder_id). Returns 1 granted, or -errno (on_timeout's, or
+ * on_redis_down's). */
 static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd)
 {
     int wait_ms = s->wait_timeout_ms;
