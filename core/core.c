@@ -27,6 +27,7 @@
 
 #define WAIT_RECHECK_MS 1000   /* a waiter re-checks at least this often (wait.h) */
 #define WAIT_DOWN_NAP_MS 50    /* Redis down and the local limit full: re-check this often */
+#define WAIT_TICKET_SLACK_MS 500 /* a waiter's re-check may come this much late (ticket_ttl_ms) */
 #define CIRCUIT_MIN_MS 250
 #define CIRCUIT_MAX_MS 5000
 
@@ -261,6 +262,17 @@ static void make_holder(struct ccap_permit *p, int fd, const struct sockaddr *sa
     *o = '\0';
 }
 
+/* Gives P a holder id no attempt has used: the same as make_holder's, but
+ * for the sequence number at its end. */
+static void next_holder_id(struct ccap_permit *p)
+{
+    char *o = strrchr(p->holder, '.'), *end = p->holder + sizeof(p->holder) - 1;
+    if (!o) return;
+    o++;
+    put_num(&o, end, atomic_fetch_add(&g.seq, 1));
+    *o = '\0';
+}
+
 /* Circuit breaker: while open, Redis is not tried at all. Under rlock. */
 static bool circuit_open(void)
 {
@@ -366,14 +378,62 @@ static void report_timeout(const struct ccap_sem_conf *s, const char *holder, lo
     pthread_mutex_unlock(&g.rlock);
 }
 
-/* How long a waiter's ticket lives unless refreshed: it is refreshed at
- * every re-check, at most WAIT_RECHECK_MS apart plus a command each way.
- * Generous (a waiter starved of CPU that misses it loses its place in the
- * queue); a dead waiter blocks the head of the queue at most that long. */
+/* Releases HOLDER of semaphore SEM (index I, -1 unknown): sent at once
+ * unless the circuit is open, kept either way until Redis ran it or UNTIL
+ * (monotonic ms) passed (core/redis_defer.c). Under rlock. */
+static void release_kept(const char *sem, int i, const char *holder, long long until)
+{
+    bool send = !circuit_open();
+    int rc = ccap_sem_release_defer(g.redis, g.cfg->redis.key_prefix, sem, holder,
+                                    i >= 0 ? g.cfg->sems[i].limit : -1, until, send);
+    if (rc < 0 && send) {   /* kept (but for -ENOMEM): sent again when redis answers */
+        if (rc != -ENOMEM && rc != -EINVAL && rc != -ENAMETOOLONG) circuit_failure(rc);
+        ccap_log(CCAP_LOG_INFO, "release of %s not sent (%s): %s", holder, strerror(-rc),
+                 rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
+    } else if (!send) {     /* the circuit was open already: the same, told the same way */
+        ccap_log(CCAP_LOG_INFO, "release of %s not sent (redis down): %s", holder,
+                 rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
+    }
+}
+
+/* Whether an attempt that failed with RC may have run in Redis all the
+ * same: it was written, and what was lost is its reply (a timeout, a
+ * connection lost after the write, a reply we could not read or parse).
+ * Not when it was never sent (circuit open, connect refused, bad
+ * arguments) or Redis refused to run it (-EAGAIN); any other error counts
+ * as may-have-run, which costs at most one needless release. */
+static bool may_have_run(int rc)
+{
+    return rc != -ECONNREFUSED && rc != -EAGAIN && rc != -EACCES && rc != -EINVAL && rc != -ENAMETOOLONG;
+}
+
+/* P's attempts may have left Redis a ticket in the queue, or a permit
+ * that no socket will own (an attempt whose reply was lost ran late): its
+ * holder id is released as a closed permit's is -- kept, and sent again
+ * until Redis ran it -- and P gets a fresh id. The released id is never
+ * used again: its release may reach Redis after a later attempt would.
+ * Kept for two leases: the permit of an attempt Redis runs late lives a
+ * lease from then. Wakes the heartbeat, which sends it once Redis answers. */
+static void drop_holder_id(struct ccap_permit *p)
+{
+    pthread_mutex_lock(&g.rlock);
+    release_kept(p->sem, ccap_config_sem_index(g.cfg, p->sem), p->holder, now_ms() + 2LL * p->lease_ms);
+    pthread_mutex_unlock(&g.rlock);
+    next_holder_id(p);
+    ccap_core_kick();
+}
+
+/* How long a waiter's ticket lives unless refreshed: a live waiter
+ * refreshes it at every re-check, at most WAIT_RECHECK_MS apart plus a
+ * command each way and WAIT_TICKET_SLACK_MS of scheduling; one late beyond
+ * that loses its place in the queue (it lines up again at its next
+ * re-check). A ticket whose owner stopped waiting without leaving (killed,
+ * or its last re-check ran in Redis after it gave up) blocks the queue at
+ * most that long: about one round of re-checks. */
 static int ticket_ttl_ms(void)
 {
     int cmd = g.cfg->redis.command_timeout_ms > 0 ? g.cfg->redis.command_timeout_ms : 200;
-    return 5 * WAIT_RECHECK_MS + 2 * cmd;
+    return WAIT_RECHECK_MS + WAIT_TICKET_SLACK_MS + 2 * cmd;
 }
 
 /* Waits for a permit of S for P (issue 6: no polling, FIFO, rate). Each
@@ -383,8 +443,11 @@ static int ticket_ttl_ms(void)
  * expired leases or dead tickets, admits it), the rate's next slot, the
  * earliest lease expiry, WAIT_RECHECK_MS, or the deadline, whichever is
  * first; the deadline is kept here, not by Redis. The last attempt, at the
- * deadline, leaves the queue unless it gets the permit. Returns 1 granted,
- * or -errno (on_timeout's, or on_redis_down's). */
+ * deadline, leaves the queue unless it gets the permit. Ending without a
+ * permit Redis granted (a failure, or a local grant) while Redis may keep a
+ * ticket or a permit of P's holder id, it releases that id and gives P a
+ * new one (drop_holder_id). Returns 1 granted, or -errno (on_timeout's, or
+ * on_redis_down's). */
 static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd)
 {
     int wait_ms = s->wait_timeout_ms;
@@ -396,7 +459,7 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
     struct ccap_sem_result res;
     struct ccap_redis *wc = NULL;
     char wake[640] = "";    /* made before the first block: most connects never wait */
-    bool pending = false, can_block = true, reblocked = false;
+    bool pending = false, can_block = true, reblocked = false, in_redis = false;
     int rc;
     for (;;) {
         long long t = now_ms();
@@ -415,6 +478,8 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
         bool left_queue = q.flags & CCAP_SEM_LEAVE;
         q.flags = 0;
         if (rc == 1) break;
+        /* may Redis keep a ticket or a permit of this id? */
+        in_redis = rc < 0 ? in_redis || may_have_run(rc) : q.ticket_ttl_ms > 0 && !left_queue;
         t = now_ms();
         if (rc < 0) {
             rc = redis_down(s, sem, p);     /* 1 granted, 0 local limit full, -errno */
@@ -464,6 +529,7 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
         }
     }
     if (wc) ccap_wait_conn_put(wc, rc == 1);
+    if (in_redis && (rc != 1 || (p->flags & CCAP_PERMIT_LOCAL))) drop_holder_id(p);
     return rc;
 }
 
@@ -581,16 +647,7 @@ void ccap_core_unregister(struct ccap_permit *p)
             return;
         }
     }
-    int rc = ccap_sem_release_defer(g.redis, g.cfg->redis.key_prefix, p->sem, p->holder,
-                                    i >= 0 ? g.cfg->sems[i].limit : -1, now_ms() + p->lease_ms, send);
-    if (rc < 0 && send) {   /* kept (but for -ENOMEM): sent again when redis answers */
-        if (rc != -ENOMEM && rc != -EINVAL && rc != -ENAMETOOLONG) circuit_failure(rc);
-        ccap_log(CCAP_LOG_INFO, "release of %s not sent (%s): %s", p->holder, strerror(-rc),
-                 rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
-    } else if (!send) {     /* the circuit was open already: the same, told the same way */
-        ccap_log(CCAP_LOG_INFO, "release of %s not sent (redis down): %s", p->holder,
-                 rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
-    }
+    release_kept(p->sem, i, p->holder, now_ms() + p->lease_ms);
     pthread_mutex_unlock(&g.rlock);
 }
 

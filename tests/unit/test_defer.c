@@ -42,6 +42,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    if (fx.pid > 0)
+        kill(fx.pid, SIGCONT);  /* a test that failed while the server was stopped */
     ccap_redis_free(R);
     R = NULL;
     if (CLI)
@@ -185,6 +187,38 @@ static void test_kept_while_down(void **state)
     cli_ok("ZADD " PFX "{d}:holders 99999999999999 A");   /* as if renewed after the restart */
     assert_int_equal(ccap_redis_flush(R), 0);
     assert_int_equal(n_holders("d"), 0);
+}
+
+/* An acquire written to a stalled server (SIGSTOP) times out on the
+ * client and runs when the server resumes; the release of its holder, kept
+ * meanwhile and sent on a new connection once the server answers, runs
+ * after it: no holder is left. The core releases the holder id of an
+ * attempt whose reply was lost this way. */
+static void test_release_after_stalled_acquire(void **state)
+{
+    struct ccap_redis_conf c = { 0 };
+    struct ccap_sem_result res;
+    struct ccap_redis *r;
+    redisReply *rep;
+
+    (void)state;
+    c.socket = fx.sock;
+    c.connect_timeout_ms = 300;
+    c.command_timeout_ms = 300;
+    assert_non_null(r = ccap_redis_new(&c));
+    assert_int_equal(ccap_sem_acquire(r, PFX, "st", "W", 30000, 10, &res), 0); /* loads the script */
+    assert_int_equal(kill(fx.pid, SIGSTOP), 0);
+    assert_int_equal(ccap_sem_acquire(r, PFX, "st", "A", 30000, 10, &res), -ETIMEDOUT);
+    assert_int_equal(ccap_sem_release_defer(r, PFX, "st", "A", 10, FAR, false), 0);
+    assert_int_equal(kill(fx.pid, SIGCONT), 0);
+    assert_int_equal(ccap_redis_flush(r), 0);
+    ccap_redis_free(r);
+    rep = redisCommand(CLI, "HGET " PFX "{st}:stats acquired");
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    assert_string_equal(rep->str, "2");     /* A's acquire did run */
+    freeReplyObject(rep);
+    assert_int_equal(n_holders("st"), 1);   /* W's only */
 }
 
 /* Many more releases than it keeps replies for, with no command between:
@@ -342,6 +376,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_noscript_run_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kept_while_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_release_after_stalled_acquire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_without_reading, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fork_child_drops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_sigpipe, setup, teardown),
