@@ -88,6 +88,8 @@ void ccap_redis_set_err(struct ccap_redis *r, const char *fmt, ...)
     int saved = errno;
     va_list ap;
 
+    if (!r)
+        return;
     va_start(ap, fmt);
     vsnprintf(r->err, sizeof r->err, fmt, ap);
     va_end(ap);
@@ -533,8 +535,11 @@ static int node_fill(struct ccap_redis *r, struct ccap_node *n, const char *cmd)
         return read_failed(r, n, cmd, -EPIPE, "connection closed by the server");
     if (k < 0)
         return read_failed(r, n, cmd, errno == ECONNRESET ? -EPIPE : -EIO, strerror(errno));
-    if (ccap_resp_scan(&n->scan, buf, (size_t)k) < 0)
-        return read_failed(r, n, cmd, -EIO, n->scan.err);
+    if (ccap_resp_scan(&n->scan, buf, (size_t)k) < 0) {
+        set_err(r, "redis %s: reply refused: %s", cmd, n->scan.err);
+        ccap_node_drop(n);
+        return -EIO;
+    }
     if (redisReaderFeed(n->ctx->reader, buf, (size_t)k) != REDIS_OK)
         return read_failed(r, n, cmd, -ENOMEM, "out of memory");
     return 0;
@@ -730,16 +735,25 @@ static bool err_is(const redisReply *rep, const char *code)
 
 /* An error reply as -errno: -EAGAIN when the server is there but cannot
  * serve right now (loading, a failover or a resharding under way, a
- * replica), else -EPROTO. The text goes to errstr. */
+ * replica, out of memory, too many clients, protected mode, a failing
+ * disk), -EACCES when it wants other credentials, else -EPROTO (the
+ * command itself was refused). The text goes to errstr. */
 int ccap_redis_error_rc(struct ccap_redis *r, const redisReply *rep)
 {
-    static const char *const transient[] = { "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
-                                             "READONLY", "BUSY", "MOVED", "ASK", NULL };
+    static const char *const transient[] = { "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY",
+                                             "BUSY", "MOVED", "ASK", "OOM", "DENIED", "MISCONF", "NOREPLICAS",
+                                             "NOMASTERLINK", NULL };
+    static const char *const auth[] = { "NOAUTH", "WRONGPASS", "NOPERM", NULL };
 
-    set_err(r, "%s", rep->str ? rep->str : "error");
+    set_err(r, "%s", rep->str && rep->str[0] ? rep->str : "error reply without a text");
     for (int i = 0; transient[i]; i++)
         if (err_is(rep, transient[i]))
             return -EAGAIN;
+    if (rep->str && !strncmp(rep->str, "ERR max number of clients", 26))
+        return -EAGAIN;
+    for (int i = 0; auth[i]; i++)
+        if (err_is(rep, auth[i]))
+            return -EACCES;
     return -EPROTO;
 }
 

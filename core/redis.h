@@ -65,10 +65,13 @@ int ccap_redis_connect(struct ccap_redis *r);
  * NUL-terminated strings, keys first. On success returns 0 and *REPLY
  * (caller frees with freeReplyObject). Returns -errno on a transport error
  * (the connection is dropped and reopened on the next call: -ETIMEDOUT,
- * -ECONNREFUSED, -EPIPE, -EIO), -EAGAIN for an error reply that says the
- * server cannot serve now (LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
- * READONLY, BUSY, or redirects beyond 5 hops), or -EPROTO for another Redis
- * error reply (the text is in ccap_redis_errstr in both cases). A reused
+ * -ECONNREFUSED, -EPIPE, -EIO: a reply beyond the caps or not RESP too),
+ * -EAGAIN for an error reply that says the server cannot serve now
+ * (LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY, BUSY, OOM, DENIED,
+ * MISCONF, NOREPLICAS, NOMASTERLINK, "ERR max number of clients", or
+ * redirects beyond 5 hops), -EACCES for NOAUTH, WRONGPASS or NOPERM, or
+ * -EPROTO for another Redis error reply (the text is in ccap_redis_errstr
+ * in every case). A reused
  * connection found closed by the server (EOF, reset) is replaced and the
  * command sent once more: scripts must be idempotent (ours are, per holder).
  * Cluster: routed by the first key (ARGS[0] when NKEYS > 0). */
@@ -135,8 +138,8 @@ int ccap_redis_key_slot(const char *key, size_t len);
  * min(soft RLIMIT_NOFILE, 1024) - 32. */
 int ccap_redis_fd_base(void);
 
-/* Sets R's error text (printf-like), e.g. a caller that found a reply of
- * the wrong shape says which; preserves errno. */
+/* Sets R's error text (printf-like; nothing when R is NULL), e.g. a caller
+ * that found a reply of the wrong shape says which; preserves errno. */
 void ccap_redis_set_err(struct ccap_redis *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The last error text ("" if none). Owned by R, valid until the next call. */

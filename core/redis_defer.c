@@ -95,7 +95,7 @@ int ccap_defer_collect(struct ccap_redis *r, struct ccap_node *n, long long dead
 
 /* Runs the command at index I synchronously, with redirects and NOSCRIPT
  * recovery; drops it when it ran or can never run. Returns 0, or -errno
- * (transport, or -EAGAIN: it stays). Nested calls may read other
+ * (transport, -EAGAIN or -EACCES: it stays). Nested calls may read other
  * commands' replies and drop those: this one is found again by its argv. */
 static int run_now(struct ccap_redis *r, size_t i)
 {
@@ -108,8 +108,8 @@ static int run_now(struct ccap_redis *r, size_t i)
         return rc;
     rc = rep->type == REDIS_REPLY_ERROR ? ccap_redis_error_rc(r, rep) : 0;
     freeReplyObject(rep);
-    if (rc == -EAGAIN)
-        return rc;
+    if (rc < 0 && rc != -EPROTO)
+        return rc;  /* Redis cannot serve now: it stays */
     if ((j = find(r, e.argv)) >= 0)
         drop_at(r, (size_t)j);  /* ran, or refused for good (-EPROTO: the text is in R's error) */
     return rc == -EPROTO ? 0 : rc;

@@ -43,9 +43,9 @@ static int header_value(const struct ccap_resp_scan *s, long long *v)
             return -EPROTO;
         x = x * 10 + (unsigned)(s->line[i] - '0');
     }
-    if (x > (unsigned long long)LLONG_MAX)
+    if (x > (unsigned long long)LLONG_MAX + (s->line[0] == '-'))
         return -EPROTO;
-    *v = s->line[0] == '-' ? -(long long)x : (long long)x;
+    *v = s->line[0] == '-' ? (long long)(0ULL - x) : (long long)x;
     return 0;
 }
 
