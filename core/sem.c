@@ -87,9 +87,10 @@ int ccap_sem_parse_acquire(struct ccap_redis *r, const redisReply *rep, struct c
     long long g, c, l;
 
     if (!rep || rep->type != REDIS_REPLY_ARRAY || (rep->elements != 3 && rep->elements != 5)) {
-        if (r)
-            ccap_redis_set_err(r, "redis: acquire reply: %s of %zu, not an array of 3 or 5", type_name(rep),
-                               rep && rep->type == REDIS_REPLY_ARRAY ? rep->elements : 0);
+        if (rep && rep->type == REDIS_REPLY_ARRAY)
+            ccap_redis_set_err(r, "redis: acquire reply: an array of %zu, not of 3 or 5", rep->elements);
+        else
+            ccap_redis_set_err(r, "redis: acquire reply: %s, not an array", type_name(rep));
         return -EPROTO;
     }
     if (ccap_sem_parse_int(r, "acquire reply: granted", rep->element[0], 0, 1, &g) ||

@@ -28,4 +28,19 @@ check "WRONGPASS invalid username-password pair or user is disabled."
 check "LOADING Redis is loading the dataset in memory"
 check "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk."
 check "ERR Error running script (call to f_0123): @user_script:1: WRONGTYPE"
+
+# Redis's error text reaches stderr as text: no escape sequence gets through
+fr_start --mode error --text $'ERR \e[2J\e]0;pwned\a\e[31mred'
+fr_conf "$T/c.conf" api 0 "127.0.0.1:$SRV_PORT"
+env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$PROGS/failclient" try 127.0.0.1 "$SRV_PORT" 1 >"$T/esc.out" 2>"$T/esc.err"
+h_note "escape sequences: $(cat "$T/esc.err")"
+grep -q 'ERR \\x1b\[2J\\x1b\]0;pwned\\x07\\x1b\[31mred' "$T/esc.err" || h_fail "the error text is not logged escaped: $(od -c "$T/esc.err" | head)"
+LC_ALL=C grep -q $'[\x01-\x09\x0b-\x1f\x7f]' "$T/esc.err" && h_fail "a control character reached stderr: $(od -c "$T/esc.err" | head)"
+
+# a reply of the wrong type is logged with what was wrong
+fr_start --mode status --text OK
+fr_conf "$T/c.conf" api 0 "127.0.0.1:$SRV_PORT"
+env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$PROGS/failclient" try 127.0.0.1 "$SRV_PORT" 1 >"$T/wt.out" 2>"$T/wt.err"
+h_note "wrong type: $(cat "$T/wt.err")"
+grep -q 'cannot serve (redis: acquire reply: a status' "$T/wt.err" || h_fail "no reason for a wrong-type reply: $(cat "$T/wt.err")"
 echo ok

@@ -17,6 +17,7 @@ the MODE's answer:
                (denied, wake up in WAKE ms), other scripts :0, BLPOP a nil
                array, anything else +OK
   deep         a reply nested DEPTH arrays deep, each of one element
+  status       "+TEXT\\r\\n" (every command: a reply of the wrong type)
 Usage: fakeredis.py --mode MODE --portfile F --stats F [--bytes N] [--ms N]
                     [--text TEXT] [--close] [--wake N] [--depth N]
 """
@@ -24,7 +25,7 @@ import argparse, hashlib, json, os, socket, threading, time
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--mode", required=True,
-                choices=["drip", "bigarray", "bigbulk", "error", "wake", "deep"])
+                choices=["drip", "bigarray", "bigbulk", "error", "wake", "deep", "status"])
 ap.add_argument("--portfile", required=True)
 ap.add_argument("--stats", required=True)
 ap.add_argument("--bytes", type=int, default=1)
@@ -80,8 +81,8 @@ def answer(c, args):
         flood(c, b"*2147483647\r\n", b":1\r\n")
     if a.mode == "bigbulk":
         flood(c, b"$2000000000\r\n", b"x")
-    if a.mode == "error":
-        c.sendall(b"-" + a.text.encode() + b"\r\n")
+    if a.mode in ("error", "status"):
+        c.sendall((b"-" if a.mode == "error" else b"+") + a.text.encode("utf-8", "surrogateescape") + b"\r\n")
         return not a.close
     if a.mode == "deep":
         c.sendall(b"*1\r\n" * a.depth + b":1\r\n")
