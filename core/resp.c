@@ -29,14 +29,16 @@ static int fail(struct ccap_resp_scan *s, int rc, const char *why)
     return rc;
 }
 
-/* The numeric header in s->line: an optional '-' and 1-19 digits, no
- * overflow. Returns 0 and *V, or -EPROTO. */
+/* The numeric header in s->line in canonical form, as Redis writes it
+ * and hiredis's reader wants it: an optional '-' and 1-19 digits, no
+ * leading zero (but "0"), no "-0", no overflow. Returns 0 and *V, or
+ * -EPROTO. */
 static int header_value(const struct ccap_resp_scan *s, long long *v)
 {
     size_t i = s->line[0] == '-', n = s->line_len;
     unsigned long long x = 0;
 
-    if (n == i || n - i > 19)
+    if (n == i || n - i > 19 || (s->line[i] == '0' && n - i > 1) || (i && s->line[1] == '0'))
         return -EPROTO;
     for (; i < n; i++) {
         if (s->line[i] < '0' || s->line[i] > '9')
