@@ -95,7 +95,7 @@ int ccap_sem_parse_acquire(struct ccap_redis *r, const redisReply *rep, struct c
     }
     if (ccap_sem_parse_int(r, "acquire reply: granted", rep->element[0], 0, 1, &g) ||
         ccap_sem_parse_int(r, "acquire reply: count", rep->element[1], 0, INT_MAX, &c) ||
-        ccap_sem_parse_int(r, "acquire reply: limit", rep->element[2], -1, INT_MAX, &l))
+        ccap_sem_parse_int(r, "acquire reply: limit", rep->element[2], LLONG_MIN, LLONG_MAX, &l))
         return -EPROTO;
     res->retry_ms = 0; /* wait: retry_ms and wake_ms, when the queue keys were passed */
     res->wake_ms = -1;

@@ -28,7 +28,8 @@
 struct ccap_sem_result {
     int granted;        /* 1 if this holder now holds a permit */
     long long count;    /* holders after the call, 0..INT_MAX */
-    long long limit;    /* limit in force (override or configured), -1..INT_MAX */
+    long long limit;    /* limit in force (override or configured): any integer, as the limit key
+                         * may say (it is shown, never computed with) */
     long long retry_ms; /* ccap_sem_acquire_fair: > 0 the rate says not yet, next slot in that many ms
                          * (0..CCAP_SEM_MS_MAX) */
     long long wake_ms;  /* ccap_sem_acquire_fair: ms until the earliest lease ends (re-check then), -1 none

@@ -22,7 +22,6 @@ static void check_reply(const redisReply *rep)
     if (ccap_sem_parse_acquire(NULL, rep, &res) == 0) {
         assert(res.granted == 0 || res.granted == 1);
         assert(res.count >= 0 && res.count <= INT_MAX);
-        assert(res.limit >= -1 && res.limit <= INT_MAX);
         assert(res.retry_ms >= 0 && res.retry_ms <= CCAP_SEM_MS_MAX);
         assert(res.wake_ms >= -1 && res.wake_ms <= CCAP_SEM_MS_MAX);
         assert(res.wake_ms + 1 > res.wake_ms); /* the sum core.c computes */
