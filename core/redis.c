@@ -648,8 +648,9 @@ static int node_setup(struct ccap_redis *r, struct ccap_node *n, int setup)
  *                                                  servername, &sslerr);
  *     if (!ssl || redisInitiateSSLWithContext(n->ctx, ssl) != REDIS_OK) fail;
  * (one redisSSLContext per struct ccap_redis, created in ccap_redis_new and
- * freed in ccap_redis_free; the handshake is bounded by the same
- * command_timeout_ms, which is set on the context before this call). */
+ * freed in ccap_redis_free; the handshake must be bounded by a deadline
+ * of command_timeout_ms, and ccap_node_read/ccap_node_send must then move
+ * bytes through the SSL object, not recv/send, still through the scanner). */
 static int tls_attach(struct ccap_redis *r, struct ccap_node *n)
 {
     (void)r;

@@ -16,6 +16,22 @@ read -r e ms < "$T/shim.out"
 [ "${ms%.*}" -lt 1000 ] || h_fail "the connect took $ms ms against a 200 ms command timeout"
 [ "$M_KB" -lt 65536 ] || h_fail "peak memory $M_KB kB"
 
+# Sentinel and Cluster discovery: the same deadline for SENTINEL
+# get-master-addr-by-name and CLUSTER SLOTS
+for kind in sentinel cluster; do
+    case $kind in
+        sentinel) redis="sentinels = ( \"127.0.0.1:$FR_PORT\" ); master = \"m\";" ;;
+        cluster) redis="cluster = ( \"127.0.0.1:$FR_PORT\" );" ;;
+    esac
+    FR_REDIS=$redis fr_conf "$T/$kind.conf" api 0 "127.0.0.1:$SRV_PORT"
+    fr_measure $kind 20 env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/$kind.conf" "$PROGS/failclient" try 127.0.0.1 "$SRV_PORT" 1
+    h_note "$kind: exit $M_RC after $M_MS ms (killed: $M_KILLED): $(cat "$T/$kind.out")"
+    [ "$M_KILLED" = none ] || h_fail "$kind: the program hung on a dripping Redis (killed after $M_MS ms)"
+    read -r e ms < "$T/$kind.out"
+    [ "$e" = ECONNREFUSED ] || h_fail "$kind: connect: $e, want ECONNREFUSED"
+    [ "${ms%.*}" -lt 1500 ] || h_fail "$kind: the connect took $ms ms against 200 ms timeouts"
+done
+
 # the conncap command: fails (exit 2) with a timeout, within a few timeouts
 fr_measure cli 20 "$CLI" status -c "$T/c.conf"
 h_note "conncap status: exit $M_RC after $M_MS ms: $(head -c 200 "$T/cli.err")"

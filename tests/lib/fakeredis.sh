@@ -15,10 +15,11 @@ fr_start() {
 fr_stat() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$FR_STATS" "$1"; }
 
 # fr_conf FILE SEM WAIT_MS MATCH [EXTRA]: a config whose Redis is the fake
-# server, timeouts 200 ms.
+# server, timeouts 200 ms; $FR_REDIS goes into the redis block (e.g. to
+# make it a sentinel or a cluster seed).
 fr_conf() {
     cat > "$1" <<CONF
-redis = { host = "127.0.0.1"; port = $FR_PORT; connect_timeout_ms = 200; command_timeout_ms = 200; };
+redis = { host = "127.0.0.1"; port = $FR_PORT; connect_timeout_ms = 200; command_timeout_ms = 200; ${FR_REDIS:-} };
 semaphores = ( { name = "$2"; limit = 2; lease_ms = 3000; wait_timeout_ms = $3; } );
 rules = ( { semaphore = "$2"; match = ( "$4" ); } );
 on_redis_down = "${ON_DOWN:-closed}";
