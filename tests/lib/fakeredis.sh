@@ -5,7 +5,7 @@
 fr_start() {
     FR_STATS="$T/fr.$RANDOM.json"
     local pf="$T/fr.$RANDOM.port"
-    /usr/bin/python3 "$ROOT/tests/lib/fakeredis.py" --portfile "$pf" --stats "$FR_STATS" "$@" &
+    python3 "$ROOT/tests/lib/fakeredis.py" --portfile "$pf" --stats "$FR_STATS" "$@" &
     _pids+=("$!")
     h_wait_file "$pf" || h_fail "fakeredis did not start"
     FR_PORT=$(cat "$pf")
