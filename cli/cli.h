@@ -43,6 +43,10 @@ struct ccap_config *ccap_cli_config(const struct ccap_cli_opts *o);
 /* Connects to the config's Redis; prints the error and returns NULL. */
 struct ccap_redis *ccap_cli_redis(const struct ccap_config *cfg);
 
+/* A client for CFG's Redis, not connected yet, that accepts the larger
+ * replies the commands read (ccap_resp_caps_cli). NULL when out of memory. */
+struct ccap_redis *ccap_cli_redis_new(const struct ccap_config *cfg);
+
 /* Prints R's last error to stderr with the address CFG names ("conncap:
  * redis at ADDR: ERROR"). */
 void ccap_cli_redis_error(const struct ccap_config *cfg, const struct ccap_redis *r);

@@ -123,9 +123,16 @@ struct ccap_config *ccap_cli_config(const struct ccap_cli_opts *o)
     return cfg;
 }
 
-struct ccap_redis *ccap_cli_redis(const struct ccap_config *cfg)
+struct ccap_redis *ccap_cli_redis_new(const struct ccap_config *cfg)
 {
     struct ccap_redis *r = ccap_redis_new(&cfg->redis);
+    if (r) ccap_redis_set_caps(r, &ccap_resp_caps_cli);
+    return r;
+}
+
+struct ccap_redis *ccap_cli_redis(const struct ccap_config *cfg)
+{
+    struct ccap_redis *r = ccap_cli_redis_new(cfg);
     if (!r) {
         fprintf(stderr, "conncap: out of memory\n");
         return NULL;

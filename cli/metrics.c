@@ -278,7 +278,7 @@ static int serve(const char *spec, struct ccap_config *cfg)
 {
     int lfd = listen_on(spec);
     if (lfd < 0) return CCAP_EXIT_USAGE;
-    struct ccap_redis *r = ccap_redis_new(&cfg->redis);
+    struct ccap_redis *r = ccap_cli_redis_new(cfg);
     if (!r) {
         close(lfd);
         return CCAP_EXIT_USAGE;

@@ -206,7 +206,7 @@ int ccap_cmd_watch(int argc, char **argv)
      * keeps trying (each frame reconnects as needed). */
     struct ccap_config *cfg = ccap_cli_config(&o);
     if (!cfg) return CCAP_EXIT_USAGE;
-    struct ccap_redis *r = ccap_redis_new(&cfg->redis);
+    struct ccap_redis *r = ccap_cli_redis_new(cfg);
     if (!r) {
         fprintf(stderr, "conncap: out of memory\n");
         ccap_config_free(cfg);

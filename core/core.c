@@ -291,14 +291,19 @@ static int circuit_max_ms(void)
     return m < CIRCUIT_MIN_MS ? CIRCUIT_MIN_MS : m;
 }
 
-/* A call failed for want of Redis (not an error reply): open the circuit,
- * or keep it open with the next backoff (doubling from CIRCUIT_MIN_MS to
- * circuit_max_ms(), jittered). The first failure of an outage is logged. */
+/* A call failed because Redis could not serve it -- unreachable, timed out,
+ * an oversized or malformed reply, or an error reply of any kind (loading,
+ * out of memory, too many clients, denied, not authenticated, a script it
+ * refused): open the circuit, or keep it open with the next backoff
+ * (doubling from CIRCUIT_MIN_MS to circuit_max_ms(), jittered). Only the
+ * opening is logged, with Redis's reason. */
 static void circuit_failure(int rc)
 {
     int max = circuit_max_ms();
     if (!g.down) {
-        ccap_log(CCAP_LOG_WARN, "redis unreachable (%s): on_redis_down=\"%s\" until it answers",
+        bool reached = rc == -EAGAIN || rc == -EPROTO || rc == -EACCES;
+        ccap_log(CCAP_LOG_WARN, "redis %s (%s): on_redis_down=\"%s\" until it answers",
+                 reached ? "cannot serve" : "unreachable",
                  ccap_redis_errstr(g.redis)[0] ? ccap_redis_errstr(g.redis) : strerror(-rc),
                  g.cfg->on_redis_down == CCAP_DOWN_OPEN ? "open" :
                  g.cfg->on_redis_down == CCAP_DOWN_CLOSED ? "closed" : "local");
@@ -326,6 +331,14 @@ static void circuit_success(void)
     g.backoff_ms = 0;
 }
 
+/* The circuit learns the outcome RC (>= 0 or -errno) of a Redis call:
+ * every failure counts but our own (a bad argument, no memory). */
+static void circuit_note(int rc)
+{
+    if (rc >= 0) circuit_success();
+    else if (rc != -EINVAL && rc != -ENOMEM && rc != -ENAMETOOLONG) circuit_failure(rc);
+}
+
 /* One acquire attempt Q under rlock. Returns 1 granted, 0 denied (*RES
  * tells when to re-check), -errno. */
 static int try_acquire(const struct ccap_sem_conf *s, const struct ccap_sem_req *q, struct ccap_sem_result *res)
@@ -334,12 +347,9 @@ static int try_acquire(const struct ccap_sem_conf *s, const struct ccap_sem_req 
     int rc = -ECONNREFUSED;
     if (!circuit_open()) {
         rc = ccap_sem_acquire_fair(g.redis, g.cfg->redis.key_prefix, s->name, q, res);
-        if (rc == 0) circuit_success();
-        else if (rc != -EPROTO) circuit_failure(rc);
+        circuit_note(rc);
     }
     pthread_mutex_unlock(&g.rlock);
-    if (rc == -EPROTO)
-        ccap_log(CCAP_LOG_ERROR, "redis refused the acquire script for %s: %s", s->name, ccap_redis_errstr(g.redis));
     return rc < 0 ? rc : res->granted;
 }
 
@@ -387,7 +397,7 @@ static void release_kept(const char *sem, int i, const char *holder, long long u
     int rc = ccap_sem_release_defer(g.redis, g.cfg->redis.key_prefix, sem, holder,
                                     i >= 0 ? g.cfg->sems[i].limit : -1, until, send);
     if (rc < 0 && send) {   /* kept (but for -ENOMEM): sent again when redis answers */
-        if (rc != -ENOMEM && rc != -EINVAL && rc != -ENAMETOOLONG) circuit_failure(rc);
+        circuit_note(rc);
         ccap_log(CCAP_LOG_INFO, "release of %s not sent (%s): %s", holder, strerror(-rc),
                  rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
     } else if (!send) {     /* the circuit was open already: the same, told the same way */
@@ -661,7 +671,7 @@ static size_t flush_releases(void)
         circuit_success();
         return (size_t)rc;
     }
-    if (rc != -EPROTO) circuit_failure(rc);
+    circuit_note(rc);
     return ccap_redis_deferred(g.redis);
 }
 
@@ -712,8 +722,7 @@ static void renew_all(struct beat *b)
         int rc = ccap_sem_renew(g.redis, g.cfg->redis.key_prefix, sem, batch, m, lease, 1);
         if (rc > 0) ccap_log(CCAP_LOG_WARN, "re-registered %d permit(s) of %s that redis had lost (restart, failover, "
                              "or granted while it was down)", rc, sem);
-        if (rc >= 0) circuit_success();
-        else if (rc != -EPROTO) circuit_failure(rc);
+        circuit_note(rc);
         free(batch);
         if (rc < 0) return;
     }
@@ -799,8 +808,7 @@ static int renew_batch(const char *sem, const char **holders, size_t n, int leas
 {
     if (circuit_open()) return -ECONNREFUSED;
     int rc = ccap_sem_renew(g.redis, g.cfg->redis.key_prefix, sem, holders, n, lease, 1);
-    if (rc >= 0) circuit_success();
-    else if (rc != -EPROTO) circuit_failure(rc);
+    circuit_note(rc);
     return rc < 0 ? rc : 0;
 }
 

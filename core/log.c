@@ -72,6 +72,99 @@ static void write_all(int fd, const char *p, size_t n)
     }
 }
 
+/* The length of the valid UTF-8 sequence of a printable character at P
+ * (N bytes left), or 0: a control character (C0, DEL, C1), a stray or
+ * missing continuation byte, an overlong form, a surrogate, or > U+10FFFF. */
+static size_t printable_len(const unsigned char *p, size_t n)
+{
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xbf;
+
+    if (p[0] >= 0x20 && p[0] < 0x7f)
+        return 1;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf)
+        len = 2, lo = p[0] == 0xc2 ? 0xa0 : 0x80; /* U+0080..U+009F are C1 controls */
+    else if (p[0] >= 0xe0 && p[0] <= 0xef)
+        len = 3, lo = p[0] == 0xe0 ? 0xa0 : 0x80, hi = p[0] == 0xed ? 0x9f : 0xbf;
+    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+        len = 4, lo = p[0] == 0xf0 ? 0x90 : 0x80, hi = p[0] == 0xf4 ? 0x8f : 0xbf;
+    else
+        return 0;
+    if (n < len || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    return len;
+}
+
+/* Copies MSG (N bytes) to OUT (CAP bytes) so that a terminal shows it as
+ * text: newline, CR and tab become a space; every other control character
+ * and every byte not part of valid UTF-8 becomes \xHH. Returns the bytes
+ * written; *CUT is set when MSG did not fit. */
+static size_t escape(char *out, size_t cap, const char *msg, size_t n, int *cut)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)msg;
+    size_t w = 0;
+
+    for (size_t i = 0; i < n;) {
+        size_t k = printable_len(p + i, n - i);
+
+        if (k == 0 && (p[i] == '\n' || p[i] == '\r' || p[i] == '\t'))
+            k = 1;
+        if (w + (k ? k : 4) > cap) {
+            *cut = 1;
+            break;
+        }
+        if (k == 1 && p[i] < 0x20) {
+            out[w++] = ' ';
+        } else if (k) {
+            memcpy(out + w, p + i, k);
+            w += k;
+        } else {
+            out[w++] = '\\';
+            out[w++] = 'x';
+            out[w++] = hex[p[i] >> 4];
+            out[w++] = hex[p[i] & 15];
+            k = 1;
+        }
+        i += k;
+    }
+    return w;
+}
+
+/* Formats "HEAD: message (suppressed)" into BUF (CCAP_LOG_LINE bytes, the
+ * message escaped); returns its length. */
+static size_t format_line(char *buf, int target, int level, const char *fmt, va_list ap)
+{
+    char msg[CCAP_LOG_LINE], tail[64] = "";
+    size_t tl = 0, head, len, room;
+    int cut = 0;
+    long sup = atomic_exchange(&suppressed, 0);
+    if (sup > 0)
+        tl = (size_t)snprintf(tail, sizeof tail, " (%ld messages suppressed)", sup);
+    int n = target == CCAP_LOG_SYSLOG ? snprintf(buf, CCAP_LOG_LINE, "%s: ", level_names[level])
+                                      : snprintf(buf, CCAP_LOG_LINE, "conncap[%d]: %s: ", (int)getpid(),
+                                                 level_names[level]);
+    head = (size_t)n;
+    n = vsnprintf(msg, sizeof msg, fmt, ap);
+    if (n < 0)
+        n = 0;
+    if ((size_t)n >= sizeof msg) {
+        cut = 1;
+        n = (int)sizeof msg - 1;
+    }
+    room = CCAP_LOG_LINE - 2 - tl - head; /* room for '\n' or NUL */
+    len = head + escape(buf + head, room - 3, msg, (size_t)n, &cut);
+    if (cut) { /* truncated: mark it */
+        memcpy(buf + len, "...", 3);
+        len += 3;
+    }
+    memcpy(buf + len, tail, tl);
+    return len + tl;
+}
+
 void ccap_log(int level, const char *fmt, ...)
 {
     if (level > atomic_load_explicit(&log_level, memory_order_relaxed))
@@ -86,33 +179,12 @@ void ccap_log(int level, const char *fmt, ...)
     if (level > CCAP_LOG_DEBUG)
         level = CCAP_LOG_DEBUG;
 
-    /* Layout: head, message, tail, '\n' (or NUL for syslog), in BUF. */
-    char buf[CCAP_LOG_LINE], tail[64] = "";
-    size_t tl = 0;
-    long sup = atomic_exchange(&suppressed, 0);
-    if (sup > 0)
-        tl = (size_t)snprintf(tail, sizeof tail, " (%ld messages suppressed)", sup);
-    size_t limit = sizeof buf - 1 - tl; /* head + message + vsnprintf's NUL */
+    char buf[CCAP_LOG_LINE];
     int target = atomic_load_explicit(&log_target, memory_order_relaxed);
-    int n = target == CCAP_LOG_SYSLOG ? snprintf(buf, limit, "%s: ", level_names[level])
-                                      : snprintf(buf, limit, "conncap[%d]: %s: ", (int)getpid(),
-                                                 level_names[level]);
-    size_t head = (size_t)n, len = head;
     va_list ap;
     va_start(ap, fmt);
-    n = vsnprintf(buf + len, limit - len, fmt, ap);
+    size_t len = format_line(buf, target, level, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < limit - len) {
-        len += (size_t)n;
-    } else if (n >= 0) { /* truncated: mark it */
-        len = limit - 1;
-        memcpy(buf + len - 3, "...", 3);
-    }
-    memcpy(buf + len, tail, tl);
-    len += tl;
-    for (size_t i = head; i < len; i++) /* keep it one line */
-        if (buf[i] == '\n' || buf[i] == '\r')
-            buf[i] = ' ';
 
     if (target == CCAP_LOG_SYSLOG) {
         static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};

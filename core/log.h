@@ -15,8 +15,11 @@ int ccap_log_level_parse(const char *s);
  * write(2), or to syslog. At most CCAP_LOG_BURST lines per second are written;
  * the rest are counted and reported as "N messages suppressed" with the next
  * line that passes. Preserves errno. Thread-safe; async-signal-unsafe.
- * Lines longer than 1023 bytes are cut and end in "..."; newlines in MSG
- * become spaces. No heap allocation. Syslog gets the same text at facility
+ * Lines longer than 1023 bytes are cut and end in "..."; in MSG, newline,
+ * CR and tab become spaces, and every other control character (C0, DEL,
+ * C1) and every byte that is not part of valid UTF-8 is written as \xHH,
+ * so that no text from outside (a Redis error, a host name) can move a
+ * terminal's cursor or forge a line. No heap allocation. Syslog gets the same text at facility
  * user; conncap never calls openlog(), which would change the host
  * program's own ident and options. */
 void ccap_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

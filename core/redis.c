@@ -88,6 +88,8 @@ void ccap_redis_set_err(struct ccap_redis *r, const char *fmt, ...)
     int saved = errno;
     va_list ap;
 
+    if (!r)
+        return;
     va_start(ap, fmt);
     vsnprintf(r->err, sizeof r->err, fmt, ap);
     va_end(ap);
@@ -242,27 +244,33 @@ static int connect_errno(int e)
     }
 }
 
-/* Waits until the non-blocking connect on FD completes or DEADLINE passes. */
-static int wait_connected(int fd, long long deadline)
+/* Waits until FD is ready for EVENTS or DEADLINE (monotonic ms) passes
+ * (looks once even when it has). Returns 1 (ready), 0 (deadline) or -errno. */
+static int wait_fd(int fd, short events, long long deadline)
 {
-    struct pollfd p = { .fd = fd, .events = POLLOUT };
-    int so_err = 0;
-    socklen_t len = sizeof so_err;
+    struct pollfd p = { .fd = fd, .events = events };
 
     for (;;) {
         long long left = deadline - now_ms();
-        int n;
+        int n = poll(&p, 1, left <= 0 ? 0 : left > 60000 ? 60000 : (int)left);
 
-        if (left <= 0)
-            return -ETIMEDOUT;
-        n = poll(&p, 1, (int)left);
         if (n > 0)
-            break;
-        if (n == 0)
-            return -ETIMEDOUT;
-        if (errno != EINTR)
+            return 1;
+        if (n < 0 && errno != EINTR)
             return -errno;
+        if (left <= 0 || (n == 0 && left <= 60000))
+            return 0;
     }
+}
+
+/* Waits until the non-blocking connect on FD completes or DEADLINE passes. */
+static int wait_connected(int fd, long long deadline)
+{
+    int so_err = 0, rc = wait_fd(fd, POLLOUT, deadline);
+    socklen_t len = sizeof so_err;
+
+    if (rc <= 0)
+        return rc ? rc : -ETIMEDOUT;
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_err, &len) != 0)
         return -errno;
     return so_err ? -so_err : 0;
@@ -466,7 +474,8 @@ size_t ccap_resp_format(char *out, int argc, const char *const *argv)
  * the stack when it fits: hiredis's formatter calls sprintf once per
  * argument, which was 40% of the instructions of a matched connect+close
  * (callgrind; issue 6). */
-int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv)
+int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv,
+                   long long deadline)
 {
     char small[2048], *cmd = small;
     size_t len, off = 0, need;
@@ -483,10 +492,17 @@ int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const ch
     }
     len = ccap_resp_format(cmd, argc, argv);
     while (off < len) {
-        ssize_t w = send(n->ctx->fd, cmd + off, len - off, MSG_NOSIGNAL);
+        ssize_t w = send(n->ctx->fd, cmd + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        int ready;
 
         if (w < 0 && errno == EINTR)
             continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+            (ready = wait_fd(n->ctx->fd, POLLOUT, deadline)) != 0) {
+            if (ready > 0)
+                continue;
+            errno = -ready;
+        }
         if (w <= 0) {
             rc = ccap_node_io_error(r, n, argv[0], w < 0 ? errno : EPIPE);
             break;
@@ -498,9 +514,69 @@ int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const ch
     return rc;
 }
 
-int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv, redisReply **out)
+/* A failed read of CMD's reply on N: closes N, says why. Returns RC. */
+static int read_failed(struct ccap_redis *r, struct ccap_node *n, const char *cmd, int rc, const char *why)
+{
+    set_err(r, "redis %s: %s", cmd, why);
+    ccap_node_drop(n);
+    return rc;
+}
+
+/* Reads what N's socket holds (one buffer), checks it, hands it to the
+ * reader. Returns 0 (maybe nothing read: EAGAIN, EINTR) or -errno (N closed). */
+static int node_fill(struct ccap_redis *r, struct ccap_node *n, const char *cmd)
+{
+    char buf[8192];
+    ssize_t k = recv(n->ctx->fd, buf, sizeof buf, MSG_DONTWAIT);
+
+    if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+        return 0;
+    if (k == 0)
+        return read_failed(r, n, cmd, -EPIPE, "connection closed by the server");
+    if (k < 0)
+        return read_failed(r, n, cmd, errno == ECONNRESET ? -EPIPE : -EIO, strerror(errno));
+    if (ccap_resp_scan(&n->scan, buf, (size_t)k) < 0) {
+        set_err(r, "redis %s: reply refused: %s", cmd, n->scan.err);
+        ccap_node_drop(n);
+        return -EIO;
+    }
+    if (redisReaderFeed(n->ctx->reader, buf, (size_t)k) != REDIS_OK)
+        return read_failed(r, n, cmd, -ENOMEM, "out of memory");
+    return 0;
+}
+
+int ccap_node_read(struct ccap_redis *r, struct ccap_node *n, const char *cmd, long long deadline,
+                   redisReply **out)
 {
     void *rep = NULL;
+    int rc;
+
+    *out = NULL;
+    if (!n->ctx)
+        return read_failed(r, n, cmd, -EIO, "not connected");
+    for (;;) {
+        if (redisReaderGetReply(n->ctx->reader, &rep) != REDIS_OK)
+            return read_failed(r, n, cmd, -EIO, n->ctx->reader->errstr[0] ? n->ctx->reader->errstr
+                                                                            : "protocol error");
+        if (rep) {
+            *out = rep;
+            return 0;
+        }
+        rc = wait_fd(n->ctx->fd, POLLIN, deadline);
+        if (rc == 0) {
+            set_err(r, "redis %s: timed out after %d ms", cmd, r->conf.command_timeout_ms);
+            return -ETIMEDOUT;
+        }
+        if (rc < 0)
+            return read_failed(r, n, cmd, -EIO, strerror(-rc));
+        if ((rc = node_fill(r, n, cmd)) < 0)
+            return rc;
+    }
+}
+
+int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv, redisReply **out)
+{
+    long long deadline = now_ms() + r->conf.command_timeout_ms;
     int rc;
 
     *out = NULL;
@@ -510,15 +586,14 @@ int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const ch
     }
     /* Sent before the replies still owed on N are read (they come first):
      * pipelined, the two cost Redis one wake-up and us one wait, not two. */
-    if ((rc = ccap_node_send(r, n, argc, argv)) < 0)
+    if ((rc = ccap_node_send(r, n, argc, argv, deadline)) < 0)
         return rc;
-    if (r->n_defer && (rc = ccap_defer_collect(r, n)) < 0)
+    if (r->n_defer && (rc = ccap_defer_collect(r, n, deadline)) < 0)
         return rc;
-    errno = 0;
-    if (redisGetReply(n->ctx, &rep) != REDIS_OK || !rep)
-        return ccap_node_io_error(r, n, argv[0], errno);
-    *out = rep;
-    return 0;
+    rc = ccap_node_read(r, n, argv[0], deadline, out);
+    if (rc == -ETIMEDOUT)
+        ccap_node_drop(n);  /* a reply cut short cannot be told from the next one */
+    return rc;
 }
 
 /* AUTH and SELECT on a fresh connection, as SETUP asks. */
@@ -573,8 +648,9 @@ static int node_setup(struct ccap_redis *r, struct ccap_node *n, int setup)
  *                                                  servername, &sslerr);
  *     if (!ssl || redisInitiateSSLWithContext(n->ctx, ssl) != REDIS_OK) fail;
  * (one redisSSLContext per struct ccap_redis, created in ccap_redis_new and
- * freed in ccap_redis_free; the handshake is bounded by the same
- * command_timeout_ms, which is set on the context before this call). */
+ * freed in ccap_redis_free; the handshake must be bounded by a deadline
+ * of command_timeout_ms, and ccap_node_read/ccap_node_send must then move
+ * bytes through the SSL object, not recv/send, still through the scanner). */
 static int tls_attach(struct ccap_redis *r, struct ccap_node *n)
 {
     (void)r;
@@ -584,7 +660,6 @@ static int tls_attach(struct ccap_redis *r, struct ccap_node *n)
 
 static int node_connect(struct ccap_redis *r, struct ccap_node *n, long long deadline, int setup)
 {
-    struct timeval tv;
     struct stat st;
     int fd, fl;
 
@@ -610,14 +685,8 @@ static int node_connect(struct ccap_redis *r, struct ccap_node *n, long long dea
     n->forks = ccap_redis_forks();
     n->gen++;
     n->loaded = 0;
+    ccap_resp_scan_init(&n->scan, r->caps);
 
-    tv.tv_sec = r->conf.command_timeout_ms / 1000;
-    tv.tv_usec = (r->conf.command_timeout_ms % 1000) * 1000;
-    if (redisSetTimeout(n->ctx, tv) != REDIS_OK) {
-        set_err(r, "redis set timeout: %s", n->ctx->errstr);
-        ccap_node_drop(n);
-        return -EIO;
-    }
     if (tls_attach(r, n) < 0) {
         ccap_node_drop(n);
         return -EIO;
@@ -667,16 +736,25 @@ static bool err_is(const redisReply *rep, const char *code)
 
 /* An error reply as -errno: -EAGAIN when the server is there but cannot
  * serve right now (loading, a failover or a resharding under way, a
- * replica), else -EPROTO. The text goes to errstr. */
+ * replica, out of memory, too many clients, protected mode, a failing
+ * disk), -EACCES when it wants other credentials, else -EPROTO (the
+ * command itself was refused). The text goes to errstr. */
 int ccap_redis_error_rc(struct ccap_redis *r, const redisReply *rep)
 {
-    static const char *const transient[] = { "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
-                                             "READONLY", "BUSY", "MOVED", "ASK", NULL };
+    static const char *const transient[] = { "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY",
+                                             "BUSY", "MOVED", "ASK", "OOM", "DENIED", "MISCONF", "NOREPLICAS",
+                                             "NOMASTERLINK", NULL };
+    static const char *const auth[] = { "NOAUTH", "WRONGPASS", "NOPERM", NULL };
 
-    set_err(r, "%s", rep->str ? rep->str : "error");
+    set_err(r, "%s", rep->str && rep->str[0] ? rep->str : "error reply without a text");
     for (int i = 0; transient[i]; i++)
         if (err_is(rep, transient[i]))
             return -EAGAIN;
+    if (rep->str && !strncmp(rep->str, "ERR max number of clients", 26))
+        return -EAGAIN;
+    for (int i = 0; auth[i]; i++)
+        if (err_is(rep, auth[i]))
+            return -EACCES;
     return -EPROTO;
 }
 
@@ -952,6 +1030,7 @@ struct ccap_redis *ccap_redis_new(const struct ccap_redis_conf *conf)
 
     if (!r)
         return NULL;
+    r->caps = &ccap_resp_caps_shim;
     r->conf.host = dup_or_null(conf->host && conf->host[0] ? conf->host : "127.0.0.1", &oom);
     r->conf.port = conf->port > 0 ? conf->port : 6379;
     r->conf.socket = conf->socket && conf->socket[0] ? dup_or_null(conf->socket, &oom) : NULL;
@@ -991,6 +1070,11 @@ struct ccap_redis *ccap_redis_new(const struct ccap_redis_conf *conf)
         r->main.port = r->conf.port;
     }
     return r;
+}
+
+void ccap_redis_set_caps(struct ccap_redis *r, const struct ccap_resp_caps *caps)
+{
+    r->caps = caps;
 }
 
 void ccap_redis_free(struct ccap_redis *r)

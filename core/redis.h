@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <hiredis/hiredis.h>
 #include "config.h"
+#include "resp.h"
 
 /* The embedded Lua scripts (lua/NAME.lua), in this order. */
 enum ccap_script { CCAP_SCRIPT_ACQUIRE = 0, CCAP_SCRIPT_RELEASE, CCAP_SCRIPT_RENEW,
@@ -35,12 +36,19 @@ struct ccap_redis;
  * only when out of memory. */
 struct ccap_redis *ccap_redis_new(const struct ccap_redis_conf *conf);
 
+/* What a reply may hold on R's connections made from now on (CAPS is kept,
+ * not copied: one of ccap_resp_caps_shim, the default, or
+ * ccap_resp_caps_cli). A reply beyond them closes its connection and the
+ * call fails with -EIO, as for any lost connection. */
+void ccap_redis_set_caps(struct ccap_redis *r, const struct ccap_resp_caps *caps);
+
 /* Closes the connection (if still ours: see ccap_redis_owns_fd) and frees. */
 void ccap_redis_free(struct ccap_redis *r);
 
 /* Connects if not connected: socket created SOCK_CLOEXEC, moved with
  * F_DUPFD_CLOEXEC to a number above the range programs normally use,
- * connect bounded by connect_timeout_ms, commands by command_timeout_ms,
+ * connect bounded by connect_timeout_ms, each command (its write and its whole
+ * reply) by command_timeout_ms,
  * then AUTH and SELECT as configured. Before every use the descriptor's
  * identity (st_dev, st_ino) is checked: if the program closed or replaced
  * it, the client never writes to, shuts down or closes that number, and
@@ -57,10 +65,13 @@ int ccap_redis_connect(struct ccap_redis *r);
  * NUL-terminated strings, keys first. On success returns 0 and *REPLY
  * (caller frees with freeReplyObject). Returns -errno on a transport error
  * (the connection is dropped and reopened on the next call: -ETIMEDOUT,
- * -ECONNREFUSED, -EPIPE, -EIO), -EAGAIN for an error reply that says the
- * server cannot serve now (LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
- * READONLY, BUSY, or redirects beyond 5 hops), or -EPROTO for another Redis
- * error reply (the text is in ccap_redis_errstr in both cases). A reused
+ * -ECONNREFUSED, -EPIPE, -EIO: a reply beyond the caps or not RESP too),
+ * -EAGAIN for an error reply that says the server cannot serve now
+ * (LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY, BUSY, OOM, DENIED,
+ * MISCONF, NOREPLICAS, NOMASTERLINK, "ERR max number of clients", or
+ * redirects beyond 5 hops), -EACCES for NOAUTH, WRONGPASS or NOPERM, or
+ * -EPROTO for another Redis error reply (the text is in ccap_redis_errstr
+ * in every case). A reused
  * connection found closed by the server (EOF, reset) is replaced and the
  * command sent once more: scripts must be idempotent (ours are, per holder).
  * Cluster: routed by the first key (ARGS[0] when NKEYS > 0). */
@@ -126,6 +137,10 @@ int ccap_redis_key_slot(const char *key, size_t len);
 /* The number the connection's descriptor is moved to (or above):
  * min(soft RLIMIT_NOFILE, 1024) - 32. */
 int ccap_redis_fd_base(void);
+
+/* Sets R's error text (printf-like; nothing when R is NULL), e.g. a caller
+ * that found a reply of the wrong shape says which; preserves errno. */
+void ccap_redis_set_err(struct ccap_redis *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The last error text ("" if none). Owned by R, valid until the next call. */
 const char *ccap_redis_errstr(const struct ccap_redis *r);

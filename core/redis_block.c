@@ -1,6 +1,5 @@
 /* redis_block.c -- a blocking command (BLPOP) on a waiter's own connection, with a deadline of our own. */
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -66,14 +65,14 @@ int ccap_redis_send(struct ccap_redis *r, int argc, const char *const *argv)
     if (rc < 0)
         return rc;
     r->last = n;
-    return ccap_node_send(r, n, argc, argv);
+    return ccap_node_send(r, n, argc, argv, ccap_redis_now_ms() + r->conf.command_timeout_ms);
 }
 
 int ccap_redis_recv(struct ccap_redis *r, int timeout_ms, redisReply **reply)
 {
     long long deadline = ccap_redis_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     struct ccap_node *n = r->last;
-    void *rep = NULL;
+    int rc;
 
     *reply = NULL;
     if (!still_ours(n)) {
@@ -82,29 +81,8 @@ int ccap_redis_recv(struct ccap_redis *r, int timeout_ms, redisReply **reply)
             ccap_node_forget(n);
         return -EPIPE;
     }
-    for (;;) {
-        struct pollfd p = { .fd = n->ctx->fd, .events = POLLIN };
-        long long left;
-        int k;
-
-        if (redisGetReplyFromReader(n->ctx, &rep) != REDIS_OK)
-            break;
-        if (rep) {
-            *reply = rep;
-            return 0;
-        }
-        left = deadline - ccap_redis_now_ms();
-        k = poll(&p, 1, left > 0 ? (int)left : 0);
-        if (k == 0)
-            return -EAGAIN;
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0 || redisBufferRead(n->ctx) != REDIS_OK)
-            break;
-    }
-    ccap_redis_set_err(r, "redis: %s", n->ctx->errstr[0] ? n->ctx->errstr : "connection lost");
-    ccap_node_drop(n);
-    return -EPIPE;
+    rc = ccap_node_read(r, n, "reply", deadline, reply);
+    return rc == -ETIMEDOUT ? -EAGAIN : rc;
 }
 
 void ccap_redis_close(struct ccap_redis *r)

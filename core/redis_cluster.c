@@ -66,7 +66,8 @@ static int parse_slots(struct ccap_redis *r, const struct ccap_node *from, const
             return -EPROTO;
         lo = e->element[0]->integer;
         hi = e->element[1]->integer;
-        if (lo < 0 || hi >= CCAP_CLUSTER_SLOTS || lo > hi)
+        if (lo < 0 || hi >= CCAP_CLUSTER_SLOTS || lo > hi || m->element[1]->integer < 1 ||
+            m->element[1]->integer > 65535)
             return -EPROTO;
         host = m->element[0]->str;
         if (!host[0] || !strcmp(host, "?"))

@@ -61,29 +61,29 @@ static char **pack_argv(enum ccap_script which, int nkeys, int argc, const char 
     return v;
 }
 
-int ccap_defer_collect(struct ccap_redis *r, struct ccap_node *n)
+int ccap_defer_collect(struct ccap_redis *r, struct ccap_node *n, long long deadline)
 {
     size_t i = 0;
 
     while (i < r->n_defer) {
         struct ccap_deferred *e = &r->defer[i];
-        void *rep = NULL;
+        redisReply *rep;
+        int rc;
 
         if (e->sent_on != n || !owed(e)) {
             i++;
             continue;
         }
-        errno = 0;
-        if (redisGetReply(n->ctx, &rep) != REDIS_OK || !rep) {
+        if ((rc = ccap_node_read(r, n, e->argv[0], deadline, &rep)) < 0) {
             /* the connection is gone (or timed out): what it owed waits to be
              * sent again; told as any read of a reply is */
-            int rc = ccap_node_io_error(r, n, e->argv[0], errno);
-
+            if (rc == -ETIMEDOUT)
+                ccap_node_drop(n);
             return rc == -ETIMEDOUT ? rc : -EPIPE;
         }
-        if (((redisReply *)rep)->type == REDIS_REPLY_ERROR) {
+        if (rep->type == REDIS_REPLY_ERROR) {
             e->sent_on = NULL;      /* NOSCRIPT, a redirect...: run again by the sync path */
-            ccap_redis_set_err(r, "redis (deferred): %s", ((redisReply *)rep)->str);
+            ccap_redis_set_err(r, "redis (deferred): %s", rep->str);
             i++;
         } else {
             drop_at(r, i);
@@ -95,7 +95,7 @@ int ccap_defer_collect(struct ccap_redis *r, struct ccap_node *n)
 
 /* Runs the command at index I synchronously, with redirects and NOSCRIPT
  * recovery; drops it when it ran or can never run. Returns 0, or -errno
- * (transport, or -EAGAIN: it stays). Nested calls may read other
+ * (transport, -EAGAIN or -EACCES: it stays). Nested calls may read other
  * commands' replies and drop those: this one is found again by its argv. */
 static int run_now(struct ccap_redis *r, size_t i)
 {
@@ -108,8 +108,8 @@ static int run_now(struct ccap_redis *r, size_t i)
         return rc;
     rc = rep->type == REDIS_REPLY_ERROR ? ccap_redis_error_rc(r, rep) : 0;
     freeReplyObject(rep);
-    if (rc == -EAGAIN)
-        return rc;
+    if (rc < 0 && rc != -EPROTO)
+        return rc;  /* Redis cannot serve now: it stays */
     if ((j = find(r, e.argv)) >= 0)
         drop_at(r, (size_t)j);  /* ran, or refused for good (-EPROTO: the text is in R's error) */
     return rc == -EPROTO ? 0 : rc;
@@ -166,7 +166,7 @@ static void make_room(struct ccap_redis *r)
     if (r->n_defer < CCAP_DEFER_MAX)
         return;
     if (owed(&r->defer[0]))
-        ccap_defer_collect(r, r->defer[0].sent_on);
+        ccap_defer_collect(r, r->defer[0].sent_on, ccap_redis_now_ms() + r->conf.command_timeout_ms);
     if (r->n_defer == CCAP_DEFER_MAX)
         drop_at(r, 0);
 }
@@ -207,7 +207,8 @@ int ccap_redis_script_defer(struct ccap_redis *r, enum ccap_script which, int nk
             return rc;
         /* loaded first: a NOSCRIPT would leave it undone until the next command */
         if ((rc = ccap_node_script_ready(r, n, which)) == 0 &&
-            (rc = ccap_node_send(r, n, n_args, (const char *const *)argv)) == 0) {
+            (rc = ccap_node_send(r, n, n_args, (const char *const *)argv,
+                                 ccap_redis_now_ms() + r->conf.command_timeout_ms)) == 0) {
             if ((j = find(r, argv)) >= 0) {
                 r->defer[j].sent_on = n;
                 r->defer[j].gen = n->gen;
@@ -229,7 +230,8 @@ int ccap_redis_flush(struct ccap_redis *r)
         if (!owed(&r->defer[i]))
             continue;
         /* every reply that node owes; those on other nodes from the start again */
-        if ((rc = ccap_defer_collect(r, r->defer[i].sent_on)) == -ETIMEDOUT)
+        if ((rc = ccap_defer_collect(r, r->defer[i].sent_on,
+                                     ccap_redis_now_ms() + r->conf.command_timeout_ms)) == -ETIMEDOUT)
             return rc;
         i = (size_t)-1;
     }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "redis.h"
+#include "resp.h"
 
 #define CCAP_CLUSTER_SLOTS 16384
 #define CCAP_HOST_MAX 256
@@ -22,6 +23,7 @@ struct ccap_node {
     unsigned forks;           /* ccap_redis_forks() when it was made: another value is a fork child's */
     unsigned gen;             /* counts connections made: a deferred reply is owed by one */
     unsigned loaded;          /* bit 1 << script: known loaded on this connection */
+    struct ccap_resp_scan scan; /* checks the bytes read before hiredis's reader parses them */
 };
 
 /* A command sent without waiting for its reply (or not sent yet): kept
@@ -43,6 +45,7 @@ enum { CCAP_SETUP_AUTH = 1, CCAP_SETUP_SELECT = 2 };
 
 struct ccap_redis {
     struct ccap_redis_conf conf;   /* our own copy, lists included */
+    const struct ccap_resp_caps *caps; /* what a reply may hold (ccap_resp_caps_shim unless set) */
     enum ccap_redis_mode mode;
     struct ccap_node main;         /* single server, or the Sentinel's master */
     struct ccap_node *last;        /* the node used last (for ccap_redis_fd) */
@@ -60,9 +63,6 @@ struct ccap_redis {
     bool flushing;
     char err[256];
 };
-
-/* Error text on R (printf-like); preserves errno. */
-void ccap_redis_set_err(struct ccap_redis *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* How many fork()s this process descends from since the library loaded
  * (a pthread_atfork child handler counts them): a connection made under
@@ -84,15 +84,27 @@ int ccap_hostport_parse(const char *s, char *host, size_t hostlen, int *port);
 int ccap_node_ensure(struct ccap_redis *r, struct ccap_node *n, long long deadline, int setup);
 
 /* Runs ARGV on N's live connection: 0 and *OUT (any reply type, error
- * replies included), or -errno on a transport error (N is then closed). */
+ * replies included), or -errno on a transport error (N is then closed).
+ * Writing it and reading every reply N owes, its own last, take at most
+ * command_timeout_ms in all (-ETIMEDOUT), however the bytes trickle in. */
 int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv,
                    redisReply **out);
 
 /* Writes ARGV to N's connection with MSG_NOSIGNAL (never SIGPIPE), without
- * reading anything. Returns 0, or -errno (-ETIMEDOUT after
- * command_timeout_ms, -EPIPE when the peer is gone, -ENOMEM, -EIO; N is then
+ * reading anything, by DEADLINE (monotonic ms). Returns 0, or -errno
+ * (-ETIMEDOUT, -EPIPE when the peer is gone, -ENOMEM, -EIO; N is then
  * closed). */
-int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv);
+int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv,
+                   long long deadline);
+
+/* Reads N's next reply (for command CMD, named in errors) by DEADLINE
+ * (monotonic ms): the bytes go through N's scanner (R's caps) before
+ * hiredis's reader. Returns 0 and *OUT (any type; caller frees);
+ * -ETIMEDOUT when DEADLINE passed first (N stays open, the reply may still
+ * come); or, with N closed, -EPIPE (EOF or reset), -EIO (a reply beyond
+ * the caps or not RESP), -ENOMEM. The text goes to R's error. */
+int ccap_node_read(struct ccap_redis *r, struct ccap_node *n, const char *cmd, long long deadline,
+                   redisReply **out);
 
 /* A failed read or write of CMD on N as -errno (E: its errno): -ETIMEDOUT
  * after command_timeout_ms, -EPIPE (the peer went away), -ECONNREFUSED,
@@ -127,11 +139,12 @@ int ccap_redis_dispatch(struct ccap_redis *r, int slot, int which, int argc, con
  * goes to R's error. */
 int ccap_redis_error_rc(struct ccap_redis *r, const redisReply *rep);
 
-/* Reads the replies N owes for deferred commands (oldest first) and drops
+/* Reads the replies N owes for deferred commands (oldest first, all by
+ * DEADLINE, monotonic ms) and drops
  * the commands they acknowledge; one answered with an error stays, to be
  * run again by ccap_redis_flush. Returns 0, or -errno on a transport error
  * (N is closed; its commands wait to be sent again). */
-int ccap_defer_collect(struct ccap_redis *r, struct ccap_node *n);
+int ccap_defer_collect(struct ccap_redis *r, struct ccap_node *n, long long deadline);
 
 /* After a command that worked: runs again, synchronously, the deferred
  * commands that are not (or no longer) sent -- none in the common case.

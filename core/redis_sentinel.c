@@ -34,10 +34,16 @@ static int ask_sentinel(struct ccap_redis *r, struct ccap_node *s, long long dea
     rc = 0;
     if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 && rep->element[0]->type == REDIS_REPLY_STRING &&
         rep->element[1]->type == REDIS_REPLY_STRING && rep->element[0]->len < hostlen) {
+        char *end;
+        long p = strtol(rep->element[1]->str, &end, 10);
+
         snprintf(host, hostlen, "%s", rep->element[0]->str);
-        *port = atoi(rep->element[1]->str);
-        if (*port < 1 || *port > 65535)
+        *port = (int)p;
+        if (end == rep->element[1]->str || *end || p < 1 || p > 65535) {
+            ccap_redis_set_err(r, "redis sentinel %s:%d: master port \"%.16s\" is not a port", s->host, s->port,
+                               rep->element[1]->str);
             rc = -EPROTO;
+        }
     } else if (rep->type == REDIS_REPLY_NIL) {
         ccap_redis_set_err(r, "redis sentinel %s:%d does not know master \"%s\"", s->host, s->port, r->conf.master);
         rc = -ENOENT;

@@ -56,29 +56,52 @@ static int sem_keys(char (*keys)[CCAP_KEY_MAX], const char **args, const char *c
     return 0;
 }
 
-/* A reply element that must be an integer; stores it in *V. */
-static int int_elem(const redisReply *e, long long *v)
+static const char *type_name(const redisReply *e)
 {
-    if (!e || e->type != REDIS_REPLY_INTEGER)
+    static const char *const names[] = { "?", "a string", "an array", "an integer", "nil", "a status", "an error" };
+
+    if (!e)
+        return "missing";
+    return e->type >= 1 && e->type <= 6 ? names[e->type] : names[0];
+}
+
+int ccap_sem_parse_int(struct ccap_redis *r, const char *what, const redisReply *e, long long min, long long max,
+                       long long *v)
+{
+    if (!e || e->type != REDIS_REPLY_INTEGER) {
+        if (r)
+            ccap_redis_set_err(r, "redis: %s: %s, not an integer", what, type_name(e));
         return -EPROTO;
+    }
+    if (e->integer < min || e->integer > max) {
+        if (r)
+            ccap_redis_set_err(r, "redis: %s: %lld, out of range %lld..%lld", what, e->integer, min, max);
+        return -EPROTO;
+    }
     *v = e->integer;
     return 0;
 }
 
-/* {granted, count, limit}: an array of three integers, granted 0 or 1. */
-static int parse_acquire(const redisReply *rep, struct ccap_sem_result *res)
+int ccap_sem_parse_acquire(struct ccap_redis *r, const redisReply *rep, struct ccap_sem_result *res)
 {
     long long g, c, l;
 
-    if (rep->type != REDIS_REPLY_ARRAY || (rep->elements != 3 && rep->elements != 5))
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || (rep->elements != 3 && rep->elements != 5)) {
+        if (rep && rep->type == REDIS_REPLY_ARRAY)
+            ccap_redis_set_err(r, "redis: acquire reply: an array of %zu, not of 3 or 5", rep->elements);
+        else
+            ccap_redis_set_err(r, "redis: acquire reply: %s, not an array", type_name(rep));
         return -EPROTO;
-    if (int_elem(rep->element[0], &g) || int_elem(rep->element[1], &c) || int_elem(rep->element[2], &l))
+    }
+    if (ccap_sem_parse_int(r, "acquire reply: granted", rep->element[0], 0, 1, &g) ||
+        ccap_sem_parse_int(r, "acquire reply: count", rep->element[1], 0, INT_MAX, &c) ||
+        ccap_sem_parse_int(r, "acquire reply: limit", rep->element[2], LLONG_MIN, LLONG_MAX, &l))
         return -EPROTO;
     res->retry_ms = 0; /* wait: retry_ms and wake_ms, when the queue keys were passed */
     res->wake_ms = -1;
-    if (rep->elements == 5 && (int_elem(rep->element[3], &res->retry_ms) || int_elem(rep->element[4], &res->wake_ms)))
-        return -EPROTO;
-    if ((g != 0 && g != 1) || c < 0)
+    if (rep->elements == 5 &&
+        (ccap_sem_parse_int(r, "acquire reply: retry_ms", rep->element[3], 0, CCAP_SEM_MS_MAX, &res->retry_ms) ||
+         ccap_sem_parse_int(r, "acquire reply: wake_ms", rep->element[4], -1, CCAP_SEM_MS_MAX, &res->wake_ms)))
         return -EPROTO;
     res->granted = (int)g;
     res->count = c;
@@ -115,7 +138,7 @@ int ccap_sem_acquire_wait(struct ccap_redis *r, const char *prefix, const char *
     rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, 6, 12, args, &rep);
     if (rc < 0)
         return rc;
-    rc = parse_acquire(rep, res);
+    rc = ccap_sem_parse_acquire(r, rep, res);
     freeReplyObject(rep);
     return rc;
 }
@@ -137,9 +160,7 @@ int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name,
     rc = ccap_redis_script(r, CCAP_SCRIPT_RELEASE, 4, 6, args, &rep);
     if (rc < 0)
         return rc;
-    rc = int_elem(rep, &v);
-    if (rc == 0 && v != 0 && v != 1)
-        rc = -EPROTO;
+    rc = ccap_sem_parse_int(r, "release reply", rep, 0, 1, &v);
     freeReplyObject(rep);
     return rc < 0 ? rc : (int)v;
 }
@@ -175,9 +196,7 @@ int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, c
     free(args);
     if (rc < 0)
         return rc;
-    rc = int_elem(rep, &v);
-    if (rc == 0 && (v < 0 || (size_t)v > n))
-        rc = -EPROTO;
+    rc = ccap_sem_parse_int(r, "renew reply", rep, 0, (long long)n, &v);
     freeReplyObject(rep);
     return rc < 0 ? rc : (int)v;
 }
@@ -219,7 +238,7 @@ int ccap_sem_count_fallback(struct ccap_redis *r, const char *prefix, const char
     rc = ccap_redis_command(r, 4, argv, &rep);
     if (rc < 0)
         return rc;
-    rc = rep->type == REDIS_REPLY_INTEGER ? 0 : -EPROTO;
+    rc = ccap_sem_parse_int(r, "HINCRBY reply", rep, LLONG_MIN, LLONG_MAX, &(long long){ 0 });
     freeReplyObject(rep);
     return rc;
 }
@@ -239,11 +258,9 @@ int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, c
     rc = ccap_redis_script(r, CCAP_SCRIPT_RESET, 4, 6, args, &rep);
     if (rc < 0)
         return rc;
-    rc = int_elem(rep, &v);
-    if (rc == 0 && v < 0)
-        rc = -EPROTO;
+    rc = ccap_sem_parse_int(r, "reset reply", rep, 0, INT_MAX, &v);
     freeReplyObject(rep);
-    return rc < 0 ? rc : (int)(v > 0x7fffffff ? 0x7fffffff : v);
+    return rc < 0 ? rc : (int)v;
 }
 
 /* ---- waiting: fair queue, wake-ups, rate limit (issue 6) ---- */
@@ -304,9 +321,11 @@ int ccap_sem_acquire_fair(struct ccap_redis *r, const char *prefix, const char *
     rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, 10, 21, args, &rep);
     if (rc < 0)
         return rc;
-    rc = parse_acquire(rep, res);
-    if (rc == 0 && rep->elements != 5)
+    rc = ccap_sem_parse_acquire(r, rep, res);
+    if (rc == 0 && rep->elements != 5) {
+        ccap_redis_set_err(r, "redis: acquire reply: 3 elements, not the 5 of a wait");
         rc = -EPROTO;
+    }
     freeReplyObject(rep);
     return rc;
 }
@@ -344,9 +363,7 @@ int ccap_sem_release_wake(struct ccap_redis *r, const char *prefix, const char *
     rc = ccap_redis_script(r, CCAP_SCRIPT_RELEASE, 7, 10, args, &rep);
     if (rc < 0)
         return rc;
-    rc = int_elem(rep, &v);
-    if (rc == 0 && v != 0 && v != 1)
-        rc = -EPROTO;
+    rc = ccap_sem_parse_int(r, "release reply", rep, 0, 1, &v);
     freeReplyObject(rep);
     return rc < 0 ? rc : (int)v;
 }

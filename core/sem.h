@@ -19,13 +19,33 @@
  * the "fair semaphore" of Redis in Action, 6.3, with server time and leases
  * instead of client time), one atomic Lua script per operation. */
 
+/* The longest time a reply may name (retry_ms, wake_ms): leases and
+ * waits are ints of ms. */
+#define CCAP_SEM_MS_MAX 2147483647LL
+
+/* Every field is range-checked when the reply is parsed (see
+ * ccap_sem_parse_acquire): users may add to them without overflow. */
 struct ccap_sem_result {
     int granted;        /* 1 if this holder now holds a permit */
-    long long count;    /* holders after the call */
-    long long limit;    /* limit in force (override or configured) */
-    long long retry_ms; /* ccap_sem_acquire_fair: > 0 the rate says not yet, next slot in that many ms */
-    long long wake_ms;  /* ccap_sem_acquire_fair: ms until the earliest lease ends (re-check then), -1 none */
+    long long count;    /* holders after the call, 0..INT_MAX */
+    long long limit;    /* limit in force (override or configured): any integer, as the limit key
+                         * may say (it is shown, never computed with) */
+    long long retry_ms; /* ccap_sem_acquire_fair: > 0 the rate says not yet, next slot in that many ms
+                         * (0..CCAP_SEM_MS_MAX) */
+    long long wake_ms;  /* ccap_sem_acquire_fair: ms until the earliest lease ends (re-check then), -1 none
+                         * (-1..CCAP_SEM_MS_MAX) */
 };
+
+/* Parses acquire.lua's reply REP: an array {granted 0|1, count, limit} or
+ * {..., retry_ms, wake_ms}, each an integer within the range its field
+ * states. Returns 0 and fills *RES, or -EPROTO with R's error (R may be
+ * NULL) saying which element was wrong and how. Pure; does not free REP. */
+int ccap_sem_parse_acquire(struct ccap_redis *r, const redisReply *rep, struct ccap_sem_result *res);
+
+/* Parses REP, WHAT (named in errors), as an integer in [MIN, MAX] into *V.
+ * Returns 0, or -EPROTO with R's error (R may be NULL) saying why. Pure. */
+int ccap_sem_parse_int(struct ccap_redis *r, const char *what, const redisReply *rep, long long min, long long max,
+                       long long *v);
 
 /* Fields of the stats hash (monotonic counters unless noted). */
 #define CCAP_STAT_ACQUIRED "acquired"          /* permits granted by Redis */

@@ -227,12 +227,46 @@ static void test_syslog_not_stderr(void **state)
     ccap_log_setup(CCAP_LOG_WARN, CCAP_LOG_STDERR);
 }
 
+/* Text from outside (a Redis error) reaches the terminal as text only:
+ * ESC, BEL, NUL-free C0, DEL, C1 (as UTF-8 and raw) and broken UTF-8 are
+ * written as \\xHH; valid UTF-8 stays as it is. */
+static void test_escapes_controls(void **state)
+{
+    (void)state;
+    char want[256];
+    next_second();
+    drain();
+    ccap_log_setup(CCAP_LOG_WARN, CCAP_LOG_STDERR);
+    ccap_log(CCAP_LOG_WARN, "redis: %s", "ERR \033[2J\033]0;owned\007 bell\x7f end");
+    snprintf(want, sizeof want, "conncap[%d]: warn: redis: ERR \\x1b[2J\\x1b]0;owned\\x07 bell\\x7f end\n",
+             (int)getpid());
+    assert_string_equal(drain(), want);
+    /* C1 CSI as UTF-8 (c2 9b) and raw (9b), an overlong '/', a lone
+     * continuation byte, a truncated sequence; then valid UTF-8 */
+    ccap_log(CCAP_LOG_WARN, "%s", "a\xc2\x9b b\x9b c\xc0\xaf d\x80 e\xe2\x82 f caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    snprintf(want, sizeof want,
+             "conncap[%d]: warn: a\\xc2\\x9b b\\x9b c\\xc0\\xaf d\\x80 e\\xe2\\x82 f caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\n",
+             (int)getpid());
+    assert_string_equal(drain(), want);
+    /* a long line of escapes is cut whole: it still ends in "...\n" */
+    char big[2000];
+    memset(big, '\033', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    ccap_log(CCAP_LOG_WARN, "%s", big);
+    const char *s = drain();
+    size_t n = strlen(s);
+    assert_true(n <= 1024);
+    assert_memory_equal(s + n - 4, "...\n", 4);
+    assert_null(strchr(s, '\033'));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_level_parse),       cmocka_unit_test(test_format_and_levels),
         cmocka_unit_test(test_truncation),        cmocka_unit_test(test_rate_limit),
         cmocka_unit_test(test_threads_whole_lines), cmocka_unit_test(test_syslog_not_stderr),
+        cmocka_unit_test(test_escapes_controls),
     };
     return cmocka_run_group_tests(tests, capture, restore);
 }
