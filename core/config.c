@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 
+#include "env.h"
 #include "log.h"
 
 /* What a loader needs to hand out messages. */
@@ -441,9 +443,10 @@ static int load_redis(struct ctx *c, const config_setting_t *r, struct ccap_redi
             return rc;
     }
     if (pw_env) {
-        const char *v = getenv(pw_env);
+        const char *v = ccap_env_get(pw_env);
         if (!v)
-            return fail(c, s_env, "redis.password_env", "environment variable %s is not set", pw_env);
+            return fail(c, s_env, "redis.password_env", "environment variable %s is not set%s", pw_env,
+                        getauxval(AT_SECURE) ? " (or ignored: this program runs setuid/setgid)" : "");
         if (!*v)
             return fail(c, s_env, "redis.password_env", "environment variable %s is empty", pw_env);
         if (!(rc_out->password = strdup(v)))
@@ -799,7 +802,7 @@ void ccap_config_free(struct ccap_config *cfg)
 
 const char *ccap_config_path(void)
 {
-    const char *p = secure_getenv("CONNCAP_CONFIG");
+    const char *p = ccap_env_get("CONNCAP_CONFIG");
     return p && *p ? p : CCAP_DEFAULT_CONFIG;
 }
 

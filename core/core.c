@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "config.h"
 #include "core.h"
+#include "env.h"
 #include "handoff.h"
 #include "log.h"
 #include "redis.h"
@@ -156,6 +157,8 @@ static void init_once(void)
         return;
     }
     if (gethostname(g.host, sizeof(g.host) - 1) != 0) strcpy(g.host, "unknown");
+    if (ccap_env_dropped())
+        ccap_log(CCAP_LOG_WARN, "%zu CONNCAP_* environment variables too large to keep: ignored", ccap_env_dropped());
     ccap_core_claim();
     g.cfg = cfg;
     if (ccap_live_init(&g.cfg) < 0)

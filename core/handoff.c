@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "core.h"
+#include "env.h"
 #include "handoff.h"
 #include "log.h"
 
@@ -202,13 +203,13 @@ char **ccap_handoff_envp(char *const *envp, const char *extra)
 
 /* ---- the lifecycle ---- */
 
-static const char *recorded;             /* getenv's pointer, from the constructor */
+static const char *recorded;             /* the constructor's copy (env.c) */
 static atomic_bool waiting;
 static pthread_once_t adopt_once = PTHREAD_ONCE_INIT;
 
 void ccap_handoff_record(void)
 {
-    recorded = getenv(CCAP_HANDOFF_ENV);
+    recorded = ccap_env_get(CCAP_HANDOFF_ENV);
     atomic_store_explicit(&waiting, recorded != NULL, memory_order_release);
 }
 

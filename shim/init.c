@@ -1,6 +1,7 @@
 /* init.c -- the shim's constructor and destructor: cheap in, permits out. */
 #include <dlfcn.h>
 #include "core.h"
+#include "env.h"
 #include "handoff.h"
 #include "shim.h"
 
@@ -10,12 +11,15 @@ static const struct ccap_core_hooks hooks = {
     .need_watch = ccap_watch_start,
 };
 
-/* No threads, no locks, no allocation, no I/O: the configuration is loaded
- * on the first connect() to an Internet address. Permits handed over by the
- * image that exec'd us are only noted here (getenv) and adopted at the first
- * interposed call of any kind, or at exit. */
+/* No threads, no locks, no allocation, no I/O: every CONNCAP_* variable is
+ * copied here, before main, so that a program that clears or rewrites its
+ * environment (nginx's workers do) still finds its configuration; the
+ * configuration itself is loaded on the first connect() to an Internet
+ * address. Permits handed over by the image that exec'd us are only noted
+ * here and adopted at the first interposed call of any kind, or at exit. */
 __attribute__((constructor)) static void ccap_shim_init(void)
 {
+    ccap_env_capture();
     ccap_core_set_hooks(&hooks);
     ccap_handoff_record();
 }
