@@ -65,16 +65,27 @@ static void sleep_ms(long long ms)
     while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
 }
 
+/* Per thread, seeded again in a fork child: prefork workers forked from one
+ * thread must not draw the same jitter. */
 static unsigned rand_u32(void)
 {
     static _Thread_local unsigned s;
-    if (!s) s = (unsigned)now_ms() ^ (unsigned)getpid() ^ (unsigned)(uintptr_t)&s;
+    static _Thread_local int seeded_pid;
+    int pid = (int)getpid();
+    if (!s || seeded_pid != pid) {
+        s = (unsigned)now_ms() ^ (unsigned)pid ^ (unsigned)(uintptr_t)&s;
+        s = s ? s : 1;
+        seeded_pid = pid;
+    }
     s ^= s << 13; s ^= s >> 17; s ^= s << 5;
     return s;
 }
 
-/* Lifecycle: who owns the state, where the Redis descriptor lives. */
-static atomic_int owner_pid;      /* the process the state belongs to */
+/* Lifecycle: who owns the state, where the Redis descriptor lives. The
+ * owner is the process that created the state (ccap_core_claim), and after
+ * a fork() the child (fork_child): never merely the process that loaded
+ * the library, whose prefork children create state of their own. */
+static atomic_int owner_pid;      /* the process the state belongs to; 0 before any */
 static atomic_bool stateful;      /* fork handlers registered: state may exist */
 static atomic_int own_fd_base = INT32_MAX;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
@@ -100,6 +111,7 @@ static void fork_child(void)
 static void register_atfork(void)
 {
     atomic_store(&own_fd_base, ccap_redis_fd_base());
+    atomic_store(&owner_pid, (int)getpid());
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atomic_store(&stateful, true);
 }
@@ -175,7 +187,6 @@ static const struct ccap_config *config(void)
 void ccap_core_set_hooks(const struct ccap_core_hooks *hooks)
 {
     g.hooks = *hooks;
-    atomic_store(&owner_pid, (int)getpid());
 }
 
 bool ccap_core_active(void) { return config() != NULL; }

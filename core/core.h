@@ -18,22 +18,26 @@ struct ccap_core_hooks {
     void (*need_watch)(void);       /* config loaded: make sure the reload/resolve thread runs (cheap when it does) */
 };
 
-/* Installs HOOKS and records this process as the owner of the shim's state
- * (one getpid). No I/O, no locks, no allocation: safe in a constructor. */
+/* Installs HOOKS. No I/O, no locks, no allocation: safe in a constructor.
+ * The process that loads the library does not thereby own anything: the
+ * state belongs to the process that creates it (ccap_core_claim). */
 void ccap_core_set_hooks(const struct ccap_core_hooks *hooks);
 
 /* True if the calling process owns the shim's state (permit table, Redis
- * connection). False in a child that shares the parent's memory (vfork(),
- * clone(CLONE_VM), posix_spawn's helper) once the parent has any state: such
- * a child must pass every call straight through, or it would release the
- * parent's permits. A fork() child owns its own (empty) state: the fork
- * handlers switch the owner. Costs one getpid(). Async-signal-safe. */
+ * connection, heartbeat, holder ids' pid and nonce). Before any state exists
+ * every process does (a prefork child forked before its parent ever
+ * connected owns what it creates). False in a child that shares the
+ * parent's memory (vfork(), clone(CLONE_VM), posix_spawn's helper) once the
+ * parent has any state: such a child must pass every call straight
+ * through, or it would release the parent's permits. A fork() child owns
+ * its own (empty) state: the fork handlers switch the owner. Costs one
+ * getpid(). Async-signal-safe. */
 bool ccap_core_owner(void);
 
 /* The process is about to create state (a permit, an adopted handoff, the
- * Redis client): registers the fork handlers once (pthread_atfork) and
- * remembers where the Redis descriptor will live. Never from a constructor.
- * Thread-safe. */
+ * Redis client): makes it the owner, registers the fork handlers once
+ * (pthread_atfork) and remembers where the Redis descriptor will live.
+ * Never from a constructor. Thread-safe. */
 void ccap_core_claim(void);
 
 /* The program is about to close or replace descriptors LO..HI (close,

@@ -866,6 +866,31 @@ static int mode_envclear(void)
     return 0;
 }
 
+/* ---- prefork: the parent never connects before it forks ---- */
+static int mode_prefork(int lease_ms)
+{
+    alarm(240);
+    fflush(stdout);
+    pid_t k = fork();
+    if (k < 0) die("fork");
+    if (k == 0) {
+        int c = tcp(0);
+        step_pid("child-held", 1, getpid(), 1);     /* its own pid in the holder id */
+        nap_ms(3L * lease_ms);                       /* only renewal keeps it alive */
+        step_pid("child-renewed", 1, getpid(), 1);
+        close(c);
+        step("child-closed", 0);                     /* released at close, not expired */
+        exit(0);
+    }
+    int st;
+    if (waitpid(k, &st, 0) != k || !WIFEXITED(st) || WEXITSTATUS(st) != 0) die("child ended badly (%d)", st);
+    int p = tcp(0);                                  /* the parent's own, later */
+    step_pid("parent-held", 1, getpid(), 1);
+    close(p);
+    step("parent-closed", 0);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -900,6 +925,7 @@ int main(int argc, char **argv)
     if (!strcmp(m, "selfheal")) return mode_selfheal();
     if (!strcmp(m, "startup")) return mode_startup();
     if (!strcmp(m, "envclear")) return mode_envclear();
+    if (!strcmp(m, "prefork")) return mode_prefork(argc > 4 ? atoi(x) : 1500);
     fprintf(stderr, "lifecycle: unknown mode %s\n", m);
     return 2;
 }
