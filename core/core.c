@@ -93,8 +93,14 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static void fork_prepare(void) { pthread_mutex_lock(&g.rlock); ccap_ptab_fork_prepare(); }
 static void fork_parent(void) { ccap_ptab_fork_parent(); pthread_mutex_unlock(&g.rlock); }
 
+/* Only the forking thread exists in the child. rlock, taken by
+ * fork_prepare, starts afresh before anything here closes a descriptor: a
+ * close at own_fd_base or above takes it (it used to wait its full 2 s on
+ * this very thread, in every fork). */
 static void fork_child(void)
 {
+    pthread_mutex_init(&g.rlock, NULL);
+    atomic_store(&owner_pid, (int)getpid());
     ccap_ptab_fork_child();
     if (g.redis) ccap_redis_forget(g.redis);
     if (g.local_used && g.cfg)
@@ -102,9 +108,7 @@ static void fork_child(void)
     g.down = false;
     g.retry_at_ms = 0;
     g.nonce = 0;
-    atomic_store(&owner_pid, (int)getpid());
     ccap_handoff_fork_child();
-    pthread_mutex_unlock(&g.rlock);
     if (g.hooks.fork_child) g.hooks.fork_child();
 }
 
@@ -133,6 +137,9 @@ bool ccap_core_own_fd_begin(unsigned lo, unsigned hi)
     if (!atomic_load_explicit(&stateful, memory_order_relaxed) ||
         hi < (unsigned)atomic_load_explicit(&own_fd_base, memory_order_relaxed))
         return false;
+    /* A vfork child has a descriptor table of its own: nothing to guard, and
+     * it must never take (and maybe die holding) its parent's lock. */
+    if (!ccap_core_owner()) return false;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += 2;   /* bounded: never hang a close, even from a signal handler */

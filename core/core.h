@@ -47,7 +47,8 @@ void ccap_core_claim(void);
  * ccap_core_own_fd_end(true), so that the shim never writes to a file the
  * program put on that number (the next Redis call sees the change by the
  * identity check and reconnects). Returns false at once otherwise (two
- * atomic loads). */
+ * atomic loads), and in a process that does not own the state (a vfork
+ * child's descriptors are its own). */
 bool ccap_core_own_fd_begin(unsigned lo, unsigned hi);
 void ccap_core_own_fd_end(bool locked);
 

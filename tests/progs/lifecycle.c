@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -891,6 +892,86 @@ static int mode_prefork(int lease_ms)
     return 0;
 }
 
+/* ---- forkwait: a busy multi-threaded parent forks; the child never waits on its locks ---- */
+static long long now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+/* A descriptor number in the range where the shim keeps its own. */
+static int high_fd(void)
+{
+    struct rlimit rl;
+    long lim = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 1024 ? (long)rl.rlim_cur : 1024;
+    return (int)lim - 2;
+}
+
+/* In the child: [0] fork to running, [1] close of a high descriptor,
+ * [2] close_range from it, [3] a capped connect refused (us). */
+static void forkwait_child(int out, long long t0)
+{
+    long long r[4];
+    r[0] = now_us() - t0;
+    int h = high_fd();
+    if (dup2(out, h) != h) _exit(3);
+    long long t = now_us();
+    close(h);
+    r[1] = now_us() - t;
+    if (dup2(out, h) != h) _exit(3);
+    t = now_us();
+    close_range((unsigned)h, ~0U, 0);
+    r[2] = now_us() - t;
+    /* a capped connect and its release, without the countserver's accept
+     * queue in the figure: the dead port refuses at once */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = addr4(dead_port);
+    t = now_us();
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 || errno != ECONNREFUSED) _exit(4);
+    r[3] = now_us() - t;
+    close(fd);
+    if (write(out, r, sizeof(r)) != sizeof(r)) _exit(3);
+    exit(0);
+}
+
+static int mode_forkwait(int nthreads, int nchildren)
+{
+    alarm(240);
+    int p = tcp(0);                                  /* the parent has state */
+    pthread_t th[64];
+    for (int i = 0; i < nthreads; i++) pthread_create(&th[i], NULL, looper, NULL);
+    while (atomic_load(&loops) < 2 * nthreads) nap_ms(1);
+    long long worst[4] = { 0 };
+    fflush(stdout);
+    for (int i = 0; i < nchildren; i++) {
+        int pp[2];
+        if (pipe(pp) != 0) die("pipe");
+        long long t0 = now_us();
+        pid_t k = fork();                            /* other threads are inside the shim */
+        if (k < 0) die("fork");
+        if (k == 0) forkwait_child(pp[1], t0);
+        close(pp[1]);
+        long long r[4];
+        if (read(pp[0], r, sizeof(r)) != sizeof(r)) die("child %d said nothing", i);
+        close(pp[0]);
+        int st;
+        if (waitpid(k, &st, 0) != k || !WIFEXITED(st) || WEXITSTATUS(st) != 0) die("child %d ended badly", i);
+        for (int j = 0; j < 4; j++) worst[j] = r[j] > worst[j] ? r[j] : worst[j];
+    }
+    atomic_store(&loop_stop, true);
+    for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
+    fact("loops %ld", atomic_load(&loops));
+    fact("fork-ms %lld", worst[0] / 1000);
+    fact("close-ms %lld", worst[1] / 1000);
+    fact("close-range-ms %lld", worst[2] / 1000);
+    fact("connect-ms %lld", worst[3] / 1000);
+    step_pid("children-gone", 1, getpid(), 1);
+    close(p);
+    step("closed", 0);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -926,6 +1007,7 @@ int main(int argc, char **argv)
     if (!strcmp(m, "startup")) return mode_startup();
     if (!strcmp(m, "envclear")) return mode_envclear();
     if (!strcmp(m, "prefork")) return mode_prefork(argc > 4 ? atoi(x) : 1500);
+    if (!strcmp(m, "forkwait")) return mode_forkwait(4, argc > 4 ? atoi(x) : 10);
     fprintf(stderr, "lifecycle: unknown mode %s\n", m);
     return 2;
 }
