@@ -3,6 +3,7 @@
 #include "core.h"
 #include "env.h"
 #include "handoff.h"
+#include "log.h"
 #include "shim.h"
 
 static const struct ccap_core_hooks hooks = {
@@ -53,13 +54,15 @@ __attribute__((visibility("default"))) int __libc_start_main(int (*main)(int, ch
     return next(main, argc, argv, init, fini, rtld_fini, stack_end);
 }
 
-/* exit() and return from main: give back every permit this process holds.
- * _exit(), abort() and SIGKILL leave them to lease expiry. */
+/* exit() and return from main: give back every permit this process holds,
+ * and report the log lines the rate limit held back. _exit(), abort() and
+ * SIGKILL leave the permits to lease expiry. */
 __attribute__((destructor)) static void ccap_shim_fini(void)
 {
     ccap_guard++;
     ccap_heartbeat_stop();
     ccap_watch_stop();
     ccap_core_shutdown();
+    ccap_log_flush();
     ccap_guard--;
 }

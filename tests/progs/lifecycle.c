@@ -851,22 +851,6 @@ static int mode_startup(void)
     return 0;
 }
 
-/* ---- envclear: the program empties and overwrites its environment before connecting ---- */
-static int mode_envclear(void)
-{
-    char **old = environ, *strs[512];
-    int n = 0;
-    for (; old && old[n] && n < 512; n++) strs[n] = old[n];
-    clearenv();                                      /* what nginx does for its workers */
-    for (int i = 0; i < n; i++) memset(strs[i], 'x', strlen(strs[i]));   /* setproctitle */
-    if (getenv("CONNCAP_CONFIG")) die("the environment is still there");
-    int c = tcp(0);
-    step("held", 1);
-    close(c);
-    step("closed", 0);
-    return 0;
-}
-
 /* ---- prefork: the parent never connects before it forks ---- */
 static int mode_prefork(int lease_ms)
 {
@@ -972,6 +956,39 @@ static int mode_forkwait(int nthreads, int nchildren)
     return 0;
 }
 
+/* ---- envclear: the program empties and overwrites its environment before connecting ---- */
+static int mode_envclear(void)
+{
+    char **old = environ, *strs[512];
+    int n = 0;
+    for (; old && old[n] && n < 512; n++) strs[n] = old[n];
+    clearenv();                                      /* what nginx does for its workers */
+    for (int i = 0; i < n; i++) memset(strs[i], 'x', strlen(strs[i]));   /* setproctitle */
+    if (getenv("CONNCAP_CONFIG")) die("the environment is still there");
+    int c = tcp(0);
+    step("held", 1);
+    close(c);
+    step("closed", 0);
+    return 0;
+}
+
+/* ---- logburst: more refusals in a second than the log rate limit lets through ---- */
+static int mode_logburst(int n)
+{
+    int p = tcp(0);                                  /* the only permit */
+    step("held", 1);
+    int refused = 0;
+    struct sockaddr_in a = addr4(port);
+    for (int i = 0; i < n; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 && errno == ETIMEDOUT) refused++;
+        close(fd);
+    }
+    fact("refused %d", refused);
+    close(p);
+    return 0;                                        /* the count of held-back lines at exit */
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1005,9 +1022,10 @@ int main(int argc, char **argv)
     if (!strcmp(m, "errno")) return mode_errno();
     if (!strcmp(m, "selfheal")) return mode_selfheal();
     if (!strcmp(m, "startup")) return mode_startup();
-    if (!strcmp(m, "envclear")) return mode_envclear();
     if (!strcmp(m, "prefork")) return mode_prefork(argc > 4 ? atoi(x) : 1500);
     if (!strcmp(m, "forkwait")) return mode_forkwait(4, argc > 4 ? atoi(x) : 10);
+    if (!strcmp(m, "envclear")) return mode_envclear();
+    if (!strcmp(m, "logburst")) return mode_logburst(argc > 4 ? atoi(x) : 60);
     fprintf(stderr, "lifecycle: unknown mode %s\n", m);
     return 2;
 }
