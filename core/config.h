@@ -58,7 +58,8 @@ struct ccap_config {
     size_t n_rules;
     int on_timeout_errno;                 /* default ETIMEDOUT */
     enum ccap_down_policy on_redis_down;  /* default open */
-    enum ccap_nonblock_policy nonblocking;/* default wait */
+    enum ccap_nonblock_policy nonblocking;/* default fail */
+    int nonblocking_errno;                /* default ECONNREFUSED; never an in-progress errno */
     int log_level;                        /* enum ccap_log_level, default warn */
     int log_target;                       /* enum ccap_log_target, default stderr */
     bool audit;                           /* default false */

@@ -48,6 +48,7 @@ static struct {
     atomic_uint down_granted;    /* this outage: permits on_redis_down granted */
     atomic_uint down_refused;    /* this outage: connects it failed */
     atomic_int *local_used;      /* per semaphore, permits granted locally */
+    atomic_int *held;            /* per semaphore, permits in this process's table (permit.h) */
     atomic_bool shutting_down;
 } g = { .once = PTHREAD_ONCE_INIT, .rlock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -105,6 +106,8 @@ static void fork_child(void)
     if (g.redis) ccap_redis_forget(g.redis);
     if (g.local_used && g.cfg)
         for (size_t i = 0; i < g.cfg->n_sems; i++) atomic_store(&g.local_used[i], 0);
+    if (g.held && g.cfg)    /* the child holds none of its parent's permits */
+        for (size_t i = 0; i < ccap_live_sem_slots(g.cfg); i++) atomic_store(&g.held[i], 0);
     g.down = false;
     g.retry_at_ms = 0;
     g.nonce = 0;
@@ -170,7 +173,8 @@ static void init_once(void)
     ccap_sem_set_audit(cfg->audit ? cfg->audit_maxlen : 0);
     g.redis = ccap_redis_new(&cfg->redis);
     g.local_used = calloc(ccap_live_sem_slots(cfg), sizeof(*g.local_used)); /* indices survive reloads */
-    if (!g.redis || !g.local_used) {
+    g.held = calloc(ccap_live_sem_slots(cfg), sizeof(*g.held));
+    if (!g.redis || !g.local_used || !g.held) {
         ccap_log(CCAP_LOG_ERROR, "out of memory at start-up, passing every connection through");
         ccap_config_free(cfg);
         return;
@@ -387,6 +391,30 @@ static void report_timeout(const struct ccap_sem_conf *s, const char *holder, lo
     pthread_mutex_unlock(&g.rlock);
 }
 
+/* True if this process holds a permit of semaphore SEM: one atomic load. */
+static bool holds_permit(size_t sem)
+{
+    return atomic_load_explicit(&g.held[sem], memory_order_relaxed) > 0;
+}
+
+/* Redis said no to HOLDER's connect after WAITED ms: logs, and counts the
+ * timeout unless AT_ONCE (a non-blocking connect that was not to wait: the
+ * acquire counted it as denied, and a second round trip would stall its
+ * event loop). Returns -ERR. */
+static int refuse(const struct ccap_sem_conf *s, const char *holder, long long waited, bool at_once, int err)
+{
+    if (at_once) {
+        ccap_log(CCAP_LOG_WARN, "no permit of %s free: non-blocking connect fails at once with %s (nonblocking = %s)",
+                 s->name, ccap_errno_name(err), g.cfg->nonblocking == CCAP_NONBLOCK_FAIL ? "\"fail\"" :
+                 "\"wait\", and this process holds one");
+        return -err;
+    }
+    report_timeout(s, holder, waited);
+    ccap_log(CCAP_LOG_WARN, "no permit of %s within %lld ms: connect fails with %s", s->name, waited,
+             ccap_errno_name(err));
+    return -err;
+}
+
 /* How long a waiter's ticket lives unless refreshed: it is refreshed at
  * every re-check, at most WAIT_RECHECK_MS apart plus a command each way.
  * Generous (a waiter starved of CPU that misses it loses its place in the
@@ -408,8 +436,10 @@ static int ticket_ttl_ms(void)
  * or -errno (on_timeout's, or on_redis_down's). */
 static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd)
 {
-    int wait_ms = s->wait_timeout_ms;
-    if (g.cfg->nonblocking == CCAP_NONBLOCK_FAIL && (fcntl(fd, F_GETFL) & O_NONBLOCK)) wait_ms = 0;
+    bool nonblock = fcntl(fd, F_GETFL) & O_NONBLOCK;
+    bool guard = nonblock && g.cfg->nonblocking == CCAP_NONBLOCK_WAIT;  /* stop waiting once it holds one */
+    int wait_ms = nonblock && (!guard || holds_permit(sem)) ? 0 : s->wait_timeout_ms;
+    int fail_errno = nonblock ? g.cfg->nonblocking_errno : g.cfg->on_timeout_errno;
     long long start = now_ms(), deadline = start + wait_ms;
     struct ccap_sem_req q = { .holder = p->holder, .lease_ms = s->lease_ms, .limit = s->limit,
                               .ticket_ttl_ms = wait_ms > 0 ? ticket_ttl_ms() : 0, .rate = s->rate,
@@ -421,6 +451,7 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
     int rc;
     for (;;) {
         long long t = now_ms();
+        if (guard && t < deadline && holds_permit(sem)) deadline = t;   /* one last attempt */
         q.waited_ms = t - start;
         q.wait_left_ms = deadline - t;
         if (t >= deadline && q.ticket_ttl_ms > 0) q.flags |= CCAP_SEM_LEAVE;
@@ -441,9 +472,9 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
             rc = redis_down(s, sem, p);     /* 1 granted, 0 local limit full, -errno */
             if (rc == 0 && t >= deadline) {
                 atomic_fetch_add(&g.down_refused, 1);
-                ccap_log(CCAP_LOG_WARN, "redis down and local_limit %d of %s reached for %d ms: connect fails with %s",
-                         s->local_limit, s->name, wait_ms, ccap_errno_name(g.cfg->on_timeout_errno));
-                rc = -g.cfg->on_timeout_errno;
+                ccap_log(CCAP_LOG_WARN, "redis down and local_limit %d of %s reached for %lld ms: connect fails with %s",
+                         s->local_limit, s->name, t - start, ccap_errno_name(fail_errno));
+                rc = -fail_errno;
             }
             if (rc != 0) break;
             sleep_ms(deadline - t < WAIT_DOWN_NAP_MS ? deadline - t : WAIT_DOWN_NAP_MS);
@@ -451,10 +482,7 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
         }
         if (t >= deadline) {
             if (!left_queue && q.ticket_ttl_ms > 0) continue;   /* one last attempt, leaving the queue */
-            report_timeout(s, p->holder, t - start); /* Redis said no: stats */
-            ccap_log(CCAP_LOG_WARN, "no permit of %s within %d ms: connect fails with %s", s->name, wait_ms,
-                     ccap_errno_name(g.cfg->on_timeout_errno));
-            rc = -g.cfg->on_timeout_errno;
+            rc = refuse(s, p->holder, t - start, nonblock && wait_ms == 0, fail_errno);
             break;
         }
         long long block = deadline - t;
@@ -514,6 +542,7 @@ int ccap_core_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, stru
     p->lease_ms = s->lease_ms;
     snprintf(p->sem, sizeof(p->sem), "%s", s->name);
     make_holder(p, fd, sa);
+    p->held = &g.held[rule->sem];
 
     int rc = wait_for_permit(s, rule->sem, p, fd);
     if (rc < 0) {
@@ -563,6 +592,12 @@ void ccap_core_release_list(struct ccap_permit *p)
 static int sem_index_of(const char *name)
 {
     return g.cfg ? ccap_config_sem_index(g.cfg, name) : -1;
+}
+
+atomic_int *ccap_core_held_count(const char *sem)
+{
+    int i = config() ? sem_index_of(sem) : -1;
+    return i >= 0 ? &g.held[i] : NULL;
 }
 
 void ccap_core_release(struct ccap_permit *p)

@@ -2,6 +2,7 @@
 #ifndef CCAP_CORE_H
 #define CCAP_CORE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/socket.h>
 #include "permit.h"
@@ -123,6 +124,11 @@ int ccap_core_heartbeat(void);
  * waiting handoff first, so that those are given back too). Nothing in a
  * non-owner. */
 void ccap_core_shutdown(void);
+
+/* The counter of permits of semaphore SEM this process holds, for a
+ * permit's held field (permit.h), or NULL (no such semaphore, or no usable
+ * configuration). Loads the configuration if needed. Thread-safe. */
+atomic_int *ccap_core_held_count(const char *sem);
 
 /* True once the configuration was loaded and is usable. */
 bool ccap_core_active(void);

@@ -241,6 +241,7 @@ static int adopt_one(struct ccap_handoff_entry *e, size_t n, size_t i, bool *use
     p->lease_ms = e[i].lease_ms;
     memcpy(p->sem, e[i].sem, sizeof(p->sem));
     memcpy(p->holder, e[i].holder, sizeof(p->holder));
+    p->held = ccap_core_held_count(p->sem);
     int attached = 0;
     for (size_t j = i; j < n; j++) {
         if (used[j] || strcmp(e[j].holder, e[i].holder) != 0) continue;
