@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -972,6 +973,42 @@ static int mode_envclear(void)
     return 0;
 }
 
+/* ---- forkname: a name-matched connect in the child of a process that has name rules ---- */
+static int tcp_name(const char *name)
+{
+    struct addrinfo h = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *r;
+    char p[16];
+    snprintf(p, sizeof(p), "%d", port);
+    if (getaddrinfo(name, p, &h, &r) != 0) die("getaddrinfo %s", name);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(fd, r->ai_addr, r->ai_addrlen) != 0) die("connect to %s", name);
+    freeaddrinfo(r);
+    return fd;
+}
+
+static int mode_forkname(const char *name)
+{
+    alarm(60);
+    int p = tcp_name(name);                          /* the names map exists, and is used */
+    step_pid("parent", 1, getpid(), 1);
+    fflush(stdout);
+    pid_t k = fork();
+    if (k < 0) die("fork");
+    if (k == 0) {
+        alarm(20);                                   /* a hang is a failure */
+        int c = tcp_name(name);
+        step_pid("child", 2, getpid(), 1);
+        close(c);
+        exit(0);
+    }
+    int st;
+    if (waitpid(k, &st, 0) != k || !WIFEXITED(st) || WEXITSTATUS(st) != 0) die("child ended badly (%d)", st);
+    step_pid("child-gone", 1, getpid(), 1);
+    close(p);
+    step("closed", 0);
+    return 0;
+}
+
 /* ---- logburst: more refusals in a second than the log rate limit lets through ---- */
 static int mode_logburst(int n)
 {
@@ -1025,6 +1062,7 @@ int main(int argc, char **argv)
     if (!strcmp(m, "prefork")) return mode_prefork(argc > 4 ? atoi(x) : 1500);
     if (!strcmp(m, "forkwait")) return mode_forkwait(4, argc > 4 ? atoi(x) : 10);
     if (!strcmp(m, "envclear")) return mode_envclear();
+    if (!strcmp(m, "forkname") && argc > 4) return mode_forkname(x);
     if (!strcmp(m, "logburst")) return mode_logburst(argc > 4 ? atoi(x) : 60);
     fprintf(stderr, "lifecycle: unknown mode %s\n", m);
     return 2;
