@@ -107,7 +107,7 @@ static void fork_child(void)
     if (g.local_used && g.cfg)
         for (size_t i = 0; i < g.cfg->n_sems; i++) atomic_store(&g.local_used[i], 0);
     if (g.held && g.cfg)    /* the child holds none of its parent's permits */
-        for (size_t i = 0; i < ccap_live_sem_slots(g.cfg); i++) atomic_store(&g.held[i], 0);
+        for (size_t i = 0; i < g.cfg->n_sems; i++) atomic_store(&g.held[i], 0);
     g.down = false;
     g.retry_at_ms = 0;
     g.nonce = 0;

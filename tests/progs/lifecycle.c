@@ -1009,6 +1009,29 @@ static int mode_forkname(const char *name)
     return 0;
 }
 
+/* ---- reloadfork: a reload adds a semaphore, then the process forks ---- */
+static int mode_reloadfork(const char *newconf)
+{
+    alarm(60);
+    int p = tcp(0);
+    step("before", 1);
+    const char *conf = getenv("CONNCAP_CONFIG");
+    if (!conf || rename(newconf, conf) != 0) die("rename %s", newconf);
+    nap_ms(3000);                                    /* the watch thread reloads within about 1 s */
+    fflush(stdout);
+    pid_t k = fork();
+    if (k < 0) die("fork");
+    if (k == 0) {
+        close(tcp(0));
+        exit(0);
+    }
+    int st;
+    if (waitpid(k, &st, 0) != k || !WIFEXITED(st) || WEXITSTATUS(st) != 0) die("child ended badly (%d)", st);
+    close(p);
+    step("closed", 0);
+    return 0;
+}
+
 /* ---- logburst: more refusals in a second than the log rate limit lets through ---- */
 static int mode_logburst(int n)
 {
@@ -1063,6 +1086,7 @@ int main(int argc, char **argv)
     if (!strcmp(m, "forkwait")) return mode_forkwait(4, argc > 4 ? atoi(x) : 10);
     if (!strcmp(m, "envclear")) return mode_envclear();
     if (!strcmp(m, "forkname") && argc > 4) return mode_forkname(x);
+    if (!strcmp(m, "reloadfork") && argc > 4) return mode_reloadfork(x);
     if (!strcmp(m, "logburst")) return mode_logburst(argc > 4 ? atoi(x) : 60);
     fprintf(stderr, "lifecycle: unknown mode %s\n", m);
     return 2;
