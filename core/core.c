@@ -432,11 +432,16 @@ static int ticket_ttl_ms(void)
  * expired leases or dead tickets, admits it), the rate's next slot, the
  * earliest lease expiry, WAIT_RECHECK_MS, or the deadline, whichever is
  * first; the deadline is kept here, not by Redis. The last attempt, at the
- * deadline, leaves the queue unless it gets the permit. Returns 1 granted,
- * or -errno (on_timeout's, or on_redis_down's). */
+ * deadline, leaves the queue unless it gets the permit. A non-blocking
+ * socket makes one attempt and no wait under nonblocking = "fail", and
+ * under "wait" whenever this process holds a permit of S (an event loop
+ * must not wait for permits only it can give back). Returns 1 granted, or
+ * -errno: on_timeout's (nonblocking_errno's for a non-blocking socket), or
+ * on_redis_down's. */
 static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd)
 {
-    bool nonblock = fcntl(fd, F_GETFL) & O_NONBLOCK;
+    int fl = fcntl(fd, F_GETFL);
+    bool nonblock = fl >= 0 && (fl & O_NONBLOCK);
     bool guard = nonblock && g.cfg->nonblocking == CCAP_NONBLOCK_WAIT;  /* stop waiting once it holds one */
     int wait_ms = nonblock && (!guard || holds_permit(sem)) ? 0 : s->wait_timeout_ms;
     int fail_errno = nonblock ? g.cfg->nonblocking_errno : g.cfg->on_timeout_errno;

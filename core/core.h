@@ -61,8 +61,11 @@ void ccap_core_kick(void);
  * permit (waiting up to the semaphore's wait_timeout_ms, with capped
  * exponential backoff and jitter) and stores it in *T. Returns 0 to go on
  * with the real connect, or -errno to fail it without any SYN: the
- * configured on_timeout errno when no permit came in time, -ECONNREFUSED
- * when Redis is down and on_redis_down is "closed". Unmatched destinations
+ * configured on_timeout errno when no permit came in time, nonblocking_errno
+ * for a non-blocking socket (at once, after one Redis round trip, under
+ * nonblocking = "fail", or under "wait" when this process already holds a
+ * permit of that semaphore), -ECONNREFUSED when Redis is down and
+ * on_redis_down is "closed". Unmatched destinations
  * cost a rule scan: no Redis call, no lock. A socket that already holds a
  * permit (connect called again) takes no second one. Thread-safe. */
 int ccap_core_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, struct ccap_ticket *t);

@@ -3,7 +3,7 @@
 # Usage: mk/deps.sh build|test|demo|bench
 set -e
 build="gcc make pkg-config libhiredis-dev libconfig-dev"
-test="$build libcmocka-dev redis-server redis-tools redis-sentinel curl netcat-openbsd python3 libnss-wrapper procps nginx-light apache2-utils postgresql"
+test="$build libcmocka-dev redis-server redis-tools redis-sentinel curl netcat-openbsd python3 libnss-wrapper procps nodejs python3-requests openjdk-17-jdk-headless nginx-light apache2-utils postgresql"
 case "${1:-build}" in
   build) want=$build ;;
   test)  want=$test ;;
