@@ -122,6 +122,12 @@ $(BUILD)/progs/%: tests/progs/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -fvisibility=default -o $@ $< -pthread
 
+# Linked against the shim rather than preloaded: a setgid copy keeps it
+# (the loader ignores LD_PRELOAD paths in secure-execution mode).
+$(BUILD)/progs/secureprobe: tests/progs/secureprobe.c $(BUILD)/libconncap.so
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< -L$(BUILD) -lconncap -Wl,-rpath,$(abspath $(BUILD)) -pthread
+
 # What the tests run; one goal, so an up-to-date build prints nothing.
 test-build: all $(UNITS) $(PROGS)
 

@@ -115,6 +115,12 @@ static void print_config(const struct ccap_config *cfg)
            r->key_prefix, r->username ? ", user \"" : "", r->username ? r->username : "", r->username ? "\"" : "",
            r->password ? ", password set" : "");
     printf("on_timeout %s, on_redis_down %s\n", ccap_errno_name(cfg->on_timeout_errno), down_name(cfg->on_redis_down));
+    if (cfg->nonblocking == CCAP_NONBLOCK_FAIL)
+        printf("nonblocking fail: a non-blocking connect with no permit free fails at once with %s\n",
+               ccap_errno_name(cfg->nonblocking_errno));
+    else
+        printf("nonblocking wait: a non-blocking connect waits like a blocking one, but fails at once with %s "
+               "if its process already holds a permit of that semaphore\n", ccap_errno_name(cfg->nonblocking_errno));
     for (size_t i = 0; i < cfg->n_sems; i++) {
         const struct ccap_sem_conf *s = &cfg->sems[i];
         printf("semaphore %s: limit %d, lease %d ms, wait %d ms", s->name, s->limit, s->lease_ms, s->wait_timeout_ms);

@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 
+#include "env.h"
 #include "log.h"
 
 /* What a loader needs to hand out messages. */
@@ -21,7 +23,7 @@ struct ctx {
 };
 
 static const char *const top_keys[] = {"redis", "semaphores", "rules", "on_timeout", "on_redis_down",
-                                       "nonblocking", "log_level", "log", "audit", "audit_maxlen",
+                                       "nonblocking", "nonblocking_errno", "log_level", "log", "audit", "audit_maxlen",
                                        NULL};
 static const char *const redis_keys[] = {"host", "port", "socket", "db", "connect_timeout_ms",
                                          "command_timeout_ms", "key_prefix", "username",
@@ -441,9 +443,10 @@ static int load_redis(struct ctx *c, const config_setting_t *r, struct ccap_redi
             return rc;
     }
     if (pw_env) {
-        const char *v = getenv(pw_env);
+        const char *v = ccap_env_get(pw_env);
         if (!v)
-            return fail(c, s_env, "redis.password_env", "environment variable %s is not set", pw_env);
+            return fail(c, s_env, "redis.password_env", "environment variable %s is not set%s", pw_env,
+                        getauxval(AT_SECURE) ? " (or ignored: this program runs setuid/setgid)" : "");
         if (!*v)
             return fail(c, s_env, "redis.password_env", "environment variable %s is empty", pw_env);
         if (!(rc_out->password = strdup(v)))
@@ -644,7 +647,8 @@ static int set_defaults(struct ccap_config *cfg)
     cfg->redis.command_timeout_ms = 200;
     cfg->on_timeout_errno = ETIMEDOUT;
     cfg->on_redis_down = CCAP_DOWN_OPEN;
-    cfg->nonblocking = CCAP_NONBLOCK_WAIT;
+    cfg->nonblocking = CCAP_NONBLOCK_FAIL;
+    cfg->nonblocking_errno = ECONNREFUSED;
     cfg->log_level = CCAP_LOG_WARN;
     cfg->log_target = CCAP_LOG_STDERR;
     cfg->audit = false;
@@ -654,6 +658,26 @@ static int set_defaults(struct ccap_config *cfg)
     return cfg->redis.host && cfg->redis.key_prefix ? 0 : -ENOMEM;
 }
 
+/* The errno name at NAME of ROOT, if set, into *OUT. */
+static int get_errno(struct ctx *c, const config_setting_t *root, const char *name, int *out)
+{
+    const config_setting_t *s;
+    const char *v = NULL;
+    int rc, e;
+
+    if ((rc = get_str(c, root, "", name, false, &v, &s)) < 0 || !v)
+        return rc;
+    if ((e = ccap_errno_parse(v)) < 0) {
+        const char *hint = closest(v, get_errname, NULL);
+        if (hint)
+            return fail(c, s, name, "unknown errno name \"%s\"; did you mean \"%s\"?", v, hint);
+        return fail(c, s, name, "unknown errno name \"%s\" (use e.g. \"ETIMEDOUT\", "
+                    "\"ECONNREFUSED\" or \"EAGAIN\")", v);
+    }
+    *out = e;
+    return 0;
+}
+
 static int load_top(struct ctx *c, const config_setting_t *root, struct ccap_config *cfg)
 {
     static const char *const down[] = {"open", "closed", "local", NULL};
@@ -661,7 +685,6 @@ static int load_top(struct ctx *c, const config_setting_t *root, struct ccap_con
     static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
     static const char *const targets[] = {"stderr", "syslog", NULL};
     const config_setting_t *s;
-    const char *v = NULL;
     int rc, e;
 
     if ((rc = check_known(c, root, "", top_keys)) < 0)
@@ -675,19 +698,15 @@ static int load_top(struct ctx *c, const config_setting_t *root, struct ccap_con
                         load_rule)) < 0)
         return rc;
 
-    if ((rc = get_str(c, root, "", "on_timeout", false, &v, &s)) < 0)
+    if ((rc = get_errno(c, root, "on_timeout", &cfg->on_timeout_errno)) < 0 ||
+        (rc = get_errno(c, root, "nonblocking_errno", &cfg->nonblocking_errno)) < 0)
         return rc;
-    if (v) {
-        if ((e = ccap_errno_parse(v)) < 0) {
-            const char *hint = closest(v, get_errname, NULL);
-            if (hint)
-                return fail(c, s, "on_timeout", "unknown errno name \"%s\"; did you mean \"%s\"?", v,
-                            hint);
-            return fail(c, s, "on_timeout", "unknown errno name \"%s\" (use e.g. \"ETIMEDOUT\", "
-                        "\"ECONNREFUSED\" or \"EAGAIN\")", v);
-        }
-        cfg->on_timeout_errno = e;
-    }
+    e = cfg->nonblocking_errno;
+    if (e == EAGAIN || e == EWOULDBLOCK || e == EINPROGRESS || e == EALREADY || e == EINTR || e == EISCONN)
+        return fail(c, config_setting_get_member(root, "nonblocking_errno"), "nonblocking_errno",
+                    "must not say that the connect is under way or done (EAGAIN, EWOULDBLOCK, EINPROGRESS, "
+                    "EALREADY, EINTR, EISCONN): an event loop would then use an unconnected socket; use e.g. "
+                    "\"ECONNREFUSED\" or \"ETIMEDOUT\"");
     int down_i = (int)cfg->on_redis_down, nb_i = (int)cfg->nonblocking;
     if ((rc = get_choice(c, root, "on_redis_down", down, "\"open\", \"closed\" or \"local\"",
                          &down_i)) < 0 ||
@@ -799,7 +818,7 @@ void ccap_config_free(struct ccap_config *cfg)
 
 const char *ccap_config_path(void)
 {
-    const char *p = secure_getenv("CONNCAP_CONFIG");
+    const char *p = ccap_env_get("CONNCAP_CONFIG");
     return p && *p ? p : CCAP_DEFAULT_CONFIG;
 }
 

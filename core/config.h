@@ -58,7 +58,8 @@ struct ccap_config {
     size_t n_rules;
     int on_timeout_errno;                 /* default ETIMEDOUT */
     enum ccap_down_policy on_redis_down;  /* default open */
-    enum ccap_nonblock_policy nonblocking;/* default wait */
+    enum ccap_nonblock_policy nonblocking;/* default fail */
+    int nonblocking_errno;                /* default ECONNREFUSED; never an in-progress errno */
     int log_level;                        /* enum ccap_log_level, default warn */
     int log_target;                       /* enum ccap_log_target, default stderr */
     bool audit;                           /* default false */
@@ -83,7 +84,10 @@ int ccap_config_load(const char *path, struct ccap_config **out, char *err, size
 void ccap_config_free(struct ccap_config *cfg);
 
 /* The path conncap reads: $CONNCAP_CONFIG if set and non-empty, else
- * CCAP_DEFAULT_CONFIG. Returns a pointer into the environment or a literal.
+ * CCAP_DEFAULT_CONFIG. In the shim the value is the one the process
+ * started with (copied before main: core/env.h), whatever the program did
+ * to its environment since; elsewhere (the CLI) the environment now.
+ * Returns a pointer to that copy, into the environment, or a literal.
  * $CONNCAP_CONFIG is ignored in secure-execution mode (setuid/setgid
  * programs; secure_getenv), so a user cannot point such a program at a
  * config whose password_file names a file only it may read. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "config.h"
 #include "core.h"
+#include "env.h"
 #include "handoff.h"
 #include "log.h"
 #include "redis.h"
@@ -48,6 +49,7 @@ static struct {
     atomic_uint down_granted;    /* this outage: permits on_redis_down granted */
     atomic_uint down_refused;    /* this outage: connects it failed */
     atomic_int *local_used;      /* per semaphore, permits granted locally */
+    atomic_int *held;            /* per semaphore, permits in this process's table (permit.h) */
     atomic_bool shutting_down;
 } g = { .once = PTHREAD_ONCE_INIT, .rlock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -65,16 +67,27 @@ static void sleep_ms(long long ms)
     while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
 }
 
+/* Per thread, seeded again in a fork child: prefork workers forked from one
+ * thread must not draw the same jitter. */
 static unsigned rand_u32(void)
 {
     static _Thread_local unsigned s;
-    if (!s) s = (unsigned)now_ms() ^ (unsigned)getpid() ^ (unsigned)(uintptr_t)&s;
+    static _Thread_local int seeded_pid;
+    int pid = (int)getpid();
+    if (!s || seeded_pid != pid) {
+        s = (unsigned)now_ms() ^ (unsigned)pid ^ (unsigned)(uintptr_t)&s;
+        s = s ? s : 1;
+        seeded_pid = pid;
+    }
     s ^= s << 13; s ^= s >> 17; s ^= s << 5;
     return s;
 }
 
-/* Lifecycle: who owns the state, where the Redis descriptor lives. */
-static atomic_int owner_pid;      /* the process the state belongs to */
+/* Lifecycle: who owns the state, where the Redis descriptor lives. The
+ * owner is the process that created the state (ccap_core_claim), and after
+ * a fork() the child (fork_child): never merely the process that loaded
+ * the library, whose prefork children create state of their own. */
+static atomic_int owner_pid;      /* the process the state belongs to; 0 before any */
 static atomic_bool stateful;      /* fork handlers registered: state may exist */
 static atomic_int own_fd_base = INT32_MAX;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
@@ -82,24 +95,31 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static void fork_prepare(void) { pthread_mutex_lock(&g.rlock); ccap_ptab_fork_prepare(); }
 static void fork_parent(void) { ccap_ptab_fork_parent(); pthread_mutex_unlock(&g.rlock); }
 
+/* Only the forking thread exists in the child. rlock, taken by
+ * fork_prepare, starts afresh before anything here closes a descriptor: a
+ * close at own_fd_base or above takes it (it used to wait its full 2 s on
+ * this very thread, in every fork). */
 static void fork_child(void)
 {
+    pthread_mutex_init(&g.rlock, NULL);
+    atomic_store(&owner_pid, (int)getpid());
     ccap_ptab_fork_child();
     if (g.redis) ccap_redis_forget(g.redis);
     if (g.local_used && g.cfg)
         for (size_t i = 0; i < g.cfg->n_sems; i++) atomic_store(&g.local_used[i], 0);
+    if (g.held && g.cfg)    /* the child holds none of its parent's permits */
+        for (size_t i = 0; i < g.cfg->n_sems; i++) atomic_store(&g.held[i], 0);
     g.down = false;
     g.retry_at_ms = 0;
     g.nonce = 0;
-    atomic_store(&owner_pid, (int)getpid());
     ccap_handoff_fork_child();
-    pthread_mutex_unlock(&g.rlock);
     if (g.hooks.fork_child) g.hooks.fork_child();
 }
 
 static void register_atfork(void)
 {
     atomic_store(&own_fd_base, ccap_redis_fd_base());
+    atomic_store(&owner_pid, (int)getpid());
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atomic_store(&stateful, true);
 }
@@ -121,6 +141,9 @@ bool ccap_core_own_fd_begin(unsigned lo, unsigned hi)
     if (!atomic_load_explicit(&stateful, memory_order_relaxed) ||
         hi < (unsigned)atomic_load_explicit(&own_fd_base, memory_order_relaxed))
         return false;
+    /* A vfork child has a descriptor table of its own: nothing to guard, and
+     * it must never take (and maybe die holding) its parent's lock. */
+    if (!ccap_core_owner()) return false;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += 2;   /* bounded: never hang a close, even from a signal handler */
@@ -151,12 +174,15 @@ static void init_once(void)
     ccap_sem_set_audit(cfg->audit ? cfg->audit_maxlen : 0);
     g.redis = ccap_redis_new(&cfg->redis);
     g.local_used = calloc(ccap_live_sem_slots(cfg), sizeof(*g.local_used)); /* indices survive reloads */
-    if (!g.redis || !g.local_used) {
+    g.held = calloc(ccap_live_sem_slots(cfg), sizeof(*g.held));
+    if (!g.redis || !g.local_used || !g.held) {
         ccap_log(CCAP_LOG_ERROR, "out of memory at start-up, passing every connection through");
         ccap_config_free(cfg);
         return;
     }
     if (gethostname(g.host, sizeof(g.host) - 1) != 0) strcpy(g.host, "unknown");
+    if (ccap_env_dropped())
+        ccap_log(CCAP_LOG_WARN, "%zu CONNCAP_* environment variables too large to keep: ignored", ccap_env_dropped());
     ccap_core_claim();
     g.cfg = cfg;
     if (ccap_live_init(&g.cfg) < 0)
@@ -173,7 +199,6 @@ static const struct ccap_config *config(void)
 void ccap_core_set_hooks(const struct ccap_core_hooks *hooks)
 {
     g.hooks = *hooks;
-    atomic_store(&owner_pid, (int)getpid());
 }
 
 bool ccap_core_active(void) { return config() != NULL; }
@@ -433,6 +458,30 @@ static void drop_holder_id(struct ccap_permit *p)
     ccap_core_kick();
 }
 
+/* True if this process holds a permit of semaphore SEM: one atomic load. */
+static bool holds_permit(size_t sem)
+{
+    return atomic_load_explicit(&g.held[sem], memory_order_relaxed) > 0;
+}
+
+/* Redis said no to HOLDER's connect after WAITED ms: logs, and counts the
+ * timeout unless AT_ONCE (a non-blocking connect that was not to wait: the
+ * acquire counted it as denied, and a second round trip would stall its
+ * event loop). Returns -ERR. */
+static int refuse(const struct ccap_sem_conf *s, const char *holder, long long waited, bool at_once, int err)
+{
+    if (at_once) {
+        ccap_log(CCAP_LOG_WARN, "no permit of %s free: non-blocking connect fails at once with %s (nonblocking = %s)",
+                 s->name, ccap_errno_name(err), g.cfg->nonblocking == CCAP_NONBLOCK_FAIL ? "\"fail\"" :
+                 "\"wait\", and this process holds one");
+        return -err;
+    }
+    report_timeout(s, holder, waited);
+    ccap_log(CCAP_LOG_WARN, "no permit of %s within %lld ms: connect fails with %s", s->name, waited,
+             ccap_errno_name(err));
+    return -err;
+}
+
 /* How long a waiter's ticket lives unless refreshed: a live waiter
  * refreshes it at every re-check, at most WAIT_RECHECK_MS apart plus a
  * command each way and WAIT_TICKET_SLACK_MS of scheduling; one late beyond
@@ -453,15 +502,21 @@ static int ticket_ttl_ms(void)
  * expired leases or dead tickets, admits it), the rate's next slot, the
  * earliest lease expiry, WAIT_RECHECK_MS, or the deadline, whichever is
  * first; the deadline is kept here, not by Redis. The last attempt, at the
- * deadline, leaves the queue unless it gets the permit. Ending without a
+ * deadline, leaves the queue unless it gets the permit. A non-blocking
+ * socket makes one attempt and no wait under nonblocking = "fail", and
+ * under "wait" whenever this process holds a permit of S (an event loop
+ * must not wait for permits only it can give back). Ending without a
  * permit Redis granted (a failure, or a local grant) while Redis may keep a
  * ticket or a permit of P's holder id, it releases that id and gives P a
- * new one (drop_holder_id). Returns 1 granted, or -errno (on_timeout's, or
- * on_redis_down's). */
+ * new one (drop_holder_id). Returns 1 granted, or -errno: on_timeout's
+ * (nonblocking_errno's for a non-blocking socket), or on_redis_down's. */
 static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd)
 {
-    int wait_ms = s->wait_timeout_ms;
-    if (g.cfg->nonblocking == CCAP_NONBLOCK_FAIL && (fcntl(fd, F_GETFL) & O_NONBLOCK)) wait_ms = 0;
+    int fl = fcntl(fd, F_GETFL);
+    bool nonblock = fl >= 0 && (fl & O_NONBLOCK);
+    bool guard = nonblock && g.cfg->nonblocking == CCAP_NONBLOCK_WAIT;  /* stop waiting once it holds one */
+    int wait_ms = nonblock && (!guard || holds_permit(sem)) ? 0 : s->wait_timeout_ms;
+    int fail_errno = nonblock ? g.cfg->nonblocking_errno : g.cfg->on_timeout_errno;
     long long start = now_ms(), deadline = start + wait_ms;
     struct ccap_sem_req q = { .holder = p->holder, .lease_ms = s->lease_ms, .limit = s->limit,
                               .ticket_ttl_ms = wait_ms > 0 ? ticket_ttl_ms() : 0, .rate = s->rate,
@@ -473,6 +528,7 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
     int rc;
     for (;;) {
         long long t = now_ms();
+        if (guard && t < deadline && holds_permit(sem)) deadline = t;   /* one last attempt */
         q.waited_ms = t - start;
         q.wait_left_ms = deadline - t;
         if (t >= deadline && q.ticket_ttl_ms > 0) q.flags |= CCAP_SEM_LEAVE;
@@ -495,9 +551,9 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
             rc = redis_down(s, sem, p);     /* 1 granted, 0 local limit full, -errno */
             if (rc == 0 && t >= deadline) {
                 atomic_fetch_add(&g.down_refused, 1);
-                ccap_log(CCAP_LOG_WARN, "redis down and local_limit %d of %s reached for %d ms: connect fails with %s",
-                         s->local_limit, s->name, wait_ms, ccap_errno_name(g.cfg->on_timeout_errno));
-                rc = -g.cfg->on_timeout_errno;
+                ccap_log(CCAP_LOG_WARN, "redis down and local_limit %d of %s reached for %lld ms: connect fails with %s",
+                         s->local_limit, s->name, t - start, ccap_errno_name(fail_errno));
+                rc = -fail_errno;
             }
             if (rc != 0) break;
             sleep_ms(deadline - t < WAIT_DOWN_NAP_MS ? deadline - t : WAIT_DOWN_NAP_MS);
@@ -505,10 +561,7 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
         }
         if (t >= deadline) {
             if (!left_queue && q.ticket_ttl_ms > 0) continue;   /* one last attempt, leaving the queue */
-            report_timeout(s, p->holder, t - start); /* Redis said no: stats */
-            ccap_log(CCAP_LOG_WARN, "no permit of %s within %d ms: connect fails with %s", s->name, wait_ms,
-                     ccap_errno_name(g.cfg->on_timeout_errno));
-            rc = -g.cfg->on_timeout_errno;
+            rc = refuse(s, p->holder, t - start, nonblock && wait_ms == 0, fail_errno);
             break;
         }
         long long block = deadline - t;
@@ -569,6 +622,7 @@ int ccap_core_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, stru
     p->lease_ms = s->lease_ms;
     snprintf(p->sem, sizeof(p->sem), "%s", s->name);
     make_holder(p, fd, sa);
+    p->held = &g.held[rule->sem];
 
     int rc = wait_for_permit(s, rule->sem, p, fd);
     if (rc < 0) {
@@ -618,6 +672,12 @@ void ccap_core_release_list(struct ccap_permit *p)
 static int sem_index_of(const char *name)
 {
     return g.cfg ? ccap_config_sem_index(g.cfg, name) : -1;
+}
+
+atomic_int *ccap_core_held_count(const char *sem)
+{
+    int i = config() ? sem_index_of(sem) : -1;
+    return i >= 0 ? &g.held[i] : NULL;
 }
 
 void ccap_core_release(struct ccap_permit *p)

@@ -2,6 +2,7 @@
 #ifndef CCAP_CORE_H
 #define CCAP_CORE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/socket.h>
 #include "permit.h"
@@ -18,22 +19,26 @@ struct ccap_core_hooks {
     void (*need_watch)(void);       /* config loaded: make sure the reload/resolve thread runs (cheap when it does) */
 };
 
-/* Installs HOOKS and records this process as the owner of the shim's state
- * (one getpid). No I/O, no locks, no allocation: safe in a constructor. */
+/* Installs HOOKS. No I/O, no locks, no allocation: safe in a constructor.
+ * The process that loads the library does not thereby own anything: the
+ * state belongs to the process that creates it (ccap_core_claim). */
 void ccap_core_set_hooks(const struct ccap_core_hooks *hooks);
 
 /* True if the calling process owns the shim's state (permit table, Redis
- * connection). False in a child that shares the parent's memory (vfork(),
- * clone(CLONE_VM), posix_spawn's helper) once the parent has any state: such
- * a child must pass every call straight through, or it would release the
- * parent's permits. A fork() child owns its own (empty) state: the fork
- * handlers switch the owner. Costs one getpid(). Async-signal-safe. */
+ * connection, heartbeat, holder ids' pid and nonce). Before any state exists
+ * every process does (a prefork child forked before its parent ever
+ * connected owns what it creates). False in a child that shares the
+ * parent's memory (vfork(), clone(CLONE_VM), posix_spawn's helper) once the
+ * parent has any state: such a child must pass every call straight
+ * through, or it would release the parent's permits. A fork() child owns
+ * its own (empty) state: the fork handlers switch the owner. Costs one
+ * getpid(). Async-signal-safe. */
 bool ccap_core_owner(void);
 
 /* The process is about to create state (a permit, an adopted handoff, the
- * Redis client): registers the fork handlers once (pthread_atfork) and
- * remembers where the Redis descriptor will live. Never from a constructor.
- * Thread-safe. */
+ * Redis client): makes it the owner, registers the fork handlers once
+ * (pthread_atfork) and remembers where the Redis descriptor will live.
+ * Never from a constructor. Thread-safe. */
 void ccap_core_claim(void);
 
 /* The program is about to close or replace descriptors LO..HI (close,
@@ -43,7 +48,8 @@ void ccap_core_claim(void);
  * ccap_core_own_fd_end(true), so that the shim never writes to a file the
  * program put on that number (the next Redis call sees the change by the
  * identity check and reconnects). Returns false at once otherwise (two
- * atomic loads). */
+ * atomic loads), and in a process that does not own the state (a vfork
+ * child's descriptors are its own). */
 bool ccap_core_own_fd_begin(unsigned lo, unsigned hi);
 void ccap_core_own_fd_end(bool locked);
 
@@ -55,8 +61,11 @@ void ccap_core_kick(void);
  * permit (waiting up to the semaphore's wait_timeout_ms, with capped
  * exponential backoff and jitter) and stores it in *T. Returns 0 to go on
  * with the real connect, or -errno to fail it without any SYN: the
- * configured on_timeout errno when no permit came in time, -ECONNREFUSED
- * when Redis is down and on_redis_down is "closed". Unmatched destinations
+ * configured on_timeout errno when no permit came in time, nonblocking_errno
+ * for a non-blocking socket (at once, after one Redis round trip, under
+ * nonblocking = "fail", or under "wait" when this process already holds a
+ * permit of that semaphore), -ECONNREFUSED when Redis is down and
+ * on_redis_down is "closed". Unmatched destinations
  * cost a rule scan: no Redis call, no lock. A socket that already holds a
  * permit (connect called again) takes no second one. Thread-safe. */
 int ccap_core_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, struct ccap_ticket *t);
@@ -118,6 +127,11 @@ int ccap_core_heartbeat(void);
  * waiting handoff first, so that those are given back too). Nothing in a
  * non-owner. */
 void ccap_core_shutdown(void);
+
+/* The counter of permits of semaphore SEM this process holds, for a
+ * permit's held field (permit.h), or NULL (no such semaphore, or no usable
+ * configuration). Loads the configuration if needed. Thread-safe. */
+atomic_int *ccap_core_held_count(const char *sem);
 
 /* True once the configuration was loaded and is usable. */
 bool ccap_core_active(void);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "core.h"
+#include "env.h"
 #include "handoff.h"
 #include "log.h"
 
@@ -202,13 +203,13 @@ char **ccap_handoff_envp(char *const *envp, const char *extra)
 
 /* ---- the lifecycle ---- */
 
-static const char *recorded;             /* getenv's pointer, from the constructor */
+static const char *recorded;             /* the constructor's copy (env.c) */
 static atomic_bool waiting;
 static pthread_once_t adopt_once = PTHREAD_ONCE_INIT;
 
 void ccap_handoff_record(void)
 {
-    recorded = getenv(CCAP_HANDOFF_ENV);
+    recorded = ccap_env_get(CCAP_HANDOFF_ENV);
     atomic_store_explicit(&waiting, recorded != NULL, memory_order_release);
 }
 
@@ -240,6 +241,7 @@ static int adopt_one(struct ccap_handoff_entry *e, size_t n, size_t i, bool *use
     p->lease_ms = e[i].lease_ms;
     memcpy(p->sem, e[i].sem, sizeof(p->sem));
     memcpy(p->holder, e[i].holder, sizeof(p->holder));
+    p->held = ccap_core_held_count(p->sem);
     int attached = 0;
     for (size_t j = i; j < n; j++) {
         if (used[j] || strcmp(e[j].holder, e[i].holder) != 0) continue;

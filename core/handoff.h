@@ -62,8 +62,10 @@ char **ccap_handoff_envp(char *const *envp, const char *extra);
 
 /* ---- the lifecycle (uses the permit table and core) ---- */
 
-/* From the constructor: remembers getenv(CONNCAP_PERMITS) for adoption on
- * first need. No lock, no allocation, no thread, no parsing. */
+/* From the constructor, after ccap_env_capture: remembers the copy of
+ * CONNCAP_PERMITS (none in secure-execution mode: a setuid program never
+ * adopts, nor releases, holders named by its caller) for adoption on first
+ * need. No lock, no allocation, no thread, no parsing. */
 void ccap_handoff_record(void);
 
 /* True while a recorded handoff waits to be adopted: one relaxed atomic

@@ -15,10 +15,13 @@
 static atomic_int log_level = CCAP_LOG_WARN;
 static atomic_int log_target = CCAP_LOG_STDERR;
 
-/* The rate limit: a window of one second and the lines written in it. */
+/* The rate limit: a window of one second and the lines written in it, for
+ * the process WIN_PID (a fork child starts its own count: what its parent
+ * held back is the parent's to report). */
 static atomic_long win_sec = -1;
 static atomic_int win_count;
 static atomic_long suppressed;
+static atomic_int win_pid;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
@@ -45,10 +48,22 @@ int ccap_log_level_parse(const char *s)
     return -EINVAL;
 }
 
+/* A fork child's first line: forget the parent's window and count. */
+static void rate_follow(int pid)
+{
+    int was = atomic_load(&win_pid);
+    if (was != pid && atomic_compare_exchange_strong(&win_pid, &was, pid)) {
+        atomic_store(&suppressed, 0);
+        atomic_store(&win_count, 0);
+        atomic_store(&win_sec, -1);
+    }
+}
+
 /* True when this line may pass; counts it as suppressed otherwise. */
 static int rate_pass(void)
 {
     struct timespec ts;
+    rate_follow((int)getpid());
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     long now = (long)ts.tv_sec, w = atomic_load(&win_sec);
     if (w != now && atomic_compare_exchange_strong(&win_sec, &w, now))
@@ -194,6 +209,25 @@ void ccap_log(int level, const char *fmt, ...)
     } else {
         buf[len++] = '\n';
         write_all(2, buf, len);
+    }
+    errno = saved;
+}
+
+void ccap_log_flush(void)
+{
+    int saved = errno, pid = (int)getpid();
+    if (atomic_load(&win_pid) != pid) return;   /* nothing of this process's held back */
+    long sup = atomic_exchange(&suppressed, 0);
+    if (sup <= 0) {
+        errno = saved;
+        return;
+    }
+    char buf[128];
+    if (atomic_load_explicit(&log_target, memory_order_relaxed) == CCAP_LOG_SYSLOG) {
+        syslog(LOG_USER | LOG_WARNING, "conncap[%d]: warn: %ld messages suppressed by the rate limit", pid, sup);
+    } else {
+        int n = snprintf(buf, sizeof buf, "conncap[%d]: warn: %ld messages suppressed by the rate limit\n", pid, sup);
+        write_all(2, buf, (size_t)n);
     }
     errno = saved;
 }

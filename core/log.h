@@ -14,7 +14,7 @@ int ccap_log_level_parse(const char *s);
 /* Writes one line "conncap[pid]: LEVEL: msg" to fd 2 (never stdout) with one
  * write(2), or to syslog. At most CCAP_LOG_BURST lines per second are written;
  * the rest are counted and reported as "N messages suppressed" with the next
- * line that passes. Preserves errno. Thread-safe; async-signal-unsafe.
+ * line that passes, or by ccap_log_flush at exit and exec. Preserves errno. Thread-safe; async-signal-unsafe.
  * Lines longer than 1023 bytes are cut and end in "..."; in MSG, newline,
  * CR and tab become spaces, and every other control character (C0, DEL,
  * C1) and every byte that is not part of valid UTF-8 is written as \xHH,
@@ -23,6 +23,12 @@ int ccap_log_level_parse(const char *s);
  * user; conncap never calls openlog(), which would change the host
  * program's own ident and options. */
 void ccap_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Reports the lines the rate limit held back and no later line reported
+ * ("N messages suppressed by the rate limit"), whatever the level: for the
+ * end of the process image (exit, exec). Nothing when there are none, or
+ * when they were the parent's (fork child). Preserves errno. */
+void ccap_log_flush(void);
 
 #define CCAP_LOG_BURST 20
 

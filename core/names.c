@@ -41,6 +41,18 @@ static bool same_addr(const struct entry *e, const struct ccap_addr *a)
     return e->family == a->family && !memcmp(e->addr, a->addr, a->family == AF_INET ? 4 : 16);
 }
 
+static int lock_init(pthread_rwlock_t *l)
+{
+    pthread_rwlockattr_t at;
+    pthread_rwlockattr_init(&at);
+    /* connects only read: without this a steady stream of them could keep
+     * a resolver's write waiting for ever */
+    pthread_rwlockattr_setkind_np(&at, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    int rc = pthread_rwlock_init(l, &at);
+    pthread_rwlockattr_destroy(&at);
+    return rc;
+}
+
 struct ccap_names *ccap_names_new(size_t max_entries)
 {
     if (max_entries < 1)
@@ -52,13 +64,7 @@ struct ccap_names *ccap_names_new(size_t max_entries)
     while (nb < max_entries / 2 && nb < ((size_t)1 << 30))
         nb <<= 1;
     m->buckets = calloc(nb, sizeof *m->buckets);
-    pthread_rwlockattr_t at;
-    pthread_rwlockattr_init(&at);
-    /* connects only read: without this a steady stream of them could keep
-     * a resolver's write waiting for ever */
-    pthread_rwlockattr_setkind_np(&at, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    int rc = pthread_rwlock_init(&m->lock, &at);
-    pthread_rwlockattr_destroy(&at);
+    int rc = lock_init(&m->lock);
     if (!m->buckets || rc != 0) {
         free(m->buckets);
         free(m);
@@ -258,7 +264,11 @@ void ccap_names_fork_parent(struct ccap_names *m)
     if (m) pthread_rwlock_unlock(&m->lock);
 }
 
+/* Not an unlock: glibc tells a writer's unlock from a reader's by the
+ * writer's thread id, which the forking thread no longer has in the child,
+ * so an unlock there left the map write-locked and the child's next lookup
+ * waited for ever. Only this thread exists: the lock starts afresh. */
 void ccap_names_fork_child(struct ccap_names *m)
 {
-    if (m) pthread_rwlock_unlock(&m->lock);
+    if (m) lock_init(&m->lock);
 }

@@ -62,9 +62,9 @@ size_t ccap_names_count(const struct ccap_names *m);
 const struct ccap_rule *ccap_names_match(const struct ccap_names *m, const struct ccap_config *cfg,
                                          const struct sockaddr *sa, socklen_t len, long long now_ms);
 
-/* fork(): PREPARE takes the write lock, PARENT and CHILD release it, so a
- * child never inherits it locked by a thread that does not exist there.
- * NULL is fine. */
+/* fork(): PREPARE takes the write lock, PARENT releases it and CHILD starts
+ * it afresh (the map is consistent: no writer was inside), so a child never
+ * inherits it locked by a thread that does not exist there. NULL is fine. */
 void ccap_names_fork_prepare(struct ccap_names *m);
 void ccap_names_fork_parent(struct ccap_names *m);
 void ccap_names_fork_child(struct ccap_names *m);

@@ -53,6 +53,7 @@ static void link_permit(struct ccap_permit *p)
     if (all) all->prev = p;
     all = p;
     n_all++;
+    if (p->held) atomic_fetch_add_explicit(p->held, 1, memory_order_relaxed);
 }
 
 static void unlink_permit(struct ccap_permit *p)
@@ -61,6 +62,7 @@ static void unlink_permit(struct ccap_permit *p)
     if (p->next) p->next->prev = p->prev;
     p->prev = p->next = NULL;
     n_all--;
+    if (p->held) atomic_fetch_sub_explicit(p->held, 1, memory_order_relaxed);
 }
 
 /* Clears FD's slot; returns its permit if that was the last reference. */
@@ -188,7 +190,10 @@ struct ccap_permit *ccap_ptab_take_all(void)
     pthread_mutex_lock(&lock);
     clear_slots_locked();
     struct ccap_permit *list = all;
-    for (struct ccap_permit *p = all; p; p = p->next) p->refs = 0;
+    for (struct ccap_permit *p = all; p; p = p->next) {
+        p->refs = 0;
+        if (p->held) atomic_fetch_sub_explicit(p->held, 1, memory_order_relaxed);
+    }
     all = NULL;
     n_all = 0;
     pthread_mutex_unlock(&lock);

@@ -2,6 +2,7 @@
 #ifndef CCAP_PERMIT_H
 #define CCAP_PERMIT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -18,6 +19,8 @@ struct ccap_permit {
     int flags;                 /* CCAP_PERMIT_* */
     char sem[72];              /* semaphore name (kept across config reloads) */
     char holder[192];          /* holder id in Redis */
+    atomic_int *held;          /* counts this permit while it is in the table (its semaphore's
+                                  permits held by the process), or NULL; set before attaching */
     struct ccap_permit *prev, *next;  /* all permits, for the heartbeat */
 };
 

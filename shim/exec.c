@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "core.h"
 #include "handoff.h"
+#include "log.h"
 #include "shim.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -67,6 +68,7 @@ static int exec_with(const struct call *c, char *const *envp)
     struct ccap_exec x;
     char *const *env, *const *retry;
     GUARDED(env = ccap_handoff_exec_pre(envp, &x));
+    ccap_log_flush();   /* this image's last word, if the exec succeeds */
     int rc = run(c, env);
     if (rc < 0 && errno == E2BIG && (retry = ccap_handoff_exec_e2big(&x)) != NULL) rc = run(c, retry);
     GUARDED(ccap_handoff_exec_post(&x));

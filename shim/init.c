@@ -1,7 +1,9 @@
 /* init.c -- the shim's constructor and destructor: cheap in, permits out. */
 #include <dlfcn.h>
 #include "core.h"
+#include "env.h"
 #include "handoff.h"
+#include "log.h"
 #include "shim.h"
 
 static const struct ccap_core_hooks hooks = {
@@ -10,12 +12,15 @@ static const struct ccap_core_hooks hooks = {
     .need_watch = ccap_watch_start,
 };
 
-/* No threads, no locks, no allocation, no I/O: the configuration is loaded
- * on the first connect() to an Internet address. Permits handed over by the
- * image that exec'd us are only noted here (getenv) and adopted at the first
- * interposed call of any kind, or at exit. */
+/* No threads, no locks, no allocation, no I/O: every CONNCAP_* variable is
+ * copied here, before main, so that a program that clears or rewrites its
+ * environment (nginx's workers do) still finds its configuration; the
+ * configuration itself is loaded on the first connect() to an Internet
+ * address. Permits handed over by the image that exec'd us are only noted
+ * here and adopted at the first interposed call of any kind, or at exit. */
 __attribute__((constructor)) static void ccap_shim_init(void)
 {
+    ccap_env_capture();
     ccap_core_set_hooks(&hooks);
     ccap_handoff_record();
 }
@@ -49,13 +54,15 @@ __attribute__((visibility("default"))) int __libc_start_main(int (*main)(int, ch
     return next(main, argc, argv, init, fini, rtld_fini, stack_end);
 }
 
-/* exit() and return from main: give back every permit this process holds.
- * _exit(), abort() and SIGKILL leave them to lease expiry. */
+/* exit() and return from main: give back every permit this process holds,
+ * and report the log lines the rate limit held back. _exit(), abort() and
+ * SIGKILL leave the permits to lease expiry. */
 __attribute__((destructor)) static void ccap_shim_fini(void)
 {
     ccap_guard++;
     ccap_heartbeat_stop();
     ccap_watch_stop();
     ccap_core_shutdown();
+    ccap_log_flush();
     ccap_guard--;
 }

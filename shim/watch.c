@@ -35,21 +35,30 @@ static void *watch_main(void *arg)
     }
 }
 
-/* In the child of fork() the thread is gone: the next connect starts one. */
-static void watch_forget(void)
-{
-    pthread_mutex_init(&w_lock, NULL);
-    atomic_store(&running, false);
-    stopping = false;
-}
-
-static void watch_setup(void)
+static void cond_init(void)
 {
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&w_cond, &ca);
     pthread_condattr_destroy(&ca);
+}
+
+/* In the child of fork() the thread is gone: the next connect starts one.
+ * The lock and the condition start afresh: the parent's thread may have
+ * held the one and waited on the other (a condition that counts a waiter
+ * gone with the fork may block its next broadcast). */
+static void watch_forget(void)
+{
+    pthread_mutex_init(&w_lock, NULL);
+    cond_init();
+    atomic_store(&running, false);
+    stopping = false;
+}
+
+static void watch_setup(void)
+{
+    cond_init();
     pthread_atfork(NULL, NULL, watch_forget);
 }
 

@@ -3,7 +3,8 @@
 h_plain_only
 h_redis_start
 h_server_start 300
-h_conf "$T/c.conf" api 4 5000 20000 "127.0.0.1:$SRV_PORT"
+# curl connects non-blocking: one connection at a time, it queues with "wait" (README, short-lived scripts)
+CONF_EXTRA='nonblocking = "wait";' h_conf "$T/c.conf" api 4 5000 20000 "127.0.0.1:$SRV_PORT"
 pids=()
 for i in $(seq 15); do
     "$CLI" run -c "$T/c.conf" -- curl -sS -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$SRV_PORT/" >"$T/out.curl.$i" 2>&1 &

@@ -1,6 +1,7 @@
 # lifecycle_nonblock.sh -- non-blocking connect: EINPROGRESS keeps the permit with flags, options and fd
 # untouched; EALREADY/EISCONN polling and a retry after an SO_ERROR failure take no second permit; the
-# failure's permit goes back at close; nonblocking = "fail" fails at once, "wait" waits, neither sends a SYN.
+# failure's permit goes back at close; nonblocking = "fail" (the default) fails at once with nonblocking_errno,
+# "wait" waits, neither sends a SYN.
 . "$(dirname "$0")/../lib/harness.sh"
 . "$ROOT/tests/lib/lifecycle.sh"
 h_redis_start
@@ -18,17 +19,23 @@ LD_PRELOAD="$LIB" CONNCAP_CONFIG="$LC_CONF" "$PROGS/lifecycle" hold "$SRV_PORT" 
 holder=$!
 WAIT_S=10 h_wait_for h_holders_is lc 1 || h_fail "the holder got no permit"
 total=$(h_server_stat total)
-CONF_EXTRA='nonblocking = "fail";' lc_setup 30000 1 $wait_ms
+lc_setup 30000 1 $wait_ms
 lc_run full connect
 read -r err ms <<<"$(lc_fact result)"
-h_note "nonblocking = fail: $err after $ms ms (wait_timeout_ms $wait_ms)"
+h_note "default (nonblocking = fail): $err after $ms ms (wait_timeout_ms $wait_ms)"
+[ "$err" = ECONNREFUSED ] || h_fail "default: want ECONNREFUSED, got $err"
+[ "$ms" -lt $((wait_ms / 2)) ] || h_fail "default: took $ms ms, it must not wait"
+CONF_EXTRA='nonblocking = "fail"; nonblocking_errno = "ETIMEDOUT";' lc_setup 30000 1 $wait_ms
+lc_run full connect
+read -r err ms <<<"$(lc_fact result)"
+h_note "nonblocking = fail, nonblocking_errno ETIMEDOUT: $err after $ms ms"
 [ "$err" = ETIMEDOUT ] || h_fail "fail: want ETIMEDOUT, got $err"
 [ "$ms" -lt $((wait_ms / 2)) ] || h_fail "fail: took $ms ms, it must not wait"
 CONF_EXTRA='nonblocking = "wait";' lc_setup 30000 1 $wait_ms
 lc_run full connect
 read -r err ms <<<"$(lc_fact result)"
 h_note "nonblocking = wait: $err after $ms ms"
-[ "$err" = ETIMEDOUT ] || h_fail "wait: want ETIMEDOUT, got $err"
+[ "$err" = ECONNREFUSED ] || h_fail "wait: want nonblocking_errno ECONNREFUSED, got $err"
 [ "$ms" -ge $wait_ms ] || h_fail "wait: gave up after $ms ms, before wait_timeout_ms"
 [ "$(h_server_stat total)" -eq "$total" ] || h_fail "a refused connect reached the server (SYN sent)"
 kill $holder; wait $holder 2>/dev/null

@@ -8,10 +8,14 @@ counts from its accept until the peer closed or the hold ended, whichever is
 first: the count stops before the response goes out, because a client may close
 (and hand its permit on) as soon as it has read it -- a count that stopped later
 would see the next client's accept overlap a connection already closed. With
+--keepalive it speaks HTTP/1.1 keep-alive instead: every request on a
+connection is held HOLD ms and answered, and the connection counts from its
+accept until the peer closes it (a client's idle pooled connection counts).
+With
 --log FILE, each accept appends a line "<CLOCK_MONOTONIC seconds>" to FILE.
 The bound port is written to PORTFILE. Listens on 127.0.0.1 and, with --v6,
 also on ::1 (same port).
-Usage: countserver.py --hold MS --stats FILE --portfile FILE [--v6] [--port N] [--log FILE]
+Usage: countserver.py --hold MS --stats FILE --portfile FILE [--v6] [--port N] [--log FILE] [--keepalive]
 """
 import argparse, json, os, socket, threading, time
 
@@ -22,6 +26,7 @@ ap.add_argument("--portfile", required=True)
 ap.add_argument("--port", type=int, default=0)
 ap.add_argument("--v6", action="store_true")
 ap.add_argument("--log")
+ap.add_argument("--keepalive", action="store_true")
 a = ap.parse_args()
 
 lock = threading.Lock()
@@ -79,11 +84,60 @@ def serve(c):
         c.close()
 
 
+live = {}  # keep-alive connections still counted: socket -> True
+
+
+def uncount_ka(c):
+    """Stops counting keep-alive connection C (once). Under lock."""
+    if live.pop(c, None):
+        st["cur"] -= 1
+        dump()
+
+
+def reap_closed():
+    """Stops counting keep-alive connections whose peer has closed, so that
+    a connection accepted after a client's close never overlaps it (its FIN
+    arrived first, its serving thread may not have run yet). Under lock."""
+    for c in list(live):
+        try:
+            if c.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                uncount_ka(c)
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            uncount_ka(c)
+
+
+def serve_keepalive(c):
+    """HTTP/1.1 keep-alive: each request held HOLD ms, then answered; counted
+    until the peer's EOF (or an error)."""
+    buf = b""
+    try:
+        while True:
+            while b"\r\n\r\n" not in buf:
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+            buf = buf.split(b"\r\n\r\n", 1)[1]
+            time.sleep(a.hold / 1000.0)
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: keep-alive\r\n\r\nok\n")
+    except OSError:
+        pass
+    finally:
+        with lock:
+            uncount_ka(c)
+        c.close()
+
+
 def accept_loop(s):
     while True:
         c, _ = s.accept()
         t = time.monotonic()
         with lock:
+            if a.keepalive:
+                reap_closed()
+                live[c] = True
             if a.log:
                 with open(a.log, "a") as f:
                     f.write("%.6f\n" % t)
@@ -91,7 +145,7 @@ def accept_loop(s):
             st["total"] += 1
             st["max"] = max(st["max"], st["cur"])
             dump()
-        threading.Thread(target=serve, args=(c,), daemon=True).start()
+        threading.Thread(target=serve_keepalive if a.keepalive else serve, args=(c,), daemon=True).start()
 
 
 s4 = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -850,6 +852,203 @@ static int mode_startup(void)
     return 0;
 }
 
+/* ---- prefork: the parent never connects before it forks ---- */
+static int mode_prefork(int lease_ms)
+{
+    alarm(240);
+    fflush(stdout);
+    pid_t k = fork();
+    if (k < 0) die("fork");
+    if (k == 0) {
+        int c = tcp(0);
+        step_pid("child-held", 1, getpid(), 1);     /* its own pid in the holder id */
+        nap_ms(3L * lease_ms);                       /* only renewal keeps it alive */
+        step_pid("child-renewed", 1, getpid(), 1);
+        close(c);
+        step("child-closed", 0);                     /* released at close, not expired */
+        exit(0);
+    }
+    int st;
+    if (waitpid(k, &st, 0) != k || !WIFEXITED(st) || WEXITSTATUS(st) != 0) die("child ended badly (%d)", st);
+    int p = tcp(0);                                  /* the parent's own, later */
+    step_pid("parent-held", 1, getpid(), 1);
+    close(p);
+    step("parent-closed", 0);
+    return 0;
+}
+
+/* ---- forkwait: a busy multi-threaded parent forks; the child never waits on its locks ---- */
+static long long now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+/* A descriptor number in the range where the shim keeps its own. */
+static int high_fd(void)
+{
+    struct rlimit rl;
+    long lim = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 1024 ? (long)rl.rlim_cur : 1024;
+    return (int)lim - 2;
+}
+
+/* In the child: [0] fork to running, [1] close of a high descriptor,
+ * [2] close_range from it, [3] a capped connect refused (us). */
+static void forkwait_child(int out, long long t0)
+{
+    long long r[4];
+    r[0] = now_us() - t0;
+    int h = high_fd();
+    if (dup2(out, h) != h) _exit(3);
+    long long t = now_us();
+    close(h);
+    r[1] = now_us() - t;
+    if (dup2(out, h) != h) _exit(3);
+    t = now_us();
+    close_range((unsigned)h, ~0U, 0);
+    r[2] = now_us() - t;
+    /* a capped connect and its release, without the countserver's accept
+     * queue in the figure: the dead port refuses at once */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = addr4(dead_port);
+    t = now_us();
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 || errno != ECONNREFUSED) _exit(4);
+    r[3] = now_us() - t;
+    close(fd);
+    if (write(out, r, sizeof(r)) != sizeof(r)) _exit(3);
+    exit(0);
+}
+
+static int mode_forkwait(int nthreads, int nchildren)
+{
+    alarm(240);
+    int p = tcp(0);                                  /* the parent has state */
+    pthread_t th[64];
+    for (int i = 0; i < nthreads; i++) pthread_create(&th[i], NULL, looper, NULL);
+    while (atomic_load(&loops) < 2 * nthreads) nap_ms(1);
+    long long worst[4] = { 0 };
+    fflush(stdout);
+    for (int i = 0; i < nchildren; i++) {
+        int pp[2];
+        if (pipe(pp) != 0) die("pipe");
+        long long t0 = now_us();
+        pid_t k = fork();                            /* other threads are inside the shim */
+        if (k < 0) die("fork");
+        if (k == 0) forkwait_child(pp[1], t0);
+        close(pp[1]);
+        long long r[4];
+        if (read(pp[0], r, sizeof(r)) != sizeof(r)) die("child %d said nothing", i);
+        close(pp[0]);
+        int st;
+        if (waitpid(k, &st, 0) != k || !WIFEXITED(st) || WEXITSTATUS(st) != 0) die("child %d ended badly", i);
+        for (int j = 0; j < 4; j++) worst[j] = r[j] > worst[j] ? r[j] : worst[j];
+    }
+    atomic_store(&loop_stop, true);
+    for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
+    fact("loops %ld", atomic_load(&loops));
+    fact("fork-ms %lld", worst[0] / 1000);
+    fact("close-ms %lld", worst[1] / 1000);
+    fact("close-range-ms %lld", worst[2] / 1000);
+    fact("connect-ms %lld", worst[3] / 1000);
+    step_pid("children-gone", 1, getpid(), 1);
+    close(p);
+    step("closed", 0);
+    return 0;
+}
+
+/* ---- envclear: the program empties and overwrites its environment before connecting ---- */
+static int mode_envclear(void)
+{
+    char **old = environ, *strs[512];
+    int n = 0;
+    for (; old && old[n] && n < 512; n++) strs[n] = old[n];
+    clearenv();                                      /* what nginx does for its workers */
+    for (int i = 0; i < n; i++) memset(strs[i], 'x', strlen(strs[i]));   /* setproctitle */
+    if (getenv("CONNCAP_CONFIG")) die("the environment is still there");
+    int c = tcp(0);
+    step("held", 1);
+    close(c);
+    step("closed", 0);
+    return 0;
+}
+
+/* ---- forkname: a name-matched connect in the child of a process that has name rules ---- */
+static int tcp_name(const char *name)
+{
+    struct addrinfo h = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *r;
+    char p[16];
+    snprintf(p, sizeof(p), "%d", port);
+    if (getaddrinfo(name, p, &h, &r) != 0) die("getaddrinfo %s", name);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(fd, r->ai_addr, r->ai_addrlen) != 0) die("connect to %s", name);
+    freeaddrinfo(r);
+    return fd;
+}
+
+static int mode_forkname(const char *name)
+{
+    alarm(60);
+    int p = tcp_name(name);                          /* the names map exists, and is used */
+    step_pid("parent", 1, getpid(), 1);
+    fflush(stdout);
+    pid_t k = fork();
+    if (k < 0) die("fork");
+    if (k == 0) {
+        alarm(20);                                   /* a hang is a failure */
+        int c = tcp_name(name);
+        step_pid("child", 2, getpid(), 1);
+        close(c);
+        exit(0);
+    }
+    int st;
+    if (waitpid(k, &st, 0) != k || !WIFEXITED(st) || WEXITSTATUS(st) != 0) die("child ended badly (%d)", st);
+    step_pid("child-gone", 1, getpid(), 1);
+    close(p);
+    step("closed", 0);
+    return 0;
+}
+
+/* ---- reloadfork: a reload adds a semaphore, then the process forks ---- */
+static int mode_reloadfork(const char *newconf)
+{
+    alarm(60);
+    int p = tcp(0);
+    step("before", 1);
+    const char *conf = getenv("CONNCAP_CONFIG");
+    if (!conf || rename(newconf, conf) != 0) die("rename %s", newconf);
+    nap_ms(3000);                                    /* the watch thread reloads within about 1 s */
+    fflush(stdout);
+    pid_t k = fork();
+    if (k < 0) die("fork");
+    if (k == 0) {
+        close(tcp(0));
+        exit(0);
+    }
+    int st;
+    if (waitpid(k, &st, 0) != k || !WIFEXITED(st) || WEXITSTATUS(st) != 0) die("child ended badly (%d)", st);
+    close(p);
+    step("closed", 0);
+    return 0;
+}
+
+/* ---- logburst: more refusals in a second than the log rate limit lets through ---- */
+static int mode_logburst(int n)
+{
+    int p = tcp(0);                                  /* the only permit */
+    step("held", 1);
+    int refused = 0;
+    struct sockaddr_in a = addr4(port);
+    for (int i = 0; i < n; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 && errno == ETIMEDOUT) refused++;
+        close(fd);
+    }
+    fact("refused %d", refused);
+    close(p);
+    return 0;                                        /* the count of held-back lines at exit */
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -883,6 +1082,12 @@ int main(int argc, char **argv)
     if (!strcmp(m, "errno")) return mode_errno();
     if (!strcmp(m, "selfheal")) return mode_selfheal();
     if (!strcmp(m, "startup")) return mode_startup();
+    if (!strcmp(m, "prefork")) return mode_prefork(argc > 4 ? atoi(x) : 1500);
+    if (!strcmp(m, "forkwait")) return mode_forkwait(4, argc > 4 ? atoi(x) : 10);
+    if (!strcmp(m, "envclear")) return mode_envclear();
+    if (!strcmp(m, "forkname") && argc > 4) return mode_forkname(x);
+    if (!strcmp(m, "reloadfork") && argc > 4) return mode_reloadfork(x);
+    if (!strcmp(m, "logburst")) return mode_logburst(argc > 4 ? atoi(x) : 60);
     fprintf(stderr, "lifecycle: unknown mode %s\n", m);
     return 2;
 }

@@ -100,7 +100,8 @@ static void test_defaults(void **state)
     assert_int_equal(cfg->n_rules, 0);
     assert_int_equal(cfg->on_timeout_errno, ETIMEDOUT);
     assert_int_equal(cfg->on_redis_down, CCAP_DOWN_OPEN);
-    assert_int_equal(cfg->nonblocking, CCAP_NONBLOCK_WAIT);
+    assert_int_equal(cfg->nonblocking, CCAP_NONBLOCK_FAIL);
+    assert_int_equal(cfg->nonblocking_errno, ECONNREFUSED);
     assert_int_equal(cfg->log_level, CCAP_LOG_WARN);
     assert_int_equal(cfg->log_target, CCAP_LOG_STDERR);
     assert_false(cfg->audit);
@@ -161,7 +162,8 @@ static void test_full(void **state)
              "    match = ( \"127.0.0.1:8080\", \"10.0.0.0/8:443\", \"[::1]:8080\",\n"
              "              \"api.partner.com:443\", \"*.partner.com\" ); }\n"
              ");\n"
-             "on_timeout = \"ECONNREFUSED\"; on_redis_down = \"local\"; nonblocking = \"fail\";\n"
+             "on_timeout = \"ECONNREFUSED\"; on_redis_down = \"local\"; nonblocking = \"wait\";\n"
+             "nonblocking_errno = \"ETIMEDOUT\";\n"
              "log_level = \"debug\"; log = \"syslog\"; audit = true; audit_maxlen = 500;\n",
              pwpath);
     struct ccap_config *cfg = load_ok(text);
@@ -204,7 +206,8 @@ static void test_full(void **state)
     assert_int_equal(cfg->rules[1].line, 16);
     assert_int_equal(cfg->on_timeout_errno, ECONNREFUSED);
     assert_int_equal(cfg->on_redis_down, CCAP_DOWN_LOCAL);
-    assert_int_equal(cfg->nonblocking, CCAP_NONBLOCK_FAIL);
+    assert_int_equal(cfg->nonblocking, CCAP_NONBLOCK_WAIT);
+    assert_int_equal(cfg->nonblocking_errno, ETIMEDOUT);
     assert_int_equal(cfg->log_level, CCAP_LOG_DEBUG);
     assert_int_equal(cfg->log_target, CCAP_LOG_SYSLOG);
     assert_true(cfg->audit);
@@ -432,6 +435,15 @@ static void test_policy_errors(void **state)
     load_bad_line("on_redis_down = \"opn\";\n", 1,
                   "on_redis_down: must be \"open\", \"closed\" or \"local\", not \"opn\"");
     load_bad_line("nonblocking = \"block\";\n", 1, "nonblocking: must be \"wait\" or \"fail\", not \"block\"");
+    load_bad_line("nonblocking_errno = \"ECONREFUSED\";\n", 1,
+                  "nonblocking_errno: unknown errno name \"ECONREFUSED\"; did you mean \"ECONNREFUSED\"?");
+    /* an in-progress errno would make an event loop use an unconnected socket */
+    const char *inprogress[] = { "EAGAIN", "EWOULDBLOCK", "EINPROGRESS", "EALREADY", "EINTR", "EISCONN" };
+    for (size_t i = 0; i < sizeof(inprogress) / sizeof(inprogress[0]); i++) {
+        char line[64];
+        snprintf(line, sizeof(line), "nonblocking_errno = \"%s\";\n", inprogress[i]);
+        load_bad_line(line, 1, "nonblocking_errno: must not say that the connect is under way or done");
+    }
     load_bad_line("log_level = \"verbose\";\n", 1,
                   "log_level: must be \"error\", \"warn\", \"info\" or \"debug\", not \"verbose\"");
     load_bad_line("log = \"stdout\";\n", 1, "log: must be \"stderr\" or \"syslog\", not \"stdout\"");

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -178,6 +179,38 @@ static void test_rate_limit(void **state)
     assert_string_equal(drain(), want);
 }
 
+/* Held-back lines are reported by ccap_log_flush (exit, exec), once; a fork
+ * child neither reports nor carries its parent's count. */
+static void test_flush_and_fork(void **state)
+{
+    (void)state;
+    char want[160];
+    ccap_log_setup(CCAP_LOG_WARN, CCAP_LOG_STDERR);
+    next_second();
+    drain();
+    for (int i = 0; i < CCAP_LOG_BURST + 10; i++)
+        ccap_log(CCAP_LOG_WARN, "line %d", i);
+    assert_int_equal(count_lines(drain()), CCAP_LOG_BURST);
+    pid_t k = fork();
+    assert_true(k >= 0);
+    if (k == 0) {
+        ccap_log_flush();                       /* not the child's to report */
+        ccap_log(CCAP_LOG_WARN, "child");       /* its own window: passes, no count */
+        _exit(0);
+    }
+    int st;
+    assert_int_equal(waitpid(k, &st, 0), k);
+    snprintf(want, sizeof want, "conncap[%d]: warn: child\n", (int)k);
+    assert_string_equal(drain(), want);
+    errno = EXDEV;
+    ccap_log_flush();
+    assert_int_equal(errno, EXDEV);
+    snprintf(want, sizeof want, "conncap[%d]: warn: 10 messages suppressed by the rate limit\n", (int)getpid());
+    assert_string_equal(drain(), want);
+    ccap_log_flush();                           /* once */
+    assert_string_equal(drain(), "");
+}
+
 static void *writer(void *arg)
 {
     char chunk[400];
@@ -267,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_truncation),        cmocka_unit_test(test_rate_limit),
         cmocka_unit_test(test_threads_whole_lines), cmocka_unit_test(test_syslog_not_stderr),
         cmocka_unit_test(test_escapes_controls),
+        cmocka_unit_test(test_flush_and_fork),
     };
     return cmocka_run_group_tests(tests, capture, restore);
 }

@@ -187,6 +187,52 @@ static void test_take_all(void **st)
     close(a); close(b);
 }
 
+/* A permit's held counter counts it while it is in the table, whatever
+ * way it joins or leaves: attach, dup, detach of the last copy, sweep,
+ * range, take_all, an exec split and restore. */
+static void test_held_count(void **st)
+{
+    (void)st;
+    atomic_int held = 0;
+    int a = sock(), b = sock(), c = sock();
+    struct ccap_permit *pa = permit_for(a, "a"), *pb = permit_for(b, "b"), *pc = permit_for(c, "c"), *o;
+    pa->held = pb->held = pc->held = &held;
+    ccap_ptab_attach(a, pa);
+    ccap_ptab_attach(b, pb);
+    ccap_ptab_attach(c, pc);
+    assert_int_equal(held, 3);
+    int a2 = dup(a);
+    assert_null(ccap_ptab_dup(a, a2));
+    assert_int_equal(held, 3);                  /* two descriptors, one permit */
+    assert_null(ccap_ptab_detach(a));
+    assert_int_equal(held, 3);
+    assert_ptr_equal(ccap_ptab_detach(a2), pa);
+    assert_int_equal(held, 2);
+    close(b);                                   /* behind the table's back */
+    assert_int_equal(ccap_ptab_sweep(&o), 1);
+    assert_ptr_equal(o, pb);
+    assert_int_equal(held, 1);
+    struct ccap_handoff_entry *surv;
+    struct ccap_ptab_ent *gone;
+    struct ccap_permit *rel, *orph;
+    size_t ns, ng;
+    fcntl(c, F_SETFD, FD_CLOEXEC);              /* does not survive an exec: split off */
+    assert_int_equal(ccap_ptab_exec_split(&surv, &ns, &gone, &ng, &rel, &orph), 0);
+    assert_ptr_equal(rel, pc);
+    assert_int_equal(held, 0);
+    assert_null(ccap_ptab_exec_restore(gone, ng)); /* the exec failed: back in the table */
+    assert_int_equal(held, 1);
+    free(gone);
+    free(surv);
+    assert_ptr_equal(ccap_ptab_take_all(), pc);
+    assert_int_equal(held, 0);
+    ccap_ptab_attach(c, pc);
+    assert_ptr_equal(ccap_ptab_detach_range(0, ~0u), pc);
+    assert_int_equal(held, 0);
+    close(a); close(a2); close(c);
+    free(pa); free(pb); free(pc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -199,6 +245,7 @@ int main(void)
         cmocka_unit_test(test_beyond_table),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_take_all),
+        cmocka_unit_test(test_held_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
