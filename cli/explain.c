@@ -215,7 +215,7 @@ static void print_rule(const struct ccap_config *cfg, const struct ccap_rule *r)
 {
     const struct ccap_sem_conf *s = &cfg->sems[r->sem];
     printf("rule %zu (%s:%d) -> semaphore \"%s\" (limit %d, lease %d ms, wait %d ms)", (size_t)(r - cfg->rules) + 1,
-           cfg->path, r->line, s->name, s->limit, s->lease_ms, s->wait_timeout_ms);
+           r->file ? r->file : cfg->path, r->line, s->name, s->limit, s->lease_ms, s->wait_timeout_ms);
 }
 
 /* Explains one address; returns the rule that applies, or NULL. */
