@@ -3,7 +3,7 @@
 # Usage: mk/deps.sh build|test|demo|bench
 set -e
 build="gcc make pkg-config libhiredis-dev libconfig-dev"
-test="$build libcmocka-dev redis-server redis-tools redis-sentinel curl netcat-openbsd python3 libnss-wrapper procps"
+test="$build libcmocka-dev redis-server redis-tools redis-sentinel curl netcat-openbsd python3 libnss-wrapper procps time valgrind"
 case "${1:-build}" in
   build) want=$build ;;
   test)  want=$test ;;
