@@ -430,8 +430,7 @@ static int read_password_file(struct ctx *c, const config_setting_t *s, const ch
     char *nl = strchr(buf, '\n');
     if (nl)
         nl[1] = '\0';
-    bool got = true;
-    size_t n = got ? strlen(buf) : 0;
+    size_t n = strlen(buf);
     bool whole = n > 0 && buf[n - 1] == '\n';
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         buf[--n] = '\0';
