@@ -246,7 +246,7 @@ static void print_rule(FILE *f, const struct ccap_config *cfg, const struct ccap
 {
     const struct ccap_sem_conf *s = &cfg->sems[r->sem];
     fprintf(f, "rule %zu (%s:%d) -> semaphore \"%s\" (limit %d, lease %d ms, wait %d ms; non-blocking: %s %s)",
-            (size_t)(r - cfg->rules) + 1, cfg->path, r->line, s->name, s->limit, s->lease_ms, s->wait_timeout_ms,
+            (size_t)(r - cfg->rules) + 1, r->file ? r->file : cfg->path, r->line, s->name, s->limit, s->lease_ms, s->wait_timeout_ms,
             cfg->nonblocking == CCAP_NONBLOCK_FAIL ? "fail at once with" : "wait, or if the process holds one fail with",
             ccap_errno_name(cfg->nonblocking_errno));
 }
