@@ -11,6 +11,8 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 FB=${FUZZ_BUILD:-$ROOT/build-fuzz}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# libconfig 1.5 leaks a few bytes on some parse errors (not ours): tests/fuzz/lsan.supp
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/fuzz/lsan.supp}
 
 # fuzz NAME WORKDIR EXTRA_ARGS...: runs target NAME with new inputs going to WORKDIR and
 # the committed corpus read too; returns libFuzzer's status.
