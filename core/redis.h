@@ -105,9 +105,10 @@ int ccap_redis_script_defer(struct ccap_redis *r, enum ccap_script which, int nk
 
 /* Reads every reply owed to deferred commands and runs those not sent (or
  * to run again) synchronously, oldest first; drops those past their
- * UNTIL_MS, and those Redis refuses for good (-EPROTO; the text is in
- * ccap_redis_errstr). Returns how many are still kept (0: all ran), or the
- * -errno of the first failure (they stay kept). */
+ * UNTIL_MS. Returns how many are still kept (0: all ran), or the -errno of
+ * the first failure: one Redis refuses for good is dropped and gives
+ * -EPROTO (the text is in ccap_redis_errstr), the others stay kept. An
+ * error reply is never a success: the caller's breaker counts it. */
 int ccap_redis_flush(struct ccap_redis *r);
 
 /* How many deferred commands R keeps (sent or not). */

@@ -94,8 +94,9 @@ int ccap_defer_collect(struct ccap_redis *r, struct ccap_node *n, long long dead
 }
 
 /* Runs the command at index I synchronously, with redirects and NOSCRIPT
- * recovery; drops it when it ran or can never run. Returns 0, or -errno
- * (transport, -EAGAIN or -EACCES: it stays). Nested calls may read other
+ * recovery; drops it when it ran or can never run. Returns 0 (it ran),
+ * -EPROTO (Redis refused it for good: dropped, the text in R's error), or
+ * -errno (transport, -EAGAIN or -EACCES: it stays). Nested calls may read other
  * commands' replies and drop those: this one is found again by its argv. */
 static int run_now(struct ccap_redis *r, size_t i)
 {
@@ -112,7 +113,7 @@ static int run_now(struct ccap_redis *r, size_t i)
         return rc;  /* Redis cannot serve now: it stays */
     if ((j = find(r, e.argv)) >= 0)
         drop_at(r, (size_t)j);  /* ran, or refused for good (-EPROTO: the text is in R's error) */
-    return rc == -EPROTO ? 0 : rc;
+    return rc;
 }
 
 /* The sync path: every command not owed by a live connection runs now,
