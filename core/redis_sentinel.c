@@ -18,7 +18,7 @@ static int ask_sentinel(struct ccap_redis *r, struct ccap_node *s, long long dea
     int rc;
 
     for (int attempt = 0;; attempt++) {
-        rc = ccap_node_ensure(r, s, deadline, attempt ? CCAP_SETUP_AUTH : 0);
+        rc = ccap_node_ensure(r, s, deadline, CCAP_SETUP_SENTINEL | (attempt ? CCAP_SETUP_AUTH : 0));
         if (rc < 0)
             return rc;
         rc = ccap_node_exec(r, s, 3, av, &rep);
