@@ -375,10 +375,12 @@ h_tls_certs() {
 
 # h_redis_tls_start [NAME] [AUTH_CLIENTS]: h_redis_start with a TLS port too
 # ($REDIS_TLS_PORT; server certificate from h_tls_certs; client certificates
-# "no" (default), "yes" or "optional").
+# "no" (default), "yes" or "optional"). $REDIS_TLS_EXTRA keeps the TLS
+# arguments: set REDIS_EXTRA to it before h_redis_restart.
 h_redis_tls_start() {
     REDIS_TLS_PORT=$(h_free_port)
     local d=$TLS_DIR
-    REDIS_EXTRA="--tls-port $REDIS_TLS_PORT --tls-cert-file $d/server.pem --tls-key-file $d/server.key \
---tls-ca-cert-file $d/ca.pem --tls-auth-clients ${2:-no} ${REDIS_EXTRA:-}" h_redis_start "${1:-redis}"
+    REDIS_TLS_EXTRA="--tls-port $REDIS_TLS_PORT --tls-cert-file $d/server.pem --tls-key-file $d/server.key \
+--tls-ca-cert-file $d/ca.pem --tls-auth-clients ${2:-no}"
+    REDIS_EXTRA="$REDIS_TLS_EXTRA ${REDIS_EXTRA:-}" h_redis_start "${1:-redis}"
 }
