@@ -684,9 +684,13 @@ static int tls_attach(struct ccap_redis *r, struct ccap_node *n, long long deadl
 
     if (!r->conf.tls.enabled || ((setup & CCAP_SETUP_SENTINEL) && !r->conf.tls.sentinels))
         return 0;
-    if (!r->tls && (rc = ccap_tls_new(&r->conf.tls, &r->tls, why, sizeof why)) < 0) {
-        set_err(r, "redis %s", why);
-        return rc == -ENOMEM ? rc : -EIO;
+    if (!r->tls) {
+        /* local work (loading OpenSSL, the CAs) is not the server's handshake time */
+        if ((rc = ccap_tls_new(&r->conf.tls, &r->tls, why, sizeof why)) < 0) {
+            set_err(r, "redis %s", why);
+            return rc == -ENOMEM ? rc : -EIO;
+        }
+        deadline = now_ms() + r->conf.connect_timeout_ms;
     }
     if ((rc = ccap_tls_conn_new(r->tls, n->ctx->fd, n->host, &n->tls, why, sizeof why)) < 0) {
         set_err(r, "redis %s:%d: %s", where, n->port, why);

@@ -41,7 +41,8 @@ static struct {
 } F;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-static atomic_bool loaded;
+static atomic_bool loaded, exiting;
+static void (*exit_hook)(void);
 static char load_err[200];
 
 struct ccap_tls {
@@ -66,6 +67,18 @@ struct ccap_tls_conn {
 static bool resolve_ssl(void *handle, const char *lib) { SSL_FUNCS(RESOLVE) return true; }
 static bool resolve_crypto(void *handle, const char *lib) { CRYPTO_FUNCS(RESOLVE) return true; }
 
+/* Registered after OpenSSL's own init, so it runs before an OPENSSL_cleanup
+ * that a program using OpenSSL registered: the hook (the shim's releases)
+ * still has OpenSSL; after it, no call reaches OpenSSL any more. */
+static void at_exit(void)
+{
+    if (exit_hook)
+        exit_hook();
+    atomic_store(&exiting, true);
+}
+
+void ccap_tls_set_exit_hook(void (*fn)(void)) { exit_hook = fn; }
+
 /* Kept loaded for the life of the process (sessions may outlive a context). */
 static void load(void)
 {
@@ -80,11 +93,19 @@ static void load(void)
     }
     if (!resolve_crypto(crypto, "libcrypto.so.3") || !resolve_ssl(ssl, "libssl.so.3"))
         return;
-    F.OPENSSL_init_ssl(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
+    F.OPENSSL_init_ssl(OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_ATEXIT, NULL);
     atomic_store(&loaded, true);
+    atexit(at_exit);
 }
 
 bool ccap_tls_loaded(void) { return atomic_load(&loaded); }
+
+/* After at_exit: OpenSSL may be cleaned up. Returns -EIO with the reason. */
+static int gone(char *err, size_t errlen)
+{
+    snprintf(err, errlen, "TLS: the process is exiting");
+    return -EIO;
+}
 
 /* OpenSSL's first queued error (or WHAT) into ERR; empties this thread's queue. */
 static void ssl_error(const char *what, char *err, size_t errlen)
@@ -169,6 +190,8 @@ int ccap_tls_new(const struct ccap_tls_conf *conf, struct ccap_tls **out, char *
     int rc;
 
     *out = NULL;
+    if (atomic_load(&exiting))
+        return gone(err, errlen);
     pthread_once(&load_once, load);
     if (!ccap_tls_loaded()) {
         snprintf(err, errlen, "%s", load_err);
@@ -199,6 +222,11 @@ void ccap_tls_free(struct ccap_tls *t)
 {
     if (!t)
         return;
+    if (atomic_load(&exiting)) {
+        free(t->server_name);
+        free(t);
+        return;
+    }
     if (t->ctx)
         F.SSL_CTX_free(t->ctx);
     if (t->bio)
@@ -257,7 +285,7 @@ void ccap_tls_conn_free(struct ccap_tls_conn *c)
 {
     if (!c)
         return;
-    if (c->ssl)
+    if (c->ssl && !atomic_load(&exiting))
         F.SSL_free(c->ssl);   /* frees the BIO; no I/O */
     free(c);
 }
@@ -298,6 +326,8 @@ static int outcome(struct ccap_tls_conn *c, int rc, short *want, char *err, size
 
 int ccap_tls_handshake(struct ccap_tls_conn *c, short *want, char *err, size_t errlen)
 {
+    if (atomic_load(&exiting))
+        return gone(err, errlen);
     F.ERR_clear_error();
     return outcome(c, F.SSL_connect(c->ssl), want, err, errlen);
 }
@@ -306,6 +336,8 @@ ssize_t ccap_tls_read(struct ccap_tls_conn *c, void *buf, size_t len, short *wan
 {
     int k, rc;
 
+    if (atomic_load(&exiting))
+        return gone(err, errlen);
     F.ERR_clear_error();
     k = F.SSL_read(c->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
     if (k > 0)
@@ -319,6 +351,8 @@ ssize_t ccap_tls_write(struct ccap_tls_conn *c, const void *buf, size_t len, sho
 {
     int k, rc;
 
+    if (atomic_load(&exiting))
+        return gone(err, errlen);
     F.ERR_clear_error();
     k = F.SSL_write(c->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
     if (k > 0)
@@ -329,7 +363,7 @@ ssize_t ccap_tls_write(struct ccap_tls_conn *c, const void *buf, size_t len, sho
 
 bool ccap_tls_pending(const struct ccap_tls_conn *c)
 {
-    return c && F.SSL_pending(c->ssl) > 0;
+    return c && !atomic_load(&exiting) && F.SSL_pending(c->ssl) > 0;
 }
 
 void ccap_tls_describe(const struct ccap_tls_conn *c, char *out, size_t outlen)

@@ -60,6 +60,12 @@ bool ccap_tls_pending(const struct ccap_tls_conn *c);
 /* "TLSv1.3 TLS_AES_256_GCM_SHA384, peer /CN=redis.example" into OUT. */
 void ccap_tls_describe(const struct ccap_tls_conn *c, char *out, size_t outlen);
 
+/* FN runs at exit() before OpenSSL can be cleaned up (an atexit handler
+ * registered when OpenSSL is loaded, so after any of the program's); from
+ * then on every call fails with -EIO and frees without OpenSSL. For the
+ * shim: its releases at exit. Set it before the first ccap_tls_new. */
+void ccap_tls_set_exit_hook(void (*fn)(void));
+
 /* True once this process has loaded libssl (for tests and `conncap check`). */
 bool ccap_tls_loaded(void);
 

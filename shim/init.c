@@ -5,6 +5,7 @@
 #include "handoff.h"
 #include "log.h"
 #include "shim.h"
+#include "tls.h"
 
 static const struct ccap_core_hooks hooks = {
     .need_heartbeat = ccap_heartbeat_start,
@@ -22,6 +23,7 @@ __attribute__((constructor)) static void ccap_shim_init(void)
 {
     ccap_env_capture();
     ccap_core_set_hooks(&hooks);
+    ccap_tls_set_exit_hook(ccap_core_shutdown);
     ccap_handoff_record();
 }
 
