@@ -494,14 +494,16 @@ static int load_url(struct ctx *c, const config_setting_t *r, struct ccap_redis_
 static int check_tls(struct ctx *c, const config_setting_t *r, const struct ccap_redis_conf *rc_out, bool plain_url)
 {
     const config_setting_t *t = config_setting_get_member(r, "tls");
+    if ((t || rc_out->tls.enabled) && rc_out->socket)
+        return fail(c, t ? t : r, "redis.tls", "does not apply to a Unix socket (Redis serves TLS on TCP only)");
     if (t && plain_url)
         return fail(c, t, "redis.tls", "the URL says redis:// (plain TCP): use rediss:// with TLS");
     if (rc_out->tls.enabled && rc_out->socket)
         return fail(c, t ? t : r, "redis.tls", "does not apply to a Unix socket (Redis serves TLS on TCP only)");
     if (rc_out->tls.key_file && !rc_out->tls.cert_file)
-        return fail(c, t, "redis.tls.key_file", "needs redis.tls.cert_file");
+        return fail(c, config_setting_get_member(t, "key_file"), "redis.tls.key_file", "needs redis.tls.cert_file");
     if (rc_out->tls.cert_file && !rc_out->tls.key_file)
-        return fail(c, t, "redis.tls.cert_file", "needs redis.tls.key_file");
+        return fail(c, config_setting_get_member(t, "cert_file"), "redis.tls.cert_file", "needs redis.tls.key_file");
     return 0;
 }
 
