@@ -114,9 +114,13 @@ int ccap_sentinel_connect(struct ccap_redis *r)
         }
     }
     if (!found) {
-        if (rc != -ENOENT && rc != -EPROTO)
+        if (rc != -ENOENT && rc != -EPROTO) {
+            char last[sizeof r->err];   /* the text is R's own error: copied, not read while written */
+
+            snprintf(last, sizeof last, "%s", r->err[0] ? r->err : "none tried");
             ccap_redis_set_err(r, "redis sentinel: no sentinel answered for master \"%s\" (last: %s)", r->conf.master,
-                               r->err[0] ? r->err : "none tried");
+                               last);
+        }
         return rc == -ETIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
     }
 
