@@ -29,6 +29,12 @@ h_note "over TLS: $(tail -n1 "$T/cap.out"), at most $max at once (limit 2)"
 [ "$max" -eq 2 ] || h_fail "never 2 at once: is the semaphore reached at all?"
 [ "$(h_holders tls)" -eq 0 ] || h_fail "holders left after the run"
 [ -n "$(h_rcli --scan --pattern 'conncap:{tls}:*')" ] || h_fail "no semaphore keys in Redis: the shim did not use it"
+# every CLI command takes the same path
+for cmd in "status" "stats" "holders tls" "set-limit tls 3" "status tls"; do
+    "$CLI" $cmd -c "$T/c.conf" >"$T/cli.out" 2>"$T/cli.err" || h_fail "conncap $cmd over TLS: $(cat "$T/cli.err")"
+done
+grep -q "3" "$T/cli.out" || h_fail "set-limit over TLS did not show: $(cat "$T/cli.out")"
+"$CLI" set-limit tls --default -c "$T/c.conf" >/dev/null 2>&1 || h_fail "set-limit --default over TLS"
 
 # ---- wrong CA: check says why; the shim logs it once and applies on_redis_down (closed)
 CONNCAP_REDIS_TLS_CA_FILE="$TLS_DIR/other-ca.pem" "$CLI" check -c "$T/c.conf" >"$T/o" 2>"$T/e" && h_fail "check passed with the wrong CA"
