@@ -153,4 +153,15 @@ okc=$(grep -c '^ok' "$T/rs.out")
 h_note "Redis restarted under 40 connects (100 ms apart): $okc ok; $(grep -v '^ok' "$T/rs.out" | sort | uniq -c | tr '\n' ' ')"
 [ "$(tail -n 5 "$T/rs.out" | grep -c '^ok')" -eq 5 ] || h_fail "no recovery over TLS after the restart: $(tail -n5 "$T/rs.out")"
 [ "$okc" -ge 30 ] || h_fail "only $okc of 40 connects passed around a restart"
+
+# ---- a changed tls group under a running program is a Redis change: logged, taken at restart
+run "$FC" try 127.0.0.1 "$SRV_PORT" 30 100 >"$T/rl.out" 2>"$T/rl.err" &
+fcpid=$!
+sleep 1
+tconf "$T/c.conf.new" "rediss://localhost:$REDIS_TLS_PORT" "tls = { ca_file = \"$TLS_DIR/ca.pem\"; verify = false; };"
+mv "$T/c.conf.new" "$T/c.conf"
+wait "$fcpid"
+grep -q 'c.conf: the redis settings changed: they take effect when the program restarts' "$T/rl.err" ||
+    h_fail "a changed tls group was not reported: $(cat "$T/rl.err")"
+[ "$(grep -c '^ok' "$T/rl.out")" -eq 30 ] || h_fail "connects failed around the reload: $(grep -v '^ok' "$T/rl.out")"
 echo ok
