@@ -498,13 +498,24 @@ static int check_tls(struct ctx *c, const config_setting_t *r, const struct ccap
         return fail(c, t ? t : r, "redis.tls", "does not apply to a Unix socket (Redis serves TLS on TCP only)");
     if (t && plain_url)
         return fail(c, t, "redis.tls", "the URL says redis:// (plain TCP): use rediss:// with TLS");
-    if (rc_out->tls.enabled && rc_out->socket)
-        return fail(c, t ? t : r, "redis.tls", "does not apply to a Unix socket (Redis serves TLS on TCP only)");
     if (rc_out->tls.key_file && !rc_out->tls.cert_file)
         return fail(c, config_setting_get_member(t, "key_file"), "redis.tls.key_file", "needs redis.tls.cert_file");
     if (rc_out->tls.cert_file && !rc_out->tls.key_file)
         return fail(c, config_setting_get_member(t, "cert_file"), "redis.tls.cert_file", "needs redis.tls.key_file");
     return 0;
+}
+
+/* redis.url, then redis.tls, then what they cannot go with. */
+static int load_url_tls(struct ctx *c, const config_setting_t *r, struct ccap_redis_conf *rc_out)
+{
+    const config_setting_t *s_tls = config_setting_get_member(r, "tls");
+    int rc = load_url(c, r, rc_out);
+    if (rc < 0)
+        return rc;
+    bool plain_url = config_setting_get_member(r, "url") && !rc_out->tls.enabled;
+    if (s_tls && (rc = load_tls(c, s_tls, &rc_out->tls)) < 0)
+        return rc;
+    return check_tls(c, r, rc_out, plain_url);
 }
 
 static int load_redis(struct ctx *c, const config_setting_t *r, struct ccap_redis_conf *rc_out)
@@ -533,13 +544,7 @@ static int load_redis(struct ctx *c, const config_setting_t *r, struct ccap_redi
         (rc = get_hostports(c, r, "sentinels", &rc_out->sentinels, &rc_out->n_sentinels, &s_sent)) < 0 ||
         (rc = get_strdup(c, r, "redis", "master", true, &rc_out->master)) < 0 ||
         (rc = get_hostports(c, r, "cluster", &rc_out->cluster, &rc_out->n_cluster, &s_clus)) < 0 ||
-        (rc = load_url(c, r, rc_out)) < 0)
-        return rc;
-    const config_setting_t *s_url = config_setting_get_member(r, "url"), *s_tls = config_setting_get_member(r, "tls");
-    bool plain_url = s_url && !rc_out->tls.enabled;
-    if (s_tls && (rc = load_tls(c, s_tls, &rc_out->tls)) < 0)
-        return rc;
-    if ((rc = check_tls(c, r, rc_out, plain_url)) < 0)
+        (rc = load_url_tls(c, r, rc_out)) < 0)
         return rc;
     s_master = config_setting_get_member(r, "master");
     s_sock = config_setting_get_member(r, "socket");
