@@ -37,6 +37,11 @@ pids=$(grep -v "^[^/]*/$(head -n1 "$T/step.parent" | cut -d/ -f2)/" "$T/step.chi
 cmp -s "$T/step.parent" "$T/step.children-gone" || h_fail "the parent's permit changed while children closed their copies"
 [ "$(h_holders lc)" -eq 0 ] || h_fail "holders left: $(h_rcli zrange 'conncap:{lc}:holders' 0 -1)"
 grep -qi "tls\|ssl\|protocol" "$T/lc.err" && h_fail "TLS errors in the fork run: $(cat "$T/lc.err")"
+# exit() and return from main give the permits back over TLS at once (not by lease expiry)
+for how in return exit; do
+    lc_run exit $how
+    [ "$(lc_live)" -eq 0 ] || h_fail "$how: the permit was not given back at exit over TLS"
+done
 unset CONNCAP_REDIS_URL CONNCAP_REDIS_TLS_CA_FILE
 
 # ---- curl (OpenSSL) over https to a local TLS server, matched and capped through Redis over TLS
@@ -66,4 +71,19 @@ LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/curl.conf" curl -sS --max-time 10 --cacert 
     "https://127.0.0.1:$port/" >"$T/curl.out" 2>"$T/curl.err" && h_fail "curl passed with limit 0"
 grep -q "Connection refused\|Failed to connect\|Couldn't connect" "$T/curl.err" || h_fail "limit 0: curl failed otherwise: $(cat "$T/curl.err")"
 h_note "curl with limit 0: $(head -n1 "$T/curl.err")"
+
+# ---- a program that uses OpenSSL itself and exits holding a permit: the permit goes back at exit,
+# before the program's OPENSSL_cleanup (an atexit handler registered earlier) could pull OpenSSL away
+curlconf 1
+LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/curl.conf" /usr/bin/python3 -c '
+import ssl, socket, sys
+ssl.create_default_context()                     # OpenSSL initialised by the program first
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+print("held", flush=True)
+s.detach()                                       # the descriptor stays open until the process ends
+sys.exit(0)' "$port" >"$T/py.out" 2>"$T/py.err" || h_fail "python with ssl under the shim failed: $(cat "$T/py.err")"
+grep -q held "$T/py.out" || h_fail "python did not connect: $(cat "$T/py.err")"
+live=$(h_rcli zcard 'conncap:{web}:holders')
+h_note "python (OpenSSL) exited holding a permit: $live holders left"
+[ "$live" -eq 0 ] || h_fail "the permit was not given back at exit: $live holders (left to the lease)"
 echo ok
