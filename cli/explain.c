@@ -245,8 +245,10 @@ static bool rule_matches(const struct ctx *c, const struct ccap_rule *r, const s
 static void print_rule(FILE *f, const struct ccap_config *cfg, const struct ccap_rule *r)
 {
     const struct ccap_sem_conf *s = &cfg->sems[r->sem];
-    fprintf(f, "rule %zu (%s:%d) -> semaphore \"%s\" (limit %d, lease %d ms, wait %d ms)", (size_t)(r - cfg->rules) + 1,
-           cfg->path, r->line, s->name, s->limit, s->lease_ms, s->wait_timeout_ms);
+    fprintf(f, "rule %zu (%s:%d) -> semaphore \"%s\" (limit %d, lease %d ms, wait %d ms; non-blocking: %s %s)",
+            (size_t)(r - cfg->rules) + 1, r->file ? r->file : cfg->path, r->line, s->name, s->limit, s->lease_ms, s->wait_timeout_ms,
+            cfg->nonblocking == CCAP_NONBLOCK_FAIL ? "fail at once with" : "wait, or if the process holds one fail with",
+            ccap_errno_name(cfg->nonblocking_errno));
 }
 
 /* Explains one address (recorded in C's verdicts); returns the rule that

@@ -157,7 +157,10 @@ static void print_config(const struct ccap_config *cfg)
     }
     for (size_t i = 0; i < cfg->n_rules; i++) {
         const struct ccap_rule *ru = &cfg->rules[i];
-        printf("rule %zu (line %d) -> %s:", i + 1, ru->line, cfg->sems[ru->sem].name);
+        if (ru->file && strcmp(ru->file, cfg->path))
+            printf("rule %zu (%s:%d) -> %s:", i + 1, ru->file, ru->line, cfg->sems[ru->sem].name);
+        else
+            printf("rule %zu (line %d) -> %s:", i + 1, ru->line, cfg->sems[ru->sem].name);
         for (size_t j = 0; j < ru->n_pats; j++) printf(" %s", ru->pats[j].text);
         printf("\n");
     }

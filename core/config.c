@@ -11,13 +11,20 @@
 #include <strings.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "conftext.h"
 #include "env.h"
 #include "log.h"
 
-/* What a loader needs to hand out messages. */
+/* What a loader needs to hand out messages and look semaphores up. */
 struct ctx {
     const char *path;
+    const struct ccap_conf_text *text;  /* maps libconfig's lines back to files */
+    const config_setting_t *sems;       /* the semaphores list, or NULL */
+    size_t *sem_order;                  /* indices of cfg->sems sorted by name, or NULL */
+    char **note;                        /* where a password_file warning goes, or NULL */
+    size_t n_pats;                      /* match patterns so far, in all rules */
     char *err;
     size_t errlen;
 };
@@ -40,13 +47,22 @@ static const char *const rule_keys[] = {"semaphore", "match", "resolve", "resolv
 
 /* ---- messages ---- */
 
+/* The file and line (0 when unknown) that setting S came from. */
+static const char *where(const struct ctx *c, const config_setting_t *s, unsigned *line)
+{
+    *line = 0;
+    if (!s || !c->text)
+        return c->path;
+    return ccap_conf_text_where(c->text, config_setting_source_line(s), line);
+}
+
 static int vfail(struct ctx *c, const config_setting_t *s, const char *setting, const char *fmt,
                  va_list ap)
 {
     if (!c->err || !c->errlen)
         return -EINVAL;
-    const char *file = (s && config_setting_source_file(s)) ? config_setting_source_file(s) : c->path;
-    unsigned line = s ? config_setting_source_line(s) : 0;
+    unsigned line = 0;
+    const char *file = where(c, s, &line);
     int n = line ? snprintf(c->err, c->errlen, "%s:%u: ", file, line)
                  : snprintf(c->err, c->errlen, "%s: ", file);
     if (n >= 0 && (size_t)n < c->errlen && setting && *setting) {
@@ -359,23 +375,66 @@ static int get_hostports(struct ctx *c, const config_setting_t *r, const char *n
     return 0;
 }
 
-/* Reads the first line of FILE (newline stripped) into *OUT. */
+/* Reads up to N - 1 bytes of FD into BUF (NUL-terminated, cut at the
+ * first NUL). Returns 0 or -errno. */
+static int read_head(int fd, char *buf, size_t n)
+{
+    size_t got = 0;
+    while (got + 1 < n) {
+        ssize_t r = read(fd, buf + got, n - 1 - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    return 0;
+}
+
+/* A warning when group or others may read the password file (mode ST). */
+static int note_mode(struct ctx *c, const config_setting_t *s, const char *file, const struct stat *st)
+{
+    char msg[512];
+    if (!(st->st_mode & (S_IRGRP | S_IROTH)) || !c->note)
+        return 0;
+    struct ctx w = *c;
+    w.err = msg;
+    w.errlen = sizeof msg;
+    fail(&w, s, "redis.password_file", "%s is readable by %s (mode %04o): chmod 600 it", file,
+         (st->st_mode & S_IRGRP) && (st->st_mode & S_IROTH) ? "group and others"
+         : st->st_mode & S_IRGRP ? "its group" : "others", (unsigned)(st->st_mode & 07777));
+    free(*c->note);
+    return (*c->note = strdup(msg)) ? 0 : -ENOMEM;
+}
+
+/* Reads the first line of FILE (newline stripped) into *OUT: a regular
+ * file only, never blocking; warns (c->note) when others may read it. */
 static int read_password_file(struct ctx *c, const config_setting_t *s, const char *file, char **out)
 {
-    char buf[PASSWORD_MAX + 2], why[128];
-    FILE *f = fopen(file, "re");
-    if (!f)
+    char buf[PASSWORD_MAX + 2], why[160];
+    struct stat st;
+    int fd = ccap_file_open(file, &st, why, sizeof why);
+    if (fd < 0)
         return fail(c, s, "redis.password_file", "cannot read %s: %s", file,
-                    strerror_r(errno, why, sizeof why));
-    bool got = fgets(buf, sizeof buf, f) != NULL;
-    int rerr = ferror(f) ? errno : 0;
-    fclose(f);
-    if (rerr) {
+                    strncmp(why, "cannot open: ", 13) ? why : why + 13);
+    int rerr = read_head(fd, buf, sizeof buf);
+    close(fd);
+    if (rerr < 0) {
         explicit_bzero(buf, sizeof buf);
         return fail(c, s, "redis.password_file", "cannot read %s: %s", file,
-                    strerror_r(rerr, why, sizeof why));
+                    strerror_r(-rerr, why, sizeof why));
     }
-    size_t n = got ? strlen(buf) : 0;
+    if (note_mode(c, s, file, &st) < 0) {
+        explicit_bzero(buf, sizeof buf);
+        return -ENOMEM;
+    }
+    char *nl = strchr(buf, '\n');
+    if (nl)
+        nl[1] = '\0';
+    size_t n = strlen(buf);
     bool whole = n > 0 && buf[n - 1] == '\n';
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         buf[--n] = '\0';
@@ -616,7 +675,9 @@ static int load_sem(struct ctx *c, const config_setting_t *g, size_t idx, struct
                     type_name(g));
     if ((rc = check_known(c, g, pre, sem_keys)) < 0)
         return rc;
-    sc->line = (int)config_setting_source_line(g);
+    unsigned line;
+    const char *file = where(c, g, &line);
+    sc->line = (int)line;
     sc->lease_ms = 30000;
     sc->wait_timeout_ms = 5000;
     sc->limit = -1;
@@ -630,10 +691,13 @@ static int load_sem(struct ctx *c, const config_setting_t *g, size_t idx, struct
     if (!valid_sem_name(name))
         return fail(c, s_name, join(path, sizeof path, pre, "name"),
                     "\"%s\" is not a valid name (1-64 of A-Z a-z 0-9 . _ -)", name);
-    for (size_t j = 0; j < idx; j++)
-        if (!strcmp(cfg->sems[j].name, name))
-            return fail(c, s_name, join(path, sizeof path, pre, "name"),
-                        "duplicate name \"%s\" (first at line %d)", name, cfg->sems[j].line);
+    for (size_t j = 0; j < idx; j++) /* quadratic, but CCAP_CONF_MAX_SEMS bounds it */
+        if (!strcmp(cfg->sems[j].name, name)) {
+            const char *first = where(c, config_setting_get_elem(c->sems, (unsigned)j), &line);
+            return fail(c, s_name, join(path, sizeof path, pre, "name"), "duplicate name \"%s\" (first at %s%s%d)",
+                        name, strcmp(first, file) ? first : "line", strcmp(first, file) ? ":" : " ",
+                        cfg->sems[j].line);
+        }
     if (!(sc->name = strdup(name)))
         return -ENOMEM;
 
@@ -682,6 +746,43 @@ static int load_sem(struct ctx *c, const config_setting_t *g, size_t idx, struct
 
 /* ---- rules ---- */
 
+static int cmp_sem(const void *a, const void *b, void *arg)
+{
+    const struct ccap_config *cfg = arg;
+    return strcmp(cfg->sems[*(const size_t *)a].name, cfg->sems[*(const size_t *)b].name);
+}
+
+/* Sorts the semaphores' indices by name into c->sem_order, so that each
+ * rule finds its semaphore in log time. */
+static int sem_sort(struct ctx *c, const struct ccap_config *cfg)
+{
+    if (!cfg->n_sems)
+        return 0;
+    if (!(c->sem_order = malloc(cfg->n_sems * sizeof *c->sem_order)))
+        return -ENOMEM;
+    for (size_t i = 0; i < cfg->n_sems; i++)
+        c->sem_order[i] = i;
+    qsort_r(c->sem_order, cfg->n_sems, sizeof *c->sem_order, cmp_sem, (void *)cfg);
+    return 0;
+}
+
+/* Index of the semaphore NAME in CFG (names are unique), or -1. */
+static int sem_find(const struct ctx *c, const struct ccap_config *cfg, const char *name)
+{
+    size_t lo = 0, hi = c->sem_order ? cfg->n_sems : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int d = strcmp(cfg->sems[c->sem_order[mid]].name, name);
+        if (!d)
+            return (int)c->sem_order[mid];
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
 static int load_rule(struct ctx *c, const config_setting_t *g, size_t idx, struct ccap_config *cfg)
 {
     struct ccap_rule *r = &cfg->rules[idx];
@@ -697,14 +798,16 @@ static int load_rule(struct ctx *c, const config_setting_t *g, size_t idx, struc
                     "not %s", type_name(g));
     if ((rc = check_known(c, g, pre, rule_keys)) < 0)
         return rc;
-    r->line = (int)config_setting_source_line(g);
+    unsigned line;
+    r->file = where(c, g, &line);
+    r->line = (int)line;
     r->resolve_interval_s = 30;
 
     if ((rc = get_str(c, g, pre, "semaphore", false, &semname, &s_sem)) < 0)
         return rc;
     if (!semname)
         return fail(c, g, join(path, sizeof path, pre, "semaphore"), "is required");
-    int si = ccap_config_sem_index(cfg, semname);
+    int si = sem_find(c, cfg, semname);
     if (si < 0) {
         const char *hint = closest(semname, get_semname, cfg);
         join(path, sizeof path, pre, "semaphore");
@@ -720,6 +823,9 @@ static int load_rule(struct ctx *c, const config_setting_t *g, size_t idx, struc
     if (!s_match)
         return fail(c, g, join(path, sizeof path, pre, "match"), "is required");
     size_t n = (size_t)config_setting_length(s_match);
+    if ((c->n_pats += n) > CCAP_CONF_MAX_PATTERNS)
+        return fail(c, s_match, join(path, sizeof path, pre, "match"), "more than %d patterns in all rules",
+                    CCAP_CONF_MAX_PATTERNS);
     if (!(r->pats = calloc(n, sizeof *r->pats)))
         return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
@@ -832,8 +938,13 @@ static int load_top(struct ctx *c, const config_setting_t *root, struct ccap_con
         cfg->from.cert_file = cfg->from.key_file = "file";
     if (config_setting_get_member(root, "log_level"))
         cfg->from.log_level = "file";
+    c->sems = config_setting_get_member(root, "semaphores");
+    if (c->sems && config_setting_is_aggregate(c->sems) && config_setting_length(c->sems) > CCAP_CONF_MAX_SEMS)
+        return fail(c, config_setting_get_elem(c->sems, CCAP_CONF_MAX_SEMS), "semaphores",
+                    "more than %d semaphores", CCAP_CONF_MAX_SEMS);
     if ((rc = load_list(c, root, "semaphores", sizeof *cfg->sems, (void **)&cfg->sems, &cfg->n_sems,
                         "( { name = \"api\"; limit = 4; } )", cfg, load_sem)) < 0 ||
+        (rc = sem_sort(c, cfg)) < 0 ||
         (rc = load_list(c, root, "rules", sizeof *cfg->rules, (void **)&cfg->rules, &cfg->n_rules,
                         "( { semaphore = \"api\"; match = ( \"10.0.0.0/8:443\" ); } )", cfg,
                         load_rule)) < 0)
@@ -864,66 +975,96 @@ static int load_top(struct ctx *c, const config_setting_t *root, struct ccap_con
     return 0;
 }
 
+/* libconfig's parse of T into LC; on failure ERR gets "FILE:LINE: text". */
+static int parse(const struct ccap_conf_text *t, config_t *lc, char *err, size_t errlen)
+{
+    if (config_read_string(lc, t->text) == CONFIG_TRUE)
+        return 0;
+    if (err && errlen) {
+        unsigned line = 0;
+        const char *file = ccap_conf_text_where(t, (unsigned)config_error_line(lc), &line);
+        const char *text = config_error_text(lc) ? config_error_text(lc) : "cannot parse";
+        if (line)
+            snprintf(err, errlen, "%s:%u: %s", file, line, text);
+        else
+            snprintf(err, errlen, "%s: %s", file, text);
+    }
+    return -EINVAL;
+}
+
+/* Validates the expanded text T into CFG, which takes T's file names. */
+static int load_parsed(const char *path, struct ccap_conf_text *t, struct ccap_config *cfg, char *err,
+                       size_t errlen)
+{
+    struct ctx c = {.path = path, .text = t, .note = &cfg->password_note, .err = err, .errlen = errlen};
+    config_t lc;
+    config_init(&lc);
+    int rc = parse(t, &lc, err, errlen);
+    if (rc == 0)
+        rc = load_top(&c, config_root_setting(&lc), cfg);
+    if (rc == -ENOMEM && err && errlen)
+        snprintf(err, errlen, "%s: out of memory", path);
+    config_destroy(&lc);
+    free(c.sem_order);
+    cfg->files = t->files; /* the rules point into it */
+    cfg->n_files = t->n_files;
+    t->files = NULL;
+    t->n_files = 0;
+    return rc;
+}
+
+int ccap_config_load_text(const char *path, const char *text, size_t len, struct ccap_config **out, char *err,
+                          size_t errlen)
+{
+    struct ccap_conf_text t;
+    if (err && errlen)
+        err[0] = '\0';
+    if (out)
+        *out = NULL;
+    if (!path || !text || !out)
+        return -EINVAL;
+    int rc = ccap_conf_text_build(path, text, len, &t, err, errlen);
+    if (rc < 0)
+        return rc;
+    struct ccap_config *cfg = calloc(1, sizeof *cfg);
+    if (!cfg || !(cfg->path = strdup(path)) || set_defaults(cfg) < 0)
+        rc = -ENOMEM;
+    else
+        rc = load_parsed(path, &t, cfg, err, errlen);
+    if (rc == 0)
+        rc = ccap_config_apply_env(cfg, err, errlen);
+    ccap_conf_text_free(&t);
+    if (rc < 0) {
+        ccap_config_free(cfg);
+        if (rc == -ENOMEM && err && errlen)
+            snprintf(err, errlen, "%s: out of memory", path);
+        return rc;
+    }
+    *out = cfg;
+    return 0;
+}
+
 int ccap_config_load(const char *path, struct ccap_config **out, char *err, size_t errlen)
 {
-    struct ctx c = {.path = path, .err = err, .errlen = errlen};
-    char why[128];
-    struct stat st;
-    config_t lc;
-    int rc;
-
+    char why[160], *text = NULL;
+    size_t len = 0;
     if (err && errlen)
         err[0] = '\0';
     if (out)
         *out = NULL;
     if (!path || !out)
         return -EINVAL;
-
-    /* Open it ourselves first for a precise errno (config_read_file has none). */
-    FILE *f = fopen(path, "re");
-    if (!f) {
-        rc = -errno;
-        if (err && errlen)
-            snprintf(err, errlen, "%s: cannot open: %s", path, strerror_r(-rc, why, sizeof why));
-        return rc;
-    }
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
-        if (err && errlen)
-            snprintf(err, errlen, "%s: cannot open: %s", path, strerror_r(EISDIR, why, sizeof why));
-        return -EISDIR;
-    }
-    fclose(f);
-
-    struct ccap_config *cfg = calloc(1, sizeof *cfg);
-    if (!cfg || !(cfg->path = strdup(path)) || set_defaults(cfg) < 0) {
-        ccap_config_free(cfg);
-        return -ENOMEM;
-    }
-    config_init(&lc);
-    if (config_read_file(&lc, path) != CONFIG_TRUE) {
-        if (err && errlen) {
-            const char *ef = config_error_file(&lc) ? config_error_file(&lc) : path;
-            if (config_error_type(&lc) == CONFIG_ERR_PARSE)
-                snprintf(err, errlen, "%s:%d: %s", ef, config_error_line(&lc), config_error_text(&lc));
-            else
-                snprintf(err, errlen, "%s: cannot read: %s", ef, config_error_text(&lc));
-        }
-        rc = config_error_type(&lc) == CONFIG_ERR_PARSE ? -EINVAL : -EIO;
-    } else {
-        rc = load_top(&c, config_root_setting(&lc), cfg);
-        if (rc == 0)
-            rc = ccap_config_apply_env(cfg, err, errlen);
-        if (rc == -ENOMEM && err && errlen)
-            snprintf(err, errlen, "%s: out of memory", path);
-    }
-    config_destroy(&lc);
+    int rc = ccap_file_read(path, CCAP_CONF_MAX_BYTES, &text, &len, why, sizeof why);
     if (rc < 0) {
-        ccap_config_free(cfg);
+        if (rc == -EFBIG)
+            snprintf(why, sizeof why, "is larger than %d bytes, the limit for a configuration", CCAP_CONF_MAX_BYTES);
+        if (err && errlen)
+            snprintf(err, errlen, "%s: %s", path, why);
         return rc;
     }
-    *out = cfg;
-    return 0;
+    rc = ccap_config_load_text(path, text, len, out, err, errlen);
+    free(text);
+    return rc;
 }
 
 static void free_strv(char **v, size_t n)
@@ -960,6 +1101,8 @@ void ccap_config_free(struct ccap_config *cfg)
     for (size_t i = 0; i < cfg->n_rules; i++)
         free(cfg->rules[i].pats);
     free(cfg->rules);
+    free_strv(cfg->files, cfg->n_files);
+    free(cfg->password_note);
     free(cfg->path);
     free(cfg);
 }
@@ -1087,12 +1230,21 @@ int ccap_config_sem_index(const struct ccap_config *cfg, const char *name)
     return -1;
 }
 
+static const char *rule_file(const struct ccap_config *cfg, const struct ccap_rule *r)
+{
+    return r->file ? r->file : cfg->path;
+}
+
 size_t ccap_config_notes(const struct ccap_config *cfg, void (*note)(bool warn, const char *msg, void *arg),
                          void *arg)
 {
     char msg[512];
     size_t warned = 0;
 
+    if (cfg->password_note) {
+        note(true, cfg->password_note, arg);
+        warned++;
+    }
     for (size_t i = 0; i < cfg->n_rules; i++) {
         const struct ccap_rule *r = &cfg->rules[i];
         size_t hosts = 0;
@@ -1100,14 +1252,14 @@ size_t ccap_config_notes(const struct ccap_config *cfg, void (*note)(bool warn, 
             hosts += r->pats[k].kind == CCAP_PAT_HOST;
             if (r->pats[k].kind == CCAP_PAT_WILDCARD) {
                 snprintf(msg, sizeof msg, "%s:%d: rules[%zu]: resolve = true cannot look up the wildcard \"%s\"; "
-                         "it matches only names the program itself resolves", cfg->path, r->line, i,
+                         "it matches only names the program itself resolves", rule_file(cfg, r), r->line, i,
                          r->pats[k].text);
                 note(false, msg, arg);
             }
         }
         if (r->resolve && !hosts) {
             snprintf(msg, sizeof msg, "%s:%d: rules[%zu]: resolve = true, but the rule has no exact host name to "
-                     "look up (addresses and wildcards are never resolved): it has no effect", cfg->path, r->line,
+                     "look up (addresses and wildcards are never resolved): it has no effect", rule_file(cfg, r), r->line,
                      i);
             note(true, msg, arg);
             warned++;

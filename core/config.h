@@ -7,6 +7,10 @@
 #include "match.h"
 
 #define CCAP_DEFAULT_CONFIG "/etc/conncap.conf"
+/* Semaphores in one configuration. */
+#define CCAP_CONF_MAX_SEMS 1024
+/* Match patterns in all rules together (each costs about 600 bytes). */
+#define CCAP_CONF_MAX_PATTERNS 16384
 
 enum ccap_down_policy { CCAP_DOWN_OPEN = 0, CCAP_DOWN_CLOSED, CCAP_DOWN_LOCAL };
 enum ccap_nonblock_policy { CCAP_NONBLOCK_WAIT = 0, CCAP_NONBLOCK_FAIL };
@@ -58,7 +62,7 @@ struct ccap_sem_conf {
     int burst;                /* token-bucket burst; default max(1, ceil(rate)) */
     int local_limit;          /* per-process cap when on_redis_down = "local"; default limit */
     int restart_grace_ms;     /* 0..lease_ms, default 0: after Redis lost the semaphore, new grants wait this long */
-    int line;                 /* line in the file, for messages */
+    int line;                 /* line in the file it is in, for messages */
 };
 
 struct ccap_rule {
@@ -67,11 +71,15 @@ struct ccap_rule {
     size_t n_pats;
     bool resolve;             /* the shim resolves this rule's host names itself */
     int resolve_interval_s;   /* default 30 */
-    int line;
+    const char *file;         /* the file it is in (an @include'd one, maybe); owned by the config */
+    int line;                 /* line in that file */
 };
 
 struct ccap_config {
     char *path;
+    char **files;             /* path and the files it @includes, in the order read */
+    size_t n_files;
+    char *password_note;      /* a warning about redis.password_file's mode, or NULL */
     struct ccap_redis_conf redis;
     struct ccap_sem_conf *sems;
     size_t n_sems;
@@ -95,12 +103,25 @@ struct ccap_config {
  * -EACCES for an unreadable file, -EINVAL for bad content) and writes into
  * ERR a one-line message naming the file, the line and the setting, e.g.
  * "/etc/conncap.conf:7: semaphores[0].limit: must be an integer >= 0".
- * Also: another open(2) errno, -EISDIR for a directory, -EIO when libconfig
- * cannot read it, -ENOMEM. A missing file gives "FILE: cannot open: No such
- * file or directory"; libconfig syntax errors "FILE:LINE: syntax error".
- * Unknown settings are errors (with a "did you mean" hint when one is close).
- * Thread-safe (no global state). */
+ * PATH and every file it @includes are read with ccap_file_read: regular
+ * files only (-EISDIR for a directory, -EINVAL for a FIFO, a device or a
+ * socket, "FILE: is a FIFO, not a regular file"), never blocking, at most
+ * CCAP_CONF_MAX_BYTES in all (-EFBIG); a read error is its -errno (-EIO
+ * for /proc/self/mem). Also another open(2) errno, -ENOMEM. A missing file
+ * gives "FILE: cannot open: No such file or directory"; libconfig syntax
+ * errors "FILE:LINE: syntax error", with FILE and LINE those of the
+ * included file when the error is in one. @include rules: see
+ * ccap_conf_text_build. Unknown settings are errors (with a "did you mean"
+ * hint when one is close). Time and memory linear in the size of the
+ * text. Never exits, never blocks on the file's kind. Thread-safe (no
+ * global state). */
 int ccap_config_load(const char *path, struct ccap_config **out, char *err, size_t errlen);
+
+/* The same for TEXT (LEN bytes, need not be NUL-terminated), the content
+ * of a file named PATH: PATH names it in messages and anchors relative
+ * @include names. */
+int ccap_config_load_text(const char *path, const char *text, size_t len, struct ccap_config **out, char *err,
+                          size_t errlen);
 
 /* Applied by ccap_config_load after the file: CONNCAP_REDIS_URL replaces
  * the file's Redis address wholly (host, port, socket, db, user, password,
@@ -147,9 +168,10 @@ const struct ccap_rule *ccap_config_match(const struct ccap_config *cfg, const s
 /* Index of the semaphore called NAME, or -1. */
 int ccap_config_sem_index(const struct ccap_config *cfg, const char *name);
 
-/* Settings that load but cannot do what they say: calls NOTE once per
- * finding with WARN (true: the setting has no effect at all; false: a
- * limitation to know) and a message "FILE:LINE: rules[I]: ...". Returns how
+/* Settings that load but cannot do what they say, or are unsafe: calls NOTE
+ * once per finding with WARN (true: the setting has no effect at all, or a
+ * redis.password_file that group or others may read; false: a limitation
+ * to know) and a message "FILE:LINE: rules[I]: ...". Returns how
  * many findings had WARN set. Pure; thread-safe. */
 size_t ccap_config_notes(const struct ccap_config *cfg, void (*note)(bool warn, const char *msg, void *arg),
                          void *arg);

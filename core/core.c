@@ -477,7 +477,7 @@ static int refuse(const struct ccap_sem_conf *s, const char *holder, long long w
         return -err;
     }
     report_timeout(s, holder, waited);
-    ccap_log(CCAP_LOG_WARN, "no permit of %s within %lld ms: connect fails with %s", s->name, waited,
+    ccap_log(CCAP_LOG_WARN, "no permit of %s within %d ms: connect fails with %s", s->name, s->wait_timeout_ms,
              ccap_errno_name(err));
     return -err;
 }

@@ -808,7 +808,8 @@ int ccap_redis_error_rc(struct ccap_redis *r, const redisReply *rep)
     for (int i = 0; transient[i]; i++)
         if (err_is(rep, transient[i]))
             return -EAGAIN;
-    if (rep->str && !strncmp(rep->str, "ERR max number of clients", 26))
+    static const char maxclients[] = "ERR max number of clients";
+    if (rep->str && !strncmp(rep->str, maxclients, sizeof(maxclients) - 1))
         return -EAGAIN;
     for (int i = 0; auth[i]; i++)
         if (err_is(rep, auth[i]))

@@ -66,12 +66,14 @@ void ccap_live_resolved_hostent(const char *name, const struct hostent *he);
 
 /* One round of the watch thread: if CCAP_WATCH_PERIOD_MS passed since the
  * last check, stat()s the config file and, when it changed (inode, size,
- * mtime or ctime), parses it and swaps it in (a broken file keeps the rules
- * in force and is logged once per version, with file and line); runs the
+ * mtime or ctime), parses it and swaps it in (a broken or unreadable file --
+ * a directory, a FIFO, over 1 MiB, an @include of one -- keeps the rules in
+ * force and is logged once per version, with file and line); runs the
  * resolve = true lookups that are due; drops expired names and frees
  * retired configs past their grace. Returns the ms until the next round,
  * or -1 when the configuration is unusable (the thread may stop). Call from
- * one thread at a time; it may block in stat(), the parser and DNS. */
+ * one thread at a time; it may block in stat() and DNS; the parse is
+ * bounded (ccap_config_load never waits on a file's kind). */
 int ccap_live_tick(void);
 
 /* The configuration in force (loaded from the slot), or NULL before

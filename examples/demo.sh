@@ -9,7 +9,10 @@ echo "   private redis-server pid $REDIS_PID on $REDIS_SOCK"
 h_server_start 500
 echo "   local server on 127.0.0.1:$SRV_PORT holds each connection 500 ms and counts them"
 h_conf "$T/demo.conf" partner-api 3 30000 20000 "127.0.0.1:$SRV_PORT"
-echo "   config: $T/demo.conf (limit 3, rule 127.0.0.1:$SRV_PORT)"
+# curl connects with a non-blocking socket: one-shot clients queue for a
+# permit under nonblocking = "wait" (the default "fail" suits event loops).
+echo 'nonblocking = "wait";' >> "$T/demo.conf"
+echo "   config: $T/demo.conf (limit 3, rule 127.0.0.1:$SRV_PORT, nonblocking = \"wait\" for one-shot curl)"
 echo
 "$CLI" check -c "$T/demo.conf" | sed 's/^/   check: /'
 echo

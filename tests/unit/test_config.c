@@ -10,11 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "conftext.h"
 #include "log.h"
 
 static char tmpdir[64];
@@ -301,6 +304,130 @@ static void test_open_errors(void **state)
     /* a syntax error: libconfig's line and text */
     load_bad_line("a = 1;\nb = ;\n", 2, "syntax error");
     load_bad_line("a = 1;\na = 2;\n", 2, "duplicate setting name");
+}
+
+
+/* ---- files that are not plain configuration files ---- */
+
+/* Loads PATH in a child process, so that a loader that exits or hangs
+ * fails the test instead of ending or stalling it: the child must exit 0
+ * within 20 s (generous: a shared machine). Returns the loader's rc and
+ * its message in ERR. */
+static int load_in_child(const char *path, char *err, size_t errlen)
+{
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct ccap_config *cfg = NULL;
+        char e[600] = "";
+        close(p[0]);
+        int rc = ccap_config_load(path, &cfg, e, sizeof e);
+        ccap_config_free(cfg);
+        if (write(p[1], &rc, sizeof rc) != sizeof rc || write(p[1], e, strlen(e) + 1) < 0)
+            _exit(3);
+        _exit(0);
+    }
+    close(p[1]);
+    struct pollfd pf = {.fd = p[0], .events = POLLIN};
+    int ready = poll(&pf, 1, 20000);
+    if (ready != 1) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        close(p[0]);
+        fail_msg("loading %s did not return within 20 s", path);
+    }
+    char buf[sizeof(int) + 600];
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof buf && (r = read(p[0], buf + got, sizeof buf - got)) > 0)
+        got += (size_t)r;
+    close(p[0]);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("loading %s ended the process (status %#x)", path, st);
+    assert_true(got > sizeof(int));
+    int rc;
+    memcpy(&rc, buf, sizeof rc);
+    snprintf(err, errlen, "%.*s", (int)(got - sizeof rc), buf + sizeof rc);
+    return rc;
+}
+
+/* Expects loading PATH (in a child) to fail with RC and a message holding WANT. */
+static void load_refused(const char *path, int rc, const char *want)
+{
+    char err[600];
+    int got = load_in_child(path, err, sizeof err);
+    if (got != rc || !strstr(err, want))
+        fail_msg("%s: rc %d (want %d), message \"%s\" (want \"%s\")", path, got, rc, err, want);
+}
+
+static void test_not_regular(void **state)
+{
+    (void)state;
+    char fifo[128], want[300];
+    snprintf(fifo, sizeof fifo, "%s/fifo", tmpdir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+
+    /* as the configuration itself */
+    snprintf(want, sizeof want, "%s: is a FIFO, not a regular file", fifo);
+    load_refused(fifo, -EINVAL, want);
+    load_refused("/proc/self/mem", -EIO, "/proc/self/mem: cannot read: Input/output error");
+    load_refused("/dev/zero", -EINVAL, "/dev/zero: is a character device, not a regular file");
+
+    /* @included: refused with the including file and line */
+    const char *p = write_file("inc-dir.conf", "log_level = \"info\";\n\n@include \"/tmp\"\n");
+    snprintf(want, sizeof want, "%s:3: @include \"/tmp\": /tmp: cannot open: Is a directory", p);
+    load_refused(p, -EISDIR, want);
+    p = write_file("inc-mem.conf", "@include \"/proc/self/mem\"\n");
+    snprintf(want, sizeof want, "%s:1: @include \"/proc/self/mem\": /proc/self/mem: cannot read:", p);
+    load_refused(p, -EIO, want);
+    p = write_file("inc-fifo.conf", "# a FIFO, relative to this file\n  @include \"fifo\"  # here\n");
+    snprintf(want, sizeof want, "%s:2: @include \"fifo\": %s: is a FIFO, not a regular file", p, fifo);
+    load_refused(p, -EINVAL, want);
+    unlink(fifo);
+}
+
+static void test_size_cap(void **state)
+{
+    (void)state;
+    char path[128], want[640];
+    snprintf(path, sizeof path, "%s/huge.conf", tmpdir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    /* one long string: what made libconfig's scanner quadratic */
+    fputs("a = \"", f);
+    for (int i = 0; i < 4 * 1024; i++)
+        for (int j = 0; j < 1024; j++)
+            fputc('x', f);
+    fputs("\";\n", f);
+    assert_int_equal(fclose(f), 0);
+    snprintf(want, sizeof want, "%s: is larger than %d bytes", path, CCAP_CONF_MAX_BYTES);
+    load_refused(path, -EFBIG, want);
+
+    /* at the cap it is read (and then judged) */
+    assert_int_equal(truncate(path, CCAP_CONF_MAX_BYTES - 3), 0);
+    f = fopen(path, "a");
+    assert_non_null(f);
+    fputs("\";\n", f);
+    assert_int_equal(fclose(f), 0);
+    snprintf(want, sizeof want, "%s:1: a: unknown setting", path);
+    load_refused(path, -EINVAL, want);
+
+    /* includes count towards the cap: two of 600 KiB are too many */
+    assert_int_equal(truncate(path, 600 * 1024), 0);
+    f = fopen(path, "r+");
+    assert_non_null(f);
+    fputs("#", f); /* a comment of 600 KiB (the file ends in no newline) */
+    assert_int_equal(fclose(f), 0);
+    char text[320];
+    snprintf(text, sizeof text, "@include \"%s\"\n@include \"%s\"\n", path, path);
+    const char *p = write_file("twice.conf", text);
+    snprintf(want, sizeof want, "%s:2: @include \"%s\": %s: the configuration with its includes is larger", p,
+             path, path);
+    load_refused(p, -EFBIG, want);
 }
 
 static void test_unknown_settings(void **state)
@@ -821,6 +948,193 @@ static void test_env_overrides(void **state)
     ccap_config_free(cfg);
 }
 
+/* Expects loading PATH to fail with -EINVAL and WANT in the message. */
+static void load_bad_path(const char *path, const char *want)
+{
+    struct ccap_config *cfg = (void *)1;
+    char err[600] = "";
+    int rc = ccap_config_load(path, &cfg, err, sizeof err);
+    assert_null(cfg);
+    if (rc != -EINVAL || !strstr(err, want))
+        fail_msg("%s: rc %d, message \"%s\" (want \"%s\")", path, rc, err, want);
+}
+
+static void test_include(void **state)
+{
+    (void)state;
+    char text[512], want[512], sub[128], inc[160];
+    snprintf(sub, sizeof sub, "%s/sub", tmpdir);
+    mkdir(sub, 0700);
+    /* relative to the including file's directory, nested, and inside a group */
+    write_file("sub/redis.inc", "port = 6390;\n@include \"db.inc\"\n");
+    write_file("sub/db.inc", "db = 3;"); /* no final newline */
+    write_file("sub/rules.inc", "rules = ( { semaphore = \"api\"; match = ( \"10.0.0.1\" ); },\n"
+                                "          { semaphore = \"api\"; match = ( \"10.0.0.2\" ); } );\n");
+    snprintf(inc, sizeof inc, "%s/rules.inc", sub);
+    snprintf(text, sizeof text, "redis = {\n  @include \"sub/redis.inc\"\n};\n" SEM
+             "@include \"%s\" // absolute\n"
+             "a_string = \"\n@include \\\"/none\\\"\n\"; # not an include: in a string\n", inc);
+    const char *p = write_file("main.conf", text);
+    /* (a_string is unknown: its line is the main file's 6, after 2 included lines) */
+    snprintf(want, sizeof want, "%s:6: a_string: unknown setting", p);
+    load_bad_path(p, want);
+    snprintf(text, sizeof text, "redis = {\n  @include \"sub/redis.inc\"\n};\n" SEM
+             "/* @include \"/none\"\n@include \"/none\" */\n@include \"%s\"\n", inc);
+    struct ccap_config *cfg = load_ok(text);
+    assert_int_equal(cfg->redis.port, 6390);
+    assert_int_equal(cfg->redis.db, 3);
+    assert_int_equal(cfg->n_rules, 2);
+    assert_string_equal(cfg->rules[1].file, inc);
+    assert_int_equal(cfg->rules[1].line, 2);
+    assert_string_equal(cfg->rules[0].file, inc);
+    assert_int_equal(cfg->sems[0].line, 4);
+    ccap_config_free(cfg);
+
+    /* errors name the included file and its line */
+    write_file("sub/bad.inc", "limit_x = 1;\n\nb = ;\n");
+    p = write_file("main.conf", "log_level = \"info\";\n@include \"sub/bad.inc\"\n");
+    snprintf(want, sizeof want, "%s/bad.inc:3: syntax error", sub);
+    load_bad_path(p, want);
+    write_file("sub/bad.inc", "\nsemaphores = ( { name = \"x\"; limit = -1; } );\n");
+    snprintf(want, sizeof want, "%s/bad.inc:2: semaphores[0].limit: must be an integer >= 0", sub);
+    load_bad_path(p, want);
+    /* and after an include, the lines are the including file's again */
+    write_file("sub/top.inc", "log_level = \"info\";\naudit = true;"); /* no final newline */
+    p = write_file("main.conf", "@include \"sub/top.inc\"\n\nbogus = 1;\n");
+    snprintf(want, sizeof want, "%s:3: bogus: unknown setting", p);
+    load_bad_path(p, want);
+}
+
+static void test_include_errors(void **state)
+{
+    (void)state;
+    char want[512];
+    const char *p = write_file("self.conf", "\n@include \"self.conf\"\n");
+    snprintf(want, sizeof want, "%s:2: @include \"self.conf\": includes nested deeper than %d", p,
+             CCAP_CONF_MAX_DEPTH);
+    struct ccap_config *cfg = (void *)1;
+    char err[600];
+    assert_int_equal(ccap_config_load(p, &cfg, err, sizeof err), -ELOOP);
+    if (!strstr(err, want)) fail_msg("%s", err);
+    p = write_file("after.conf", "@include \"x.inc\" a = 1;\n");
+    snprintf(want, sizeof want, "%s:1: @include \"x.inc\": only a # or // comment may follow it", p);
+    load_bad_path(p, want);
+    p = write_file("noquote.conf", "\n@include x.inc\n");
+    snprintf(want, sizeof want, "%s:2: @include: the file name must be in double quotes", p);
+    load_bad_path(p, want);
+    p = write_file("empty.conf", "@include \"\"\n");
+    load_bad_path(p, "@include \"\": the file name is empty");
+    write_file("open.inc", "a = 1; /* never closed\n");
+    p = write_file("open.conf", "@include \"open.inc\"\nb = 2; */\n");
+    snprintf(want, sizeof want, "%s/open.inc:1: a /* comment is never closed", tmpdir);
+    load_bad_path(p, want);
+    p = write_file("str.conf", "\n\na = \"never closed;\n");
+    snprintf(want, sizeof want, "%s:3: a string is never closed", p);
+    load_bad_path(p, want);
+}
+
+static void test_bounds(void **state)
+{
+    (void)state;
+    static char text[200000];
+    char want[512];
+    size_t n = 0;
+    /* settings in a group: libconfig checks each new one against all */
+    n += (size_t)sprintf(text + n, "redis = {\n");
+    for (int i = 0; i < CCAP_CONF_MAX_GROUP + 1; i++)
+        n += (size_t)sprintf(text + n, " x%d = 1;\n", i);
+    n += (size_t)sprintf(text + n, "};\n");
+    const char *p = write_file("group.conf", text);
+    snprintf(want, sizeof want, "%s:%d: more than %d settings in one group", p, CCAP_CONF_MAX_GROUP + 2,
+             CCAP_CONF_MAX_GROUP);
+    load_bad_path(p, want);
+    /* nesting */
+    n = (size_t)sprintf(text, "a = ");
+    for (int i = 0; i < CCAP_CONF_MAX_NEST + 1; i++)
+        text[n++] = '(';
+    text[n] = '\0';
+    p = write_file("nest.conf", text);
+    load_bad_path(p, "groups and lists nested deeper than");
+    /* semaphores */
+    n = (size_t)sprintf(text, "semaphores = (");
+    for (int i = 0; i <= CCAP_CONF_MAX_SEMS; i++)
+        n += (size_t)sprintf(text + n, "%s{ name = \"s%d\"; limit = 1; }\n", i ? "," : "", i);
+    sprintf(text + n, ");\n");
+    p = write_file("sems.conf", text);
+    snprintf(want, sizeof want, "%s:%d: semaphores: more than %d semaphores", p, CCAP_CONF_MAX_SEMS + 1,
+             CCAP_CONF_MAX_SEMS);
+    load_bad_path(p, want);
+    /* at the bound: each rule finds its semaphore, a duplicate is found */
+    n = (size_t)sprintf(text, "semaphores = (");
+    for (int i = CCAP_CONF_MAX_SEMS - 1; i >= 0; i--)
+        n += (size_t)sprintf(text + n, "%s{ name = \"s%d\"; limit = %d; }\n", i < CCAP_CONF_MAX_SEMS - 1 ? "," : "",
+                             i, i);
+    n += (size_t)sprintf(text + n, ");\nrules = ( { semaphore = \"s7\"; match = (\"10.0.0.7\"); },\n"
+                                   "{ semaphore = \"s1000\"; match = (\"10.0.0.8\"); } );\n");
+    struct ccap_config *cfg = load_ok(text);
+    assert_int_equal(cfg->sems[cfg->rules[0].sem].limit, 7);
+    assert_int_equal(cfg->sems[cfg->rules[1].sem].limit, 1000);
+    ccap_config_free(cfg);
+    load_bad_line(SEM "rules = ( { semaphore = \"apj\"; match = (\"10.0.0.7\"); } );\n", 2,
+                  "rules[0].semaphore: no semaphore named \"apj\"; did you mean \"api\"?");
+    load_bad_line("semaphores = ( { name = \"a\"; limit = 1; },\n { name = \"a\"; limit = 2; } );\n", 2,
+                  "semaphores[1].name: duplicate name \"a\" (first at line 1)");
+    /* patterns in all rules */
+    n = (size_t)sprintf(text, SEM "rules = ( { semaphore = \"api\"; match = (");
+    for (int i = 0; i <= CCAP_CONF_MAX_PATTERNS; i++)
+        n += (size_t)sprintf(text + n, "%s\"1.2.3.4\"", i ? "," : "");
+    sprintf(text + n, "); } );\n");
+    load_bad_line(text, 2, "rules[0].match: more than 16384 patterns in all rules");
+    /* a NUL byte */
+    struct ccap_config *c2 = (void *)1;
+    char err[600];
+    assert_int_equal(ccap_config_load_text("/x/mem.conf", "a = 1;\n\nb\0 = 2;\n", 16, &c2, err, sizeof err),
+                     -EINVAL);
+    assert_null(c2);
+    assert_string_equal(err, "/x/mem.conf:3: contains a NUL byte");
+}
+
+static void test_password_mode(void **state)
+{
+    (void)state;
+    char text[256], want[512];
+    const char *pw = write_file("pw", "secret\n");
+    char pwpath[128];
+    snprintf(pwpath, sizeof pwpath, "%s", pw);
+    snprintf(text, sizeof text, "redis = {\n  password_file = \"%s\"; };\n", pwpath);
+    chmod(pwpath, 0644);
+    struct ccap_config *cfg = load_ok(text);
+    assert_string_equal(cfg->redis.password, "secret");
+    struct notes n = { 0 };
+    assert_int_equal(ccap_config_notes(cfg, take_note, &n), 1);
+    snprintf(want, sizeof want, "%s:2: redis.password_file: %s is readable by group and others (mode 0644)",
+             fixture, pwpath);
+    if (!strstr(n.last, want)) fail_msg("note: %s", n.last);
+    ccap_config_free(cfg);
+    chmod(pwpath, 0640);
+    cfg = load_ok(text);
+    memset(&n, 0, sizeof n);
+    assert_int_equal(ccap_config_notes(cfg, take_note, &n), 1);
+    assert_non_null(strstr(n.last, "is readable by its group (mode 0640)"));
+    ccap_config_free(cfg);
+    chmod(pwpath, 0600);
+    cfg = load_ok(text);
+    memset(&n, 0, sizeof n);
+    assert_int_equal(ccap_config_notes(cfg, take_note, &n), 0);
+    assert_int_equal(n.warn + n.info, 0);
+    ccap_config_free(cfg);
+
+    /* a FIFO as the password file is refused, never waited on */
+    char fifo[128];
+    snprintf(fifo, sizeof fifo, "%s/pwfifo", tmpdir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    snprintf(text, sizeof text, "redis = { password_file = \"%s\"; };\n", fifo);
+    const char *p = write_file("pwfifo.conf", text);
+    snprintf(want, sizeof want, "redis.password_file: cannot read %s: is a FIFO, not a regular file", fifo);
+    load_refused(p, -EINVAL, want);
+    unlink(fifo);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -834,6 +1148,9 @@ int main(void)
         cmocka_unit_test(test_small_err_buffer), cmocka_unit_test(test_notes),
         cmocka_unit_test(test_url),              cmocka_unit_test(test_url_tls_file),
         cmocka_unit_test(test_env_overrides),
+        cmocka_unit_test(test_not_regular),      cmocka_unit_test(test_size_cap),
+        cmocka_unit_test(test_include),          cmocka_unit_test(test_include_errors),
+        cmocka_unit_test(test_bounds),           cmocka_unit_test(test_password_mode),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
+#include "redis.h"
+#include "redis_int.h"
 #include "resp.h"
 #include "sem.h"
 
@@ -176,12 +179,35 @@ static void test_parse_int(void **state)
     freeReplyObject(r);
 }
 
+/* Every "cannot serve now" error reply is -EAGAIN (the breaker's), the
+ * credentials ones -EACCES, the rest -EPROTO: matched on the whole prefix. */
+static void test_error_classes(void **state)
+{
+    (void)state;
+    static const struct { const char *text; int rc; } cases[] = {
+        { "ERR max number of clients reached", -EAGAIN }, { "LOADING Redis is loading", -EAGAIN },
+        { "OOM command not allowed", -EAGAIN },            { "BUSY Redis is busy", -EAGAIN },
+        { "NOAUTH Authentication required.", -EACCES },    { "WRONGPASS invalid", -EACCES },
+        { "ERR max number", -EPROTO },                     { "ERR unknown command", -EPROTO },
+    };
+    struct ccap_redis_conf conf = { .host = (char *)"127.0.0.1", .port = 1, .key_prefix = (char *)"t:" };
+    struct ccap_redis *r = ccap_redis_new(&conf);
+    assert_non_null(r);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        redisReply rep = { .type = REDIS_REPLY_ERROR, .str = (char *)cases[i].text, .len = strlen(cases[i].text) };
+        assert_int_equal(ccap_redis_error_rc(r, &rep), cases[i].rc);
+        assert_string_equal(ccap_redis_errstr(r), cases[i].text);
+    }
+    ccap_redis_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_well_formed),   cmocka_unit_test(test_caps),
         cmocka_unit_test(test_malformed),     cmocka_unit_test(test_error_is_final),
         cmocka_unit_test(test_acquire_ranges), cmocka_unit_test(test_parse_int),
+        cmocka_unit_test(test_error_classes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
