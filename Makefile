@@ -40,7 +40,7 @@ endif
 ifneq ($(filter-out clean uninstall deps test demo bench fuzz,$(or $(MAKECMDGOALS),all)),)
 PKG_MISSING := $(shell for p in $(PKGS); do $(PKG_CONFIG) --exists $$p 2>/dev/null || printf '%s ' $$p; done)
 ifneq ($(PKG_MISSING),)
-$(error missing build dependencies: $(PKG_CONFIG) finds no $(PKG_MISSING)(on Debian: apt-get install pkg-config libhiredis-dev libconfig-dev, or run make deps as root))
+$(error missing build dependencies: $(PKG_CONFIG) finds no $(PKG_MISSING)(on Debian: apt-get install pkg-config libhiredis-dev libconfig-dev libssl-dev, or run make deps as root))
 endif
 endif
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)

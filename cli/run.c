@@ -94,6 +94,28 @@ static const char *down_name(int d)
     return d == CCAP_DOWN_OPEN ? "open" : d == CCAP_DOWN_CLOSED ? "closed" : "local";
 }
 
+static const char *level_name(int l)
+{
+    static const char *const names[] = { "error", "warn", "info", "debug" };
+    return l >= 0 && l <= 3 ? names[l] : "?";
+}
+
+/* TLS: what is trusted and checked (paths only: no secret is printed). */
+static void print_tls(const struct ccap_config *cfg)
+{
+    const struct ccap_tls_conf *t = &cfg->redis.tls;
+    if (!t->enabled) {
+        printf("tls: off\n");
+        return;
+    }
+    printf("tls: on, verify %s, ca %s%s%s, client certificate %s", t->verify ? "on" : "OFF",
+           t->ca_file ? t->ca_file : t->ca_dir ? t->ca_dir : "the system's", t->ca_file && t->ca_dir ? " and " : "",
+           t->ca_file && t->ca_dir ? t->ca_dir : "", t->cert_file ? t->cert_file : "none");
+    if (t->server_name) printf(", server name %s", t->server_name);
+    if (cfg->redis.n_sentinels) printf(", sentinels %s", t->sentinels ? "over TLS" : "plain");
+    printf("\n");
+}
+
 static void print_config(const struct ccap_config *cfg)
 {
     const struct ccap_redis_conf *r = &cfg->redis;
@@ -114,6 +136,12 @@ static void print_config(const struct ccap_config *cfg)
     printf(", timeouts %d/%d ms, key prefix \"%s\"%s%s%s%s\n", r->connect_timeout_ms, r->command_timeout_ms,
            r->key_prefix, r->username ? ", user \"" : "", r->username ? r->username : "", r->username ? "\"" : "",
            r->password ? ", password set" : "");
+    print_tls(cfg);
+    const struct ccap_config_sources *f = &cfg->from;
+    printf("from: redis address %s, log_level %s (%s)", f->address, f->log_level, level_name(cfg->log_level));
+    if (r->tls.enabled)
+        printf(", tls.ca_file %s, tls.cert_file %s, tls.key_file %s", f->ca_file, f->cert_file, f->key_file);
+    printf("\n");
     printf("on_timeout %s, on_redis_down %s\n", ccap_errno_name(cfg->on_timeout_errno), down_name(cfg->on_redis_down));
     if (cfg->nonblocking == CCAP_NONBLOCK_FAIL)
         printf("nonblocking fail: a non-blocking connect with no permit free fails at once with %s\n",
@@ -167,8 +195,11 @@ static void print_config_json(const struct ccap_config *cfg)
     printf(",\"db\":%d,\"connect_timeout_ms\":%d,\"command_timeout_ms\":%d,\"key_prefix\":", r->db,
            r->connect_timeout_ms, r->command_timeout_ms);
     ccap_ops_json_str(stdout, r->key_prefix);
-    printf(",\"password_set\":%s},\"on_timeout\":\"%s\",\"on_redis_down\":\"%s\",\"semaphores\":[",
-           r->password ? "true" : "false", ccap_errno_name(cfg->on_timeout_errno), down_name(cfg->on_redis_down));
+    printf(",\"password_set\":%s,\"tls\":%s,\"tls_verify\":%s,\"from\":{\"address\":\"%s\","
+           "\"log_level\":\"%s\"}},", r->password ? "true" : "false", r->tls.enabled ? "true" : "false",
+           r->tls.verify ? "true" : "false", cfg->from.address, cfg->from.log_level);
+    printf("\"on_timeout\":\"%s\",\"on_redis_down\":\"%s\",\"semaphores\":[",
+           ccap_errno_name(cfg->on_timeout_errno), down_name(cfg->on_redis_down));
     for (size_t i = 0; i < cfg->n_sems; i++) {
         const struct ccap_sem_conf *s = &cfg->sems[i];
         printf("%s{\"name\":", i ? "," : "");
@@ -225,16 +256,20 @@ static int check_redis(struct ccap_redis *r)
 
 const char ccap_help_check[] =
     "Parses the configuration and prints what it means: the Redis address\n"
-    "(never the password), on_timeout, on_redis_down, every semaphore and rule\n"
-    "with its line. Settings that load but cannot take effect (resolve = true\n"
-    "without an exact host name) are warned about on stderr. Then it connects to\n"
-    "Redis, sends PING and loads the scripts, as the shim will.\n"
+    "(never the password), TLS, on_timeout, on_redis_down, every semaphore and\n"
+    "rule with its line, and where the Redis address, log_level and TLS files\n"
+    "came from (file, default, or CONNCAP_REDIS_URL and the like). Settings\n"
+    "that load but cannot take effect (resolve = true without an exact host\n"
+    "name) are warned about on stderr. Then it connects to Redis, sends PING\n"
+    "and loads the scripts, as the shim will; over TLS it prints the protocol,\n"
+    "cipher and the server's certificate subject, or why the handshake failed.\n"
     "  --offline  validate the file only, without contacting Redis (an image\n"
     "             build, CI); exit 0 when the file is valid\n"
     "  --json     one JSON object: {config, redis: {mode, address, db,\n"
     "             connect_timeout_ms, command_timeout_ms, key_prefix,\n"
-    "             password_set}, on_timeout, on_redis_down, semaphores: [{name,\n"
-    "             limit, lease_ms, wait_timeout_ms, rate, burst}], rules: [{line,\n"
+    "             password_set, tls, tls_verify, from: {address, log_level}},\n"
+    "             on_timeout, on_redis_down, semaphores: [{name, limit,\n"
+    "             lease_ms, wait_timeout_ms, rate, burst}], rules: [{line,\n"
     "             semaphore, match: [...]}], notes: [{level, message}],\n"
     "             redis_checked, redis_ok, scripts_loaded}\n"
     "  -c -       read the configuration from standard input\n"
@@ -259,6 +294,7 @@ int ccap_cmd_check(int argc, char **argv)
     if (!offline) {
         struct ccap_redis *r = ccap_cli_redis(cfg);
         loaded = r ? check_redis(r) : -1;
+        if (!o.json && loaded >= 0 && ccap_redis_tls_info(r)[0]) printf("redis tls: %s\n", ccap_redis_tls_info(r));
         ccap_redis_free(r);
     }
     if (o.json && loaded >= 0) {

@@ -35,7 +35,9 @@ static const char *const top_keys[] = {"redis", "semaphores", "rules", "on_timeo
 static const char *const redis_keys[] = {"host", "port", "socket", "db", "connect_timeout_ms",
                                          "command_timeout_ms", "key_prefix", "username",
                                          "password_file", "password_env", "sentinels", "master",
-                                         "cluster", NULL};
+                                         "cluster", "url", "tls", NULL};
+static const char *const tls_keys[] = {"ca_file", "ca_dir", "cert_file", "key_file", "server_name", "verify",
+                                       "sentinels", NULL};
 static const char *const sem_keys[] = {"name", "limit", "lease_ms", "wait_timeout_ms", "rate", "burst",
                                        "local_limit", "restart_grace_ms", NULL};
 static const char *const rule_keys[] = {"semaphore", "match", "resolve", "resolve_interval_s", NULL};
@@ -448,6 +450,133 @@ static int read_password_file(struct ctx *c, const config_setting_t *s, const ch
     return *out ? 0 : -ENOMEM;
 }
 
+/* An absolute path setting NAME of redis.tls (or NULL) into *OUT. */
+static int get_tls_path(struct ctx *c, const config_setting_t *t, const char *name, char **out)
+{
+    const config_setting_t *s = config_setting_get_member(t, name);
+    char path[64];
+    int rc = get_strdup(c, t, "redis.tls", name, true, out);
+    if (rc == 0 && *out && (*out)[0] != '/')
+        return fail(c, s, join(path, sizeof path, "redis.tls", name), "must be an absolute path, not \"%s\"", *out);
+    return rc;
+}
+
+/* redis.tls = { ca_file; ca_dir; cert_file; key_file; server_name; verify; sentinels; } */
+static int load_tls(struct ctx *c, const config_setting_t *t, struct ccap_tls_conf *out)
+{
+    int rc;
+    if (config_setting_type(t) != CONFIG_TYPE_GROUP)
+        return fail(c, t, "redis.tls", "must be a group, as in { ca_file = \"/etc/ssl/redis-ca.pem\"; }, not %s",
+                    type_name(t));
+    if ((rc = check_known(c, t, "redis.tls", tls_keys)) < 0 || (rc = get_tls_path(c, t, "ca_file", &out->ca_file)) < 0 ||
+        (rc = get_tls_path(c, t, "ca_dir", &out->ca_dir)) < 0 ||
+        (rc = get_tls_path(c, t, "cert_file", &out->cert_file)) < 0 ||
+        (rc = get_tls_path(c, t, "key_file", &out->key_file)) < 0 ||
+        (rc = get_strdup(c, t, "redis.tls", "server_name", true, &out->server_name)) < 0 ||
+        (rc = get_bool(c, t, "redis.tls", "verify", &out->verify)) < 0 ||
+        (rc = get_bool(c, t, "redis.tls", "sentinels", &out->sentinels)) < 0)
+        return rc;
+    out->enabled = true;
+    return 0;
+}
+
+/* Moves the connection settings of U (a parsed URL) into OUT. */
+static void take_url(struct ccap_redis_conf *out, struct ccap_redis_conf *u)
+{
+    free(out->host);
+    free(out->socket);
+    out->host = u->host;
+    out->port = u->port;
+    out->socket = u->socket;
+    out->db = u->db;
+    out->tls.enabled = u->tls.enabled;
+    if (!out->host && !out->socket)
+        out->host = strdup("127.0.0.1");
+    if (u->password) {  /* a URL without credentials keeps the password_file/_env ones */
+        free(out->username);
+        if (out->password) {
+            explicit_bzero(out->password, strlen(out->password));
+            free(out->password);
+        }
+        out->username = u->username;
+        out->password = u->password;
+        u->username = u->password = NULL;
+    }
+    u->host = u->socket = NULL;
+}
+
+static void free_url(struct ccap_redis_conf *u)
+{
+    if (u->password)
+        explicit_bzero(u->password, strlen(u->password));
+    free(u->host);
+    free(u->socket);
+    free(u->username);
+    free(u->password);
+}
+
+/* redis.url: parsed into RC_OUT; it excludes the settings it replaces. */
+static int load_url(struct ctx *c, const config_setting_t *r, struct ccap_redis_conf *rc_out)
+{
+    static const char *const excl[] = {"host", "port", "socket", "db", "sentinels", "cluster", "master", NULL};
+    const config_setting_t *s;
+    const char *url = NULL;
+    char why[160], shown[300];
+    struct ccap_redis_conf u;
+    int rc = get_str(c, r, "redis", "url", true, &url, &s);
+    if (rc < 0 || !url)
+        return rc;
+    for (int i = 0; excl[i]; i++)
+        if (config_setting_get_member(r, excl[i]))
+            return fail(c, config_setting_get_member(r, excl[i]), "redis.url",
+                        "cannot be combined with redis.%s (the URL names the server)", excl[i]);
+    if ((rc = ccap_redis_url_parse(url, &u, why, sizeof why)) < 0) {
+        free_url(&u);
+        ccap_redis_url_redact(url, shown, sizeof shown);
+        return rc == -ENOMEM ? rc : fail(c, s, "redis.url", "\"%s\": %s", shown, why);
+    }
+    if (u.password && (config_setting_get_member(r, "password_file") || config_setting_get_member(r, "password_env"))) {
+        free_url(&u);
+        return fail(c, s, "redis.url", "has a password, and so cannot be combined with redis.password_%s",
+                    config_setting_get_member(r, "password_file") ? "file" : "env");
+    }
+    if (u.username && config_setting_get_member(r, "username")) {
+        free_url(&u);
+        return fail(c, s, "redis.url", "has a user name, and so cannot be combined with redis.username");
+    }
+    take_url(rc_out, &u);
+    free_url(&u);
+    return 0;
+}
+
+/* What TLS cannot go with: a Unix socket, or redis:// with a redis.tls group. */
+static int check_tls(struct ctx *c, const config_setting_t *r, const struct ccap_redis_conf *rc_out, bool plain_url)
+{
+    const config_setting_t *t = config_setting_get_member(r, "tls");
+    if ((t || rc_out->tls.enabled) && rc_out->socket)
+        return fail(c, t ? t : r, "redis.tls", "does not apply to a Unix socket (Redis serves TLS on TCP only)");
+    if (t && plain_url)
+        return fail(c, t, "redis.tls", "the URL says redis:// (plain TCP): use rediss:// with TLS");
+    if (rc_out->tls.key_file && !rc_out->tls.cert_file)
+        return fail(c, config_setting_get_member(t, "key_file"), "redis.tls.key_file", "needs redis.tls.cert_file");
+    if (rc_out->tls.cert_file && !rc_out->tls.key_file)
+        return fail(c, config_setting_get_member(t, "cert_file"), "redis.tls.cert_file", "needs redis.tls.key_file");
+    return 0;
+}
+
+/* redis.url, then redis.tls, then what they cannot go with. */
+static int load_url_tls(struct ctx *c, const config_setting_t *r, struct ccap_redis_conf *rc_out)
+{
+    const config_setting_t *s_tls = config_setting_get_member(r, "tls");
+    int rc = load_url(c, r, rc_out);
+    if (rc < 0)
+        return rc;
+    bool plain_url = config_setting_get_member(r, "url") && !rc_out->tls.enabled;
+    if (s_tls && (rc = load_tls(c, s_tls, &rc_out->tls)) < 0)
+        return rc;
+    return check_tls(c, r, rc_out, plain_url);
+}
+
 static int load_redis(struct ctx *c, const config_setting_t *r, struct ccap_redis_conf *rc_out)
 {
     int rc;
@@ -473,7 +602,8 @@ static int load_redis(struct ctx *c, const config_setting_t *r, struct ccap_redi
         (rc = get_str(c, r, "redis", "password_env", true, &pw_env, &s_env)) < 0 ||
         (rc = get_hostports(c, r, "sentinels", &rc_out->sentinels, &rc_out->n_sentinels, &s_sent)) < 0 ||
         (rc = get_strdup(c, r, "redis", "master", true, &rc_out->master)) < 0 ||
-        (rc = get_hostports(c, r, "cluster", &rc_out->cluster, &rc_out->n_cluster, &s_clus)) < 0)
+        (rc = get_hostports(c, r, "cluster", &rc_out->cluster, &rc_out->n_cluster, &s_clus)) < 0 ||
+        (rc = load_url_tls(c, r, rc_out)) < 0)
         return rc;
     s_master = config_setting_get_member(r, "master");
     s_sock = config_setting_get_member(r, "socket");
@@ -749,6 +879,9 @@ static int load_list(struct ctx *c, const config_setting_t *root, const char *na
 static int set_defaults(struct ccap_config *cfg)
 {
     cfg->redis.port = 6379;
+    cfg->redis.tls.verify = true;
+    cfg->redis.tls.sentinels = true;
+    cfg->from = (struct ccap_config_sources){"default", "default", "default", "default", "default"};
     cfg->redis.connect_timeout_ms = 200;
     cfg->redis.command_timeout_ms = 200;
     cfg->on_timeout_errno = ETIMEDOUT;
@@ -797,6 +930,14 @@ static int load_top(struct ctx *c, const config_setting_t *root, struct ccap_con
         return rc;
     if ((s = config_setting_get_member(root, "redis")) && (rc = load_redis(c, s, &cfg->redis)) < 0)
         return rc;
+    if (s)
+        cfg->from.address = "file";
+    if (cfg->redis.tls.ca_file)
+        cfg->from.ca_file = "file";
+    if (cfg->redis.tls.cert_file)
+        cfg->from.cert_file = cfg->from.key_file = "file";
+    if (config_setting_get_member(root, "log_level"))
+        cfg->from.log_level = "file";
     c->sems = config_setting_get_member(root, "semaphores");
     if (c->sems && config_setting_is_aggregate(c->sems) && config_setting_length(c->sems) > CCAP_CONF_MAX_SEMS)
         return fail(c, config_setting_get_elem(c->sems, CCAP_CONF_MAX_SEMS), "semaphores",
@@ -890,6 +1031,8 @@ int ccap_config_load_text(const char *path, const char *text, size_t len, struct
         rc = -ENOMEM;
     else
         rc = load_parsed(path, &t, cfg, err, errlen);
+    if (rc == 0)
+        rc = ccap_config_apply_env(cfg, err, errlen);
     ccap_conf_text_free(&t);
     if (rc < 0) {
         ccap_config_free(cfg);
@@ -947,6 +1090,11 @@ void ccap_config_free(struct ccap_config *cfg)
     free_strv(r->sentinels, r->n_sentinels);
     free(r->master);
     free_strv(r->cluster, r->n_cluster);
+    free(r->tls.ca_file);
+    free(r->tls.ca_dir);
+    free(r->tls.cert_file);
+    free(r->tls.key_file);
+    free(r->tls.server_name);
     for (size_t i = 0; i < cfg->n_sems; i++)
         free(cfg->sems[i].name);
     free(cfg->sems);
@@ -957,6 +1105,90 @@ void ccap_config_free(struct ccap_config *cfg)
     free(cfg->password_note);
     free(cfg->path);
     free(cfg);
+}
+
+/* An absolute path from environment variable NAME, if set, into *SLOT. */
+static int env_path(struct ccap_config *cfg, const char *name, char **slot, const char **from, char *err,
+                    size_t errlen)
+{
+    const char *v = ccap_env_get(name);
+    if (!v || !*v)
+        return 0;
+    if (v[0] != '/') {
+        snprintf(err, errlen, "%s: must be an absolute path, not \"%s\"", name, v);
+        return -EINVAL;
+    }
+    char *d = strdup(v);
+    if (!d)
+        return -ENOMEM;
+    free(*slot);
+    *slot = d;
+    *from = name;
+    cfg->redis.tls.enabled = true;
+    return 1;
+}
+
+/* CONNCAP_REDIS_URL into CFG's Redis address. Returns 1 (set), 0 or -errno. */
+static int env_url(struct ccap_config *cfg, char *err, size_t errlen)
+{
+    struct ccap_redis_conf *r = &cfg->redis, u;
+    const char *url = ccap_env_get("CONNCAP_REDIS_URL");
+    char why[160], shown[300];
+    int rc;
+    if (!url || !*url)
+        return 0;
+    if ((rc = ccap_redis_url_parse(url, &u, why, sizeof why)) < 0) {
+        free_url(&u);
+        ccap_redis_url_redact(url, shown, sizeof shown);
+        snprintf(err, errlen, "CONNCAP_REDIS_URL: \"%s\": %s", shown, rc == -ENOMEM ? "out of memory" : why);
+        return rc;
+    }
+    free_strv(r->sentinels, r->n_sentinels);
+    free_strv(r->cluster, r->n_cluster);
+    free(r->master);
+    r->sentinels = r->cluster = NULL;
+    r->n_sentinels = r->n_cluster = 0;
+    r->master = NULL;
+    take_url(r, &u);
+    free_url(&u);
+    cfg->from.address = "CONNCAP_REDIS_URL";
+    return r->host || r->socket ? 1 : -ENOMEM;
+}
+
+int ccap_config_apply_env(struct ccap_config *cfg, char *err, size_t errlen)
+{
+    struct ccap_redis_conf *r = &cfg->redis;
+    const char *lvl = ccap_env_get("CONNCAP_LOG_LEVEL");
+    int url, rc = 0, tls = 0;
+    if ((url = env_url(cfg, err, errlen)) < 0)
+        return url;
+    if ((rc = env_path(cfg, "CONNCAP_REDIS_TLS_CA_FILE", &r->tls.ca_file, &cfg->from.ca_file, err, errlen)) < 0 ||
+        (tls |= rc, rc = env_path(cfg, "CONNCAP_REDIS_TLS_CERT_FILE", &r->tls.cert_file, &cfg->from.cert_file, err,
+                                  errlen)) < 0 ||
+        (tls |= rc, rc = env_path(cfg, "CONNCAP_REDIS_TLS_KEY_FILE", &r->tls.key_file, &cfg->from.key_file, err,
+                                  errlen)) < 0)
+        return rc;
+    tls |= rc;
+    const char *why = tls && url && !strncmp(ccap_env_get("CONNCAP_REDIS_URL"), "redis://", 8)
+                          ? "CONNCAP_REDIS_TLS_*: CONNCAP_REDIS_URL says redis:// (plain TCP): use rediss://"
+                    : r->tls.enabled && r->socket ? "TLS does not apply to a Unix socket (the Redis address from "
+                                                    "CONNCAP_REDIS_URL or the file)"
+                    : !r->tls.cert_file != !r->tls.key_file ? "CONNCAP_REDIS_TLS_CERT_FILE and _KEY_FILE (or "
+                                                              "redis.tls.cert_file and key_file) go together"
+                    : NULL;
+    if (why) {
+        snprintf(err, errlen, "%s", why);
+        return -EINVAL;
+    }
+    if (lvl && *lvl) {
+        if ((rc = ccap_log_level_parse(lvl)) < 0) {
+            snprintf(err, errlen, "CONNCAP_LOG_LEVEL: \"%s\" is not one of error, warn, info, debug", lvl);
+            return -EINVAL;
+        }
+        cfg->log_level = rc;
+        cfg->from.log_level = "CONNCAP_LOG_LEVEL";
+    }
+    return 0;
 }
 
 const char *ccap_config_path(void)

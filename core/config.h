@@ -15,6 +15,18 @@
 enum ccap_down_policy { CCAP_DOWN_OPEN = 0, CCAP_DOWN_CLOSED, CCAP_DOWN_LOCAL };
 enum ccap_nonblock_policy { CCAP_NONBLOCK_WAIT = 0, CCAP_NONBLOCK_FAIL };
 
+/* TLS to Redis (redis.tls, rediss://). Paths are absolute. */
+struct ccap_tls_conf {
+    bool enabled;             /* rediss://, a redis.tls group, or a CONNCAP_REDIS_TLS_* variable */
+    char *ca_file;            /* PEM CAs to trust; with ca_dir NULL too: the system's */
+    char *ca_dir;             /* hashed CA directory (c_rehash), or NULL */
+    char *cert_file;          /* client certificate chain (PEM), or NULL */
+    char *key_file;           /* its private key (PEM); required with cert_file */
+    char *server_name;        /* SNI and the name checked, instead of each node's host */
+    bool verify;              /* default true: certificate chain and host name checked */
+    bool sentinels;           /* default true: the sentinels are spoken to over TLS too */
+};
+
 struct ccap_redis_conf {
     char *host;               /* default "127.0.0.1" */
     int port;                 /* default 6379 */
@@ -30,6 +42,15 @@ struct ccap_redis_conf {
     char *master;             /* sentinel master name */
     char **cluster;           /* "host:port" seed nodes, or NULL */
     size_t n_cluster;
+    struct ccap_tls_conf tls;
+};
+
+/* Where a setting came from, for `conncap check`: "default", "file", or
+ * the name of the environment variable (a literal). */
+struct ccap_config_sources {
+    const char *address;      /* host/port/socket/db/user/password/url */
+    const char *log_level;
+    const char *ca_file, *cert_file, *key_file;
 };
 
 struct ccap_sem_conf {
@@ -74,6 +95,7 @@ struct ccap_config {
     int audit_maxlen;                     /* default 10000 */
     bool has_names;                       /* some rule has a host or wildcard pattern */
     bool has_resolve;                     /* some rule has resolve = true and an exact host name */
+    struct ccap_config_sources from;
 };
 
 /* Loads and validates PATH. On success returns 0 and *OUT (owned by the
@@ -100,6 +122,27 @@ int ccap_config_load(const char *path, struct ccap_config **out, char *err, size
  * @include names. */
 int ccap_config_load_text(const char *path, const char *text, size_t len, struct ccap_config **out, char *err,
                           size_t errlen);
+
+/* Applied by ccap_config_load after the file: CONNCAP_REDIS_URL replaces
+ * the file's Redis address wholly (host, port, socket, db, user, password,
+ * sentinels, cluster; its scheme turns TLS on or off), CONNCAP_REDIS_TLS_
+ * CA_FILE / CERT_FILE / KEY_FILE replace those TLS settings (and turn TLS
+ * on), CONNCAP_LOG_LEVEL replaces log_level. Read with ccap_env_get: in
+ * the shim, the values the process started with. CFG->from says where
+ * each came from. Returns 0, or -EINVAL with "CONNCAP_NAME: why" in ERR. */
+int ccap_config_apply_env(struct ccap_config *cfg, char *err, size_t errlen);
+
+/* Parses a Redis URL into OUT (zeroed first; the caller frees its
+ * strings, even on failure): "redis://[user[:password]@]host[:port][/db]"
+ * (user and password %XX-decoded; IPv6 hosts as [addr]), "rediss://..."
+ * (the same, OUT->tls.enabled set), or "unix:///path[?db=N]". Unset parts
+ * keep port 6379, db 0. Returns 0, -EINVAL with the reason in WHY (never
+ * the password), or -ENOMEM. Pure; thread-safe. */
+int ccap_redis_url_parse(const char *url, struct ccap_redis_conf *out, char *why, size_t whylen);
+
+/* URL with its password, if any, replaced by "***", into OUT (OUTLEN
+ * bytes, truncated). For every message that names a URL. Thread-safe. */
+void ccap_redis_url_redact(const char *url, char *out, size_t outlen);
 
 /* Frees CFG and everything it owns; NULL is fine. */
 void ccap_config_free(struct ccap_config *cfg);

@@ -209,6 +209,8 @@ static int fd_still_ours(const struct ccap_node *n)
  * otherwise the number belongs to the program and is left alone. */
 void ccap_node_drop(struct ccap_node *n)
 {
+    ccap_tls_conn_free(n->tls);     /* no I/O: no close_notify */
+    n->tls = NULL;
     if (!n->ctx)
         return;
     if (fd_still_ours(n))
@@ -467,6 +469,18 @@ size_t ccap_resp_format(char *out, int argc, const char *const *argv)
     return (size_t)(p - out);
 }
 
+/* Writes LEN bytes of BUF on N's TLS session: > 0, -EAGAIN (*WANT), or
+ * -EPIPE / -EIO with the reason in R's error. */
+static ssize_t tls_send(struct ccap_redis *r, struct ccap_node *n, const char *buf, size_t len, short *want)
+{
+    char why[200];
+    ssize_t w = ccap_tls_write(n->tls, buf, len, want, why, sizeof why);
+
+    if (w < 0 && w != -EAGAIN)
+        set_err(r, "redis TLS write: %s", why);
+    return w;
+}
+
 /* Writes never go through hiredis (its write() would raise SIGPIPE on a
  * peer that went away, killing a program that never asked for it): the
  * command is sent here with MSG_NOSIGNAL, so no signal mask is touched;
@@ -491,14 +505,22 @@ int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const ch
         return -ENOMEM;
     }
     len = ccap_resp_format(cmd, argc, argv);
-    while (off < len) {
-        ssize_t w = send(n->ctx->fd, cmd + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (off < len && rc == 0) {
+        short want = POLLOUT;
+        ssize_t w = n->tls ? tls_send(r, n, cmd + off, len - off, &want)
+                           : send(n->ctx->fd, cmd + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         int ready;
 
+        if (w == -EIO || (w < 0 && w != -1 && w != -EAGAIN)) {
+            rc = ccap_node_io_error(r, n, argv[0], w == -EPIPE ? EPIPE : EIO);
+            break;
+        }
+        if (w == -EAGAIN)
+            w = -1, errno = EAGAIN;
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
-            (ready = wait_fd(n->ctx->fd, POLLOUT, deadline)) != 0) {
+            (ready = wait_fd(n->ctx->fd, want, deadline)) != 0) {
             if (ready > 0)
                 continue;
             errno = -ready;
@@ -526,9 +548,19 @@ static int read_failed(struct ccap_redis *r, struct ccap_node *n, const char *cm
  * reader. Returns 0 (maybe nothing read: EAGAIN, EINTR) or -errno (N closed). */
 static int node_fill(struct ccap_redis *r, struct ccap_node *n, const char *cmd)
 {
-    char buf[8192];
-    ssize_t k = recv(n->ctx->fd, buf, sizeof buf, MSG_DONTWAIT);
+    char buf[8192], why[200];
+    ssize_t k;
 
+    if (n->tls) {
+        n->want = POLLIN;
+        k = ccap_tls_read(n->tls, buf, sizeof buf, &n->want, why, sizeof why);
+        if (k == -EAGAIN)
+            return 0;
+        if (k < 0)
+            return read_failed(r, n, cmd, k == -EPIPE ? -EPIPE : -EIO, why);
+    } else {
+        k = recv(n->ctx->fd, buf, sizeof buf, MSG_DONTWAIT);
+    }
     if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
         return 0;
     if (k == 0)
@@ -562,7 +594,7 @@ int ccap_node_read(struct ccap_redis *r, struct ccap_node *n, const char *cmd, l
             *out = rep;
             return 0;
         }
-        rc = wait_fd(n->ctx->fd, POLLIN, deadline);
+        rc = n->tls && ccap_tls_pending(n->tls) ? 1 : wait_fd(n->ctx->fd, n->tls ? n->want : POLLIN, deadline);
         if (rc == 0) {
             set_err(r, "redis %s: timed out after %d ms", cmd, r->conf.command_timeout_ms);
             return -ETIMEDOUT;
@@ -640,28 +672,52 @@ static int node_setup(struct ccap_redis *r, struct ccap_node *n, int setup)
     return 0;
 }
 
-/* TLS attaches here, once the socket is connected and before AUTH: hiredis
- * 0.14 (Debian 12) has no TLS, so this is a no-op and TLS runs through a
- * local tunnel (see README, "Redis over TLS"). With hiredis >= 1.0 built
- * with SSL, this is the one place to add, under a build flag:
- *     redisSSLContext *ssl = redisCreateSSLContext(cafile, NULL, cert, key,
- *                                                  servername, &sslerr);
- *     if (!ssl || redisInitiateSSLWithContext(n->ctx, ssl) != REDIS_OK) fail;
- * (one redisSSLContext per struct ccap_redis, created in ccap_redis_new and
- * freed in ccap_redis_free; the handshake must be bounded by a deadline
- * of command_timeout_ms, and ccap_node_read/ccap_node_send must then move
- * bytes through the SSL object, not recv/send, still through the scanner). */
-static int tls_attach(struct ccap_redis *r, struct ccap_node *n)
+/* The TLS handshake on N's fresh connection (when configured: for a
+ * sentinel only with tls.sentinels), bounded by DEADLINE (the connect's).
+ * OpenSSL is loaded by the first one. Returns 0 or -errno (N still open). */
+static int tls_attach(struct ccap_redis *r, struct ccap_node *n, long long deadline, int setup)
 {
-    (void)r;
-    (void)n;
+    const char *where = n->host;
+    char why[300];
+    short want = POLLOUT;
+    int rc;
+
+    if (!r->conf.tls.enabled || ((setup & CCAP_SETUP_SENTINEL) && !r->conf.tls.sentinels))
+        return 0;
+    if (!r->tls) {
+        /* local work (loading OpenSSL, the CAs) is not the server's handshake time */
+        if ((rc = ccap_tls_new(&r->conf.tls, &r->tls, why, sizeof why)) < 0) {
+            set_err(r, "redis %s", why);
+            return rc == -ENOMEM ? rc : -EIO;
+        }
+        deadline = now_ms() + r->conf.connect_timeout_ms;
+    }
+    if ((rc = ccap_tls_conn_new(r->tls, n->ctx->fd, n->host, &n->tls, why, sizeof why)) < 0) {
+        set_err(r, "redis %s:%d: %s", where, n->port, why);
+        return rc == -ENOMEM ? rc : -EIO;
+    }
+    while ((rc = ccap_tls_handshake(n->tls, &want, why, sizeof why)) == -EAGAIN) {
+        int ready = wait_fd(n->ctx->fd, want, deadline);
+
+        if (ready <= 0) {
+            set_err(r, "redis TLS handshake with %s:%d: %s", where, n->port,
+                    ready ? strerror(-ready) : "timed out (connect_timeout_ms)");
+            return ready ? -EIO : -ETIMEDOUT;
+        }
+    }
+    if (rc < 0) {
+        set_err(r, "redis TLS handshake with %s:%d failed: %s", where, n->port, why);
+        return -EIO;
+    }
+    ccap_tls_describe(n->tls, r->tls_info, sizeof r->tls_info);
+    n->want = POLLIN;
     return 0;
 }
 
 static int node_connect(struct ccap_redis *r, struct ccap_node *n, long long deadline, int setup)
 {
     struct stat st;
-    int fd, fl;
+    int fd, fl, rc;
 
     fd = n->socket ? connect_unix(r, n, deadline) : connect_tcp(r, n, deadline);
     if (fd < 0)
@@ -687,9 +743,9 @@ static int node_connect(struct ccap_redis *r, struct ccap_node *n, long long dea
     n->loaded = 0;
     ccap_resp_scan_init(&n->scan, r->caps);
 
-    if (tls_attach(r, n) < 0) {
+    if ((rc = tls_attach(r, n, deadline, setup)) < 0) {
         ccap_node_drop(n);
-        return -EIO;
+        return rc;
     }
     return node_setup(r, n, setup);
 }
@@ -704,6 +760,8 @@ static bool node_usable(struct ccap_node *n)
     if (n->forks != ccap_redis_forks()) {
         ccap_node_forget(n);
     } else if (!fd_still_ours(n)) {
+        ccap_tls_conn_free(n->tls);
+        n->tls = NULL;
         redisFreeKeepFd(n->ctx);
         n->ctx = NULL;
     } else if (n->ctx->err) {
@@ -1045,6 +1103,12 @@ struct ccap_redis *ccap_redis_new(const struct ccap_redis_conf *conf)
     r->conf.sentinels = dup_list(conf->sentinels, conf->n_sentinels, &oom);
     r->conf.n_sentinels = r->conf.sentinels ? conf->n_sentinels : 0;
     r->conf.cluster = dup_list(conf->cluster, conf->n_cluster, &oom);
+    r->conf.tls = conf->tls;
+    r->conf.tls.ca_file = dup_or_null(conf->tls.ca_file, &oom);
+    r->conf.tls.ca_dir = dup_or_null(conf->tls.ca_dir, &oom);
+    r->conf.tls.cert_file = dup_or_null(conf->tls.cert_file, &oom);
+    r->conf.tls.key_file = dup_or_null(conf->tls.key_file, &oom);
+    r->conf.tls.server_name = dup_or_null(conf->tls.server_name, &oom);
     r->conf.n_cluster = r->conf.cluster ? conf->n_cluster : 0;
     if (oom) {
         ccap_redis_free(r);
@@ -1096,6 +1160,12 @@ void ccap_redis_free(struct ccap_redis *r)
     free(r->conf.master);
     free_list(r->conf.sentinels, r->conf.n_sentinels);
     free_list(r->conf.cluster, r->conf.n_cluster);
+    ccap_tls_free(r->tls);
+    free(r->conf.tls.ca_file);
+    free(r->conf.tls.ca_dir);
+    free(r->conf.tls.cert_file);
+    free(r->conf.tls.key_file);
+    free(r->conf.tls.server_name);
     free(r);
 }
 
@@ -1192,6 +1262,11 @@ int ccap_redis_fd(const struct ccap_redis *r)
         return -1;
     n = r->last ? r->last : &r->main;
     return n->ctx ? n->ctx->fd : -1;
+}
+
+const char *ccap_redis_tls_info(const struct ccap_redis *r)
+{
+    return r ? r->tls_info : "";
 }
 
 const char *ccap_redis_errstr(const struct ccap_redis *r)

@@ -143,6 +143,11 @@ int ccap_redis_fd_base(void);
  * that found a reply of the wrong shape says which; preserves errno. */
 void ccap_redis_set_err(struct ccap_redis *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* With TLS: the last handshake's protocol, cipher and peer subject
+ * ("TLSv1.3 TLS_AES_256_GCM_SHA384, peer /CN=redis"), or "" (plain, or
+ * none yet). Owned by R. */
+const char *ccap_redis_tls_info(const struct ccap_redis *r);
+
 /* The last error text ("" if none). Owned by R, valid until the next call. */
 const char *ccap_redis_errstr(const struct ccap_redis *r);
 

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include "redis.h"
 #include "resp.h"
+#include "tls.h"
 
 #define CCAP_CLUSTER_SLOTS 16384
 #define CCAP_HOST_MAX 256
@@ -24,6 +25,8 @@ struct ccap_node {
     unsigned gen;             /* counts connections made: a deferred reply is owed by one */
     unsigned loaded;          /* bit 1 << script: known loaded on this connection */
     struct ccap_resp_scan scan; /* checks the bytes read before hiredis's reader parses them */
+    struct ccap_tls_conn *tls; /* the TLS session on ctx->fd, or NULL (plain) */
+    short want;               /* TLS: what the last read waits for (POLLIN, or POLLOUT mid-renegotiation) */
 };
 
 /* A command sent without waiting for its reply (or not sent yet): kept
@@ -41,7 +44,7 @@ struct ccap_deferred {
 enum ccap_redis_mode { CCAP_MODE_SINGLE = 0, CCAP_MODE_SENTINEL, CCAP_MODE_CLUSTER };
 
 /* Node setup steps after the TCP connect. */
-enum { CCAP_SETUP_AUTH = 1, CCAP_SETUP_SELECT = 2 };
+enum { CCAP_SETUP_AUTH = 1, CCAP_SETUP_SELECT = 2, CCAP_SETUP_SENTINEL = 4 /* a sentinel: TLS if tls.sentinels */ };
 
 struct ccap_redis {
     struct ccap_redis_conf conf;   /* our own copy, lists included */
@@ -61,7 +64,9 @@ struct ccap_redis {
     struct ccap_deferred *defer;
     size_t n_defer;
     bool flushing;
-    char err[256];
+    struct ccap_tls *tls;          /* made at the first TLS connect (loads OpenSSL) */
+    char tls_info[320];            /* the last handshake: protocol, cipher, peer subject */
+    char err[384];
 };
 
 /* How many fork()s this process descends from since the library loaded

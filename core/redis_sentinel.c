@@ -18,7 +18,7 @@ static int ask_sentinel(struct ccap_redis *r, struct ccap_node *s, long long dea
     int rc;
 
     for (int attempt = 0;; attempt++) {
-        rc = ccap_node_ensure(r, s, deadline, attempt ? CCAP_SETUP_AUTH : 0);
+        rc = ccap_node_ensure(r, s, deadline, CCAP_SETUP_SENTINEL | (attempt ? CCAP_SETUP_AUTH : 0));
         if (rc < 0)
             return rc;
         rc = ccap_node_exec(r, s, 3, av, &rep);
@@ -114,9 +114,13 @@ int ccap_sentinel_connect(struct ccap_redis *r)
         }
     }
     if (!found) {
-        if (rc != -ENOENT && rc != -EPROTO)
+        if (rc != -ENOENT && rc != -EPROTO) {
+            char last[sizeof r->err];   /* the text is R's own error: copied, not read while written */
+
+            snprintf(last, sizeof last, "%s", r->err[0] ? r->err : "none tried");
             ccap_redis_set_err(r, "redis sentinel: no sentinel answered for master \"%s\" (last: %s)", r->conf.master,
-                               r->err[0] ? r->err : "none tried");
+                               last);
+        }
         return rc == -ETIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
     }
 

@@ -241,13 +241,21 @@ static bool strv_eq(char **a, size_t na, char **b, size_t nb)
     return true;
 }
 
+static bool tls_same(const struct ccap_tls_conf *a, const struct ccap_tls_conf *b)
+{
+    return a->enabled == b->enabled && a->verify == b->verify && a->sentinels == b->sentinels &&
+           str_eq(a->ca_file, b->ca_file) && str_eq(a->ca_dir, b->ca_dir) && str_eq(a->cert_file, b->cert_file) &&
+           str_eq(a->key_file, b->key_file) && str_eq(a->server_name, b->server_name);
+}
+
 static bool redis_same(const struct ccap_redis_conf *a, const struct ccap_redis_conf *b)
 {
     return str_eq(a->host, b->host) && a->port == b->port && str_eq(a->socket, b->socket) && a->db == b->db &&
            a->connect_timeout_ms == b->connect_timeout_ms && a->command_timeout_ms == b->command_timeout_ms &&
            str_eq(a->key_prefix, b->key_prefix) && str_eq(a->username, b->username) &&
            str_eq(a->password, b->password) && strv_eq(a->sentinels, a->n_sentinels, b->sentinels, b->n_sentinels) &&
-           str_eq(a->master, b->master) && strv_eq(a->cluster, a->n_cluster, b->cluster, b->n_cluster);
+           str_eq(a->master, b->master) && strv_eq(a->cluster, a->n_cluster, b->cluster, b->n_cluster) &&
+           tls_same(&a->tls, &b->tls);
 }
 
 /* Gives NEW's semaphores the indices they had in OLD (a semaphore that left

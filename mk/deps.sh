@@ -4,8 +4,8 @@
 # Run by make test, make demo, make bench and make deps; never by a plain make
 # (a build only checks with pkg-config, and says what is missing).
 set -e
-build="gcc make pkg-config libhiredis-dev libconfig-dev"
-test="$build libcmocka-dev redis-server redis-tools redis-sentinel curl netcat-openbsd python3 python3-yaml libnss-wrapper procps clang libclang-rt-14-dev nodejs python3-requests openjdk-17-jdk-headless nginx-light apache2-utils postgresql time valgrind"
+build="gcc make pkg-config libhiredis-dev libconfig-dev libssl-dev"
+test="$build libcmocka-dev openssl redis-server redis-tools redis-sentinel curl netcat-openbsd python3 python3-yaml libnss-wrapper procps clang libclang-rt-14-dev nodejs python3-requests openjdk-17-jdk-headless nginx-light apache2-utils postgresql time valgrind"
 case "${1:-build}" in
   build) want=$build ;;
   test)  want=$test ;;

@@ -5,12 +5,23 @@
 #include "handoff.h"
 #include "log.h"
 #include "shim.h"
+#include "tls.h"
 
 static const struct ccap_core_hooks hooks = {
     .need_heartbeat = ccap_heartbeat_start,
     .fork_child = ccap_heartbeat_forget,
     .need_watch = ccap_watch_start,
 };
+
+/* At exit(), before OpenSSL may be cleaned up (see ccap_tls_set_exit_hook):
+ * the permits go back while TLS to Redis still works. */
+static void ccap_shim_exit_tls(void)
+{
+    ccap_guard++;
+    ccap_heartbeat_stop();
+    ccap_core_shutdown();
+    ccap_guard--;
+}
 
 /* No threads, no locks, no allocation, no I/O: every CONNCAP_* variable is
  * copied here, before main, so that a program that clears or rewrites its
@@ -22,6 +33,7 @@ __attribute__((constructor)) static void ccap_shim_init(void)
 {
     ccap_env_capture();
     ccap_core_set_hooks(&hooks);
+    ccap_tls_set_exit_hook(ccap_shim_exit_tls);
     ccap_handoff_record();
 }
 

@@ -352,3 +352,35 @@ h_cluster_owner() {
 
 # h_ccli PORT ARGS...: redis-cli against one cluster node, following redirects.
 h_ccli() { local p=$1; shift; redis-cli ${CLUSTER_AUTH:-} -c -p "$p" "$@"; }
+
+# h_tls_certs: a CA, a server certificate for localhost and 127.0.0.1, a
+# client certificate (both signed by that CA) and a second, unrelated CA,
+# made with openssl in $T/tls: ca.pem, server.{pem,key}, client.{pem,key},
+# other-ca.pem.
+h_tls_certs() {
+    local d="$T/tls"
+    mkdir -p "$d"
+    (
+        cd "$d" || exit 1
+        openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=conncap test CA" -keyout ca.key -out ca.pem
+        openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=other CA" -keyout other-ca.key -out other-ca.pem
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout server.key -out server.csr
+        printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > san.ext
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext -out server.pem
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=conncap client" -keyout client.key -out client.csr
+        openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out client.pem
+    ) >"$T/tls.log" 2>&1 || h_fail "openssl could not make the test certificates (see $T/tls.log)"
+    TLS_DIR=$d
+}
+
+# h_redis_tls_start [NAME] [AUTH_CLIENTS]: h_redis_start with a TLS port too
+# ($REDIS_TLS_PORT; server certificate from h_tls_certs; client certificates
+# "no" (default), "yes" or "optional"). $REDIS_TLS_EXTRA keeps the TLS
+# arguments: set REDIS_EXTRA to it before h_redis_restart.
+h_redis_tls_start() {
+    REDIS_TLS_PORT=$(h_free_port)
+    local d=$TLS_DIR
+    REDIS_TLS_EXTRA="--tls-port $REDIS_TLS_PORT --tls-cert-file $d/server.pem --tls-key-file $d/server.key \
+--tls-ca-cert-file $d/ca.pem --tls-auth-clients ${2:-no}"
+    REDIS_EXTRA="$REDIS_TLS_EXTRA ${REDIS_EXTRA:-}" h_redis_start "${1:-redis}"
+}

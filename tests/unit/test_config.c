@@ -796,6 +796,157 @@ static void test_notes(void **state)
     ccap_config_free(cfg);
 }
 
+/* The URL forms, and a clear reason (never the password) for bad ones. */
+static void test_url(void **state)
+{
+    (void)state;
+    struct ccap_redis_conf u;
+    char why[160];
+    assert_int_equal(ccap_redis_url_parse("rediss://app:p%40ss%3Aw@[::1]:6380/3", &u, why, sizeof why), 0);
+    assert_string_equal(u.host, "::1");
+    assert_int_equal(u.port, 6380);
+    assert_int_equal(u.db, 3);
+    assert_string_equal(u.username, "app");
+    assert_string_equal(u.password, "p@ss:w");
+    assert_true(u.tls.enabled);
+    free(u.host), free(u.username), free(u.password);
+    assert_int_equal(ccap_redis_url_parse("redis://:only@redis.example", &u, why, sizeof why), 0);
+    assert_string_equal(u.host, "redis.example");
+    assert_int_equal(u.port, 6379);
+    assert_null(u.username);
+    assert_string_equal(u.password, "only");
+    assert_false(u.tls.enabled);
+    free(u.host), free(u.password);
+    assert_int_equal(ccap_redis_url_parse("unix:///run/redis.sock?db=2", &u, why, sizeof why), 0);
+    assert_string_equal(u.socket, "/run/redis.sock");
+    assert_int_equal(u.db, 2);
+    assert_null(u.host);
+    free(u.socket);
+    static const char *const bad[][2] = {
+        { "http://h", "must start with redis://, rediss:// or unix://" },
+        { "redis://h:0", "the port must be 1-65535" },
+        { "redis://h:65536", "the port must be 1-65535" },
+        { "redis://h:x/1", "the port must be 1-65535" },
+        { "redis://h/x", "the database after '/' must be a number" },
+        { "redis://", "the host is missing" },
+        { "redis://[::1", "closing ']'" },
+        { "redis://u:pw%zz@h", "the password has a bad %-escape" },
+        { "redis://u:pw%00@h", "the password has a bad %-escape" },
+        { "redis://u@h", "a user name needs a password" },
+        { "unix://run/x", "absolute path" },
+        { "unix:///x?pw=1", "?db=N" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(why, 0, sizeof why);
+        assert_int_equal(ccap_redis_url_parse(bad[i][0], &u, why, sizeof why), -EINVAL);
+        if (!strstr(why, bad[i][1]))
+            fail_msg("%s: \"%s\" lacks \"%s\"", bad[i][0], why, bad[i][1]);
+        assert_null(strstr(why, "pw"));
+        free(u.host), free(u.socket), free(u.username), free(u.password);
+    }
+    char shown[128];
+    ccap_redis_url_redact("rediss://u:s3cret@h:1/0", shown, sizeof shown);
+    assert_string_equal(shown, "rediss://u:***@h:1/0");
+    ccap_redis_url_redact("redis://h:1", shown, sizeof shown);
+    assert_string_equal(shown, "redis://h:1");
+}
+
+/* redis.url and redis.tls in the file: what they exclude, what they set. */
+static void test_url_tls_file(void **state)
+{
+    (void)state;
+    struct ccap_config *cfg = load_ok("redis = { url = \"rediss://h.example:6380/1\"; tls = { ca_file = \"/ca.pem\";\n"
+                                      "  server_name = \"r.example\"; verify = false; }; };\n" SEM);
+    assert_string_equal(cfg->redis.host, "h.example");
+    assert_int_equal(cfg->redis.port, 6380);
+    assert_int_equal(cfg->redis.db, 1);
+    assert_true(cfg->redis.tls.enabled);
+    assert_false(cfg->redis.tls.verify);
+    assert_true(cfg->redis.tls.sentinels);
+    assert_string_equal(cfg->redis.tls.ca_file, "/ca.pem");
+    assert_string_equal(cfg->redis.tls.server_name, "r.example");
+    assert_string_equal(cfg->from.address, "file");
+    assert_string_equal(cfg->from.ca_file, "file");
+    ccap_config_free(cfg);
+    cfg = load_ok("redis = { tls = { }; };\n" SEM);
+    assert_true(cfg->redis.tls.enabled && cfg->redis.tls.verify);
+    ccap_config_free(cfg);
+    load_bad_line("redis = { url = \"redis://h\";\n port = 1; };\n" SEM, 2,
+                  "redis.url: cannot be combined with redis.port");
+    load_bad_line("redis = { url = \"redis://u:secret@h\"; password_env = \"X\"; };\n" SEM, 1,
+                  "redis.url: has a password, and so cannot be combined with redis.password_env");
+    load_bad_line("redis = { url = \"redis://u:secret@h:x\"; };\n" SEM, 1,
+                  "redis.url: \"redis://u:***@h:x\": the port must be 1-65535");
+    load_bad_line("redis = { url = \"redis://h\";\n tls = { }; };\n" SEM, 2,
+                  "redis.tls: the URL says redis:// (plain TCP): use rediss://");
+    load_bad_line("redis = { url = \"unix:///r.sock\";\n tls = { }; };\n" SEM, 2,
+                  "redis.tls: does not apply to a Unix socket");
+    load_bad_line("redis = { tls = {\n ca_file = \"ca.pem\"; }; };\n" SEM, 2,
+                  "redis.tls.ca_file: must be an absolute path");
+    load_bad_line("redis = { tls = {\n cert_file = \"/c.pem\"; }; };\n" SEM, 2,
+                  "redis.tls.cert_file: needs redis.tls.key_file");
+    load_bad_line("redis = { tls = {\n verfy = true; }; };\n" SEM, 2, "redis.tls.verfy: unknown setting; did you mean \"verify\"?");
+}
+
+/* Loads TEXT and expects -EINVAL with WANT (from the environment: no file
+ * or line) in the message. */
+static void load_bad_env(const char *text, const char *want)
+{
+    struct ccap_config *cfg = (void *)1;
+    char err[512] = "";
+    int rc = ccap_config_load(write_file("bad.conf", text), &cfg, err, sizeof err);
+    if (rc != -EINVAL)
+        fail_msg("rc %d (want -EINVAL) for\n%s\nmessage: %s", rc, text, err);
+    assert_null(cfg);
+    if (strncmp(err, want, strlen(want)))
+        fail_msg("message \"%s\"\ndoes not start with \"%s\"", err, want);
+}
+
+/* The environment replaces the file's address, TLS paths and log level, and says so. */
+static void test_env_overrides(void **state)
+{
+    (void)state;
+    setenv("CONNCAP_REDIS_URL", "rediss://u:pw@10.0.0.9:7000/4", 1);
+    setenv("CONNCAP_REDIS_TLS_CA_FILE", "/env-ca.pem", 1);
+    setenv("CONNCAP_LOG_LEVEL", "debug", 1);
+    struct ccap_config *cfg = load_ok("redis = { sentinels = ( \"h:1\" ); master = \"m\";\n"
+                                      " tls = { ca_file = \"/file-ca.pem\"; }; };\nlog_level = \"error\";\n" SEM);
+    assert_string_equal(cfg->redis.host, "10.0.0.9");
+    assert_int_equal(cfg->redis.port, 7000);
+    assert_int_equal(cfg->redis.db, 4);
+    assert_int_equal(cfg->redis.n_sentinels, 0);
+    assert_null(cfg->redis.master);
+    assert_string_equal(cfg->redis.password, "pw");
+    assert_string_equal(cfg->redis.tls.ca_file, "/env-ca.pem");
+    assert_int_equal(cfg->log_level, 3);
+    assert_string_equal(cfg->from.address, "CONNCAP_REDIS_URL");
+    assert_string_equal(cfg->from.ca_file, "CONNCAP_REDIS_TLS_CA_FILE");
+    assert_string_equal(cfg->from.log_level, "CONNCAP_LOG_LEVEL");
+    ccap_config_free(cfg);
+    /* no redis section at all */
+    cfg = load_ok(SEM);
+    assert_true(cfg->redis.tls.enabled);
+    assert_string_equal(cfg->redis.host, "10.0.0.9");
+    ccap_config_free(cfg);
+    setenv("CONNCAP_REDIS_URL", "redis://h", 1);
+    load_bad_env(SEM, "CONNCAP_REDIS_TLS_*: CONNCAP_REDIS_URL says redis:// (plain TCP)");
+    unsetenv("CONNCAP_REDIS_TLS_CA_FILE");
+    setenv("CONNCAP_REDIS_URL", "redis://u:topsecret@h:99999", 1);
+    load_bad_env(SEM, "CONNCAP_REDIS_URL: \"redis://u:***@h:99999\": the port must be 1-65535");
+    setenv("CONNCAP_REDIS_URL", "redis://h", 1);
+    setenv("CONNCAP_LOG_LEVEL", "loud", 1);
+    load_bad_env(SEM, "CONNCAP_LOG_LEVEL: \"loud\" is not one of error, warn, info, debug");
+    unsetenv("CONNCAP_LOG_LEVEL");
+    setenv("CONNCAP_REDIS_TLS_KEY_FILE", "/k.pem", 1);
+    setenv("CONNCAP_REDIS_URL", "rediss://h", 1);
+    load_bad_env(SEM, "CONNCAP_REDIS_TLS_CERT_FILE and _KEY_FILE (or redis.tls.cert_file and key_file) go together");
+    unsetenv("CONNCAP_REDIS_TLS_KEY_FILE");
+    unsetenv("CONNCAP_REDIS_URL");
+    cfg = load_ok(SEM);
+    assert_false(cfg->redis.tls.enabled);
+    assert_string_equal(cfg->from.address, "default");
+    ccap_config_free(cfg);
+}
 
 /* Expects loading PATH to fail with -EINVAL and WANT in the message. */
 static void load_bad_path(const char *path, const char *want)
@@ -995,6 +1146,8 @@ int main(void)
         cmocka_unit_test(test_redis_errors),     cmocka_unit_test(test_match),
         cmocka_unit_test(test_errno_names),      cmocka_unit_test(test_config_path),
         cmocka_unit_test(test_small_err_buffer), cmocka_unit_test(test_notes),
+        cmocka_unit_test(test_url),              cmocka_unit_test(test_url_tls_file),
+        cmocka_unit_test(test_env_overrides),
         cmocka_unit_test(test_not_regular),      cmocka_unit_test(test_size_cap),
         cmocka_unit_test(test_include),          cmocka_unit_test(test_include_errors),
         cmocka_unit_test(test_bounds),           cmocka_unit_test(test_password_mode),
