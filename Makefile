@@ -68,7 +68,7 @@ PROGS    := $(PROG_SRC:tests/progs/%.c=$(BUILD)/progs/%)
 .PHONY: all deps test test-build unit integration demo bench bench-build install uninstall clean FORCE
 all: $(BUILD)/libconncap.so $(BUILD)/conncap
 
-$(BUILD)/scripts.c: $(LUA) mk/embed-lua.sh
+$(BUILD)/scripts.c: $(LUA) lua mk/embed-lua.sh
 	@mkdir -p $(@D)
 	sh mk/embed-lua.sh $@ $(LUA)
 

@@ -99,8 +99,11 @@ int ccap_sem_timeout(struct ccap_redis *r, const char *prefix, const char *name,
 int ccap_sem_count_fallback(struct ccap_redis *r, const char *prefix, const char *name, int n);
 
 /* Drops every holder of NAME (and their acquire times); counters stay.
- * Appends a reset event naming WHO when audit is on. Returns the number of
- * holders dropped, or -errno as ccap_redis_script. */
+ * Appends a reset event naming WHO when audit is on. Plain commands (an
+ * operator's, not in the workers' function library), one after the other:
+ * a holder that acquires meanwhile may lose its acquire time (not its
+ * permit). Returns the number of holders dropped, or -errno as
+ * ccap_redis_command. */
 int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, const char *who);
 
 /* Audit: MAXLEN > 0 makes acquire, release, timeout and reset append events
