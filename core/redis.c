@@ -33,6 +33,7 @@ extern const char ccap_lua_acquire[];
 extern const char ccap_lua_release[];
 extern const char ccap_lua_renew[];
 extern const char ccap_lua_timeout[];
+extern const char ccap_lua_fallback[];
 extern const char ccap_lua_library[];
 extern const char ccap_lua_version[];
 
@@ -46,12 +47,14 @@ static const char *const script_src[CCAP_SCRIPT_COUNT] = {
     [CCAP_SCRIPT_RELEASE] = ccap_lua_release,
     [CCAP_SCRIPT_RENEW] = ccap_lua_renew,
     [CCAP_SCRIPT_TIMEOUT] = ccap_lua_timeout,
+    [CCAP_SCRIPT_FALLBACK] = ccap_lua_fallback,
 };
 static const char *const script_name[CCAP_SCRIPT_COUNT] = {
     [CCAP_SCRIPT_ACQUIRE] = "acquire",
     [CCAP_SCRIPT_RELEASE] = "release",
     [CCAP_SCRIPT_RENEW] = "renew",
     [CCAP_SCRIPT_TIMEOUT] = "timeout",
+    [CCAP_SCRIPT_FALLBACK] = "fallback",
 };
 static char script_sha[CCAP_SCRIPT_COUNT][41];
 static char script_fn[CCAP_SCRIPT_COUNT][48];   /* "conncap_<name>_<version>" */

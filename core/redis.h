@@ -13,6 +13,7 @@
  * may call. Operator actions (set-limit, reset) are plain commands. */
 enum ccap_script { CCAP_SCRIPT_ACQUIRE = 0, CCAP_SCRIPT_RELEASE, CCAP_SCRIPT_RENEW,
                    CCAP_SCRIPT_TIMEOUT, /* the timeout event of a wait */
+                   CCAP_SCRIPT_FALLBACK, /* counts permits granted while Redis was down */
                    CCAP_SCRIPT_COUNT };
 
 /* A client for one Redis deployment: a single server (host/port or Unix

@@ -226,7 +226,7 @@ int ccap_sem_timeout(struct ccap_redis *r, const char *prefix, const char *name,
 int ccap_sem_count_fallback(struct ccap_redis *r, const char *prefix, const char *name, int n)
 {
     char skey[CCAP_KEY_MAX], num[16];
-    const char *argv[4] = { "HINCRBY", skey, CCAP_STAT_FALLBACK, num };
+    const char *args[2] = { skey, num };
     redisReply *rep;
     int rc;
 
@@ -235,10 +235,10 @@ int ccap_sem_count_fallback(struct ccap_redis *r, const char *prefix, const char
     if (ccap_sem_key(skey, sizeof skey, prefix, name, "stats") < 0)
         return -ENAMETOOLONG;
     ccap_fmt_ll(num, n);
-    rc = ccap_redis_command(r, 4, argv, &rep);
+    rc = ccap_redis_script(r, CCAP_SCRIPT_FALLBACK, 1, 2, args, &rep);
     if (rc < 0)
         return rc;
-    rc = ccap_sem_parse_int(r, "HINCRBY reply", rep, LLONG_MIN, LLONG_MAX, &(long long){ 0 });
+    rc = ccap_sem_parse_int(r, "fallback reply", rep, LLONG_MIN, LLONG_MAX, &(long long){ 0 });
     freeReplyObject(rep);
     return rc;
 }

@@ -95,7 +95,8 @@ int ccap_sem_timeout(struct ccap_redis *r, const char *prefix, const char *name,
                      long long waited_ms);
 
 /* Adds N to NAME's fallback_granted counter (permits granted while Redis
- * was down, now registered). Returns 0 or -errno as ccap_redis_command. */
+ * was down, now registered), with lua/fallback.lua (a worker's user needs
+ * no plain write command). Returns 0 or -errno as ccap_redis_script. */
 int ccap_sem_count_fallback(struct ccap_redis *r, const char *prefix, const char *name, int n);
 
 /* Drops every holder of NAME (and their acquire times); counters stay.

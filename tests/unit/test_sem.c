@@ -363,11 +363,26 @@ static void test_functions(void **state)
     assert_int_equal(ccap_sem_timeout(R, PFX, "fn", "b", 5), 0);
     assert_int_equal(ccap_sem_release_defer(R, PFX, "fn", "a", 1, 1LL << 60, true), 0);
     assert_int_equal(ccap_redis_flush(R), 0);
+    assert_int_equal(ccap_sem_count_fallback(R, PFX, "fn", 2), 0);
     assert_int_equal(cli_int("ZCARD " PFX "{fn}:holders"), 0);
-    assert_int_equal(cmd_calls("fcall"), 5);
+    assert_int_equal(cli_int("HINCRBY " PFX "{fn}:stats fallback_granted 0"), 2);
+    assert_int_equal(cmd_calls("fcall"), 6);
     assert_int_equal(cmd_calls("evalsha") + cmd_calls("script|load") + cmd_calls("script"), 0);
     for (int s = 0; s < CCAP_SCRIPT_COUNT; s++)
         assert_false(script_exists((enum ccap_script)s));
+    /* a function runs only on the keys of one semaphore, in its order */
+    const char *wrong[][4] = { { PFX "{fn}:holders", PFX "{fn}:other" }, { PFX "{fn}:stats", PFX "{fn}:holders" },
+                               { PFX "{x}:holders", PFX "{fn}:limit" }, { "fn:holders", "fn:limit" } };
+    for (size_t i = 0; i < 4; i++) {
+        const char *av[] = { "FCALL", ccap_script_function(CCAP_SCRIPT_ACQUIRE), "2", wrong[i][0], wrong[i][1],
+                             "h", "1000", "100000" };
+        rep = redisCommandArgv(CLI, 8, av, NULL);
+        assert_non_null(rep);
+        assert_int_equal(rep->type, REDIS_REPLY_ERROR);
+        assert_non_null(strstr(rep->str, "ERR conncap: "));
+        freeReplyObject(rep);
+    }
+    assert_int_equal(cli_int("EXISTS " PFX "{fn}:other " PFX "{x}:holders fn:holders"), 0);
 
     cli_ok("FUNCTION FLUSH");
     assert_int_equal(acq("fn", "c", 10000, 1).granted, 1);
