@@ -285,7 +285,7 @@ static int serve(const char *spec, struct ccap_config *cfg)
     }
     if (ccap_redis_connect(r) < 0)
         fprintf(stderr, "conncap metrics: redis: %s (serving conncap_redis_up 0 until it answers)\n",
-                ccap_redis_errstr(r));
+                ccap_ops_esc(ccap_redis_errstr(r)));
     ccap_ops_catch_signals();
     print_bound(lfd);
     while (!ccap_ops_stop) {
@@ -349,7 +349,7 @@ int ccap_cmd_metrics(int argc, char **argv)
                 fwrite(body, 1, len, stdout);
                 rc = CCAP_EXIT_OK;
             } else {
-                fprintf(stderr, "conncap metrics: redis: %s\n", ccap_redis_errstr(r));
+                fprintf(stderr, "conncap metrics: redis: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
             }
         }
         free(body);

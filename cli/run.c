@@ -216,7 +216,7 @@ static int check_redis(struct ccap_redis *r, int *functions)
     int pe = ccap_redis_command(r, 1, ping, &pong), rc = 0;
     if (pe < 0 || pong->type != REDIS_REPLY_STATUS || strcmp(pong->str, "PONG")) {
         fprintf(stderr, "conncap check: the server did not answer PING like a Redis server: %s\n",
-                pe < 0 ? ccap_redis_errstr(r) : "unexpected reply");
+                pe < 0 ? ccap_ops_esc(ccap_redis_errstr(r)) : "unexpected reply");
         rc = -1;
     }
     if (pong) freeReplyObject(pong);
@@ -229,7 +229,7 @@ static int check_redis(struct ccap_redis *r, int *functions)
         if (e < 0 || rep->type != REDIS_REPLY_STRING || strcmp(rep->str, ccap_script_sha(s))) {
             fprintf(stderr, "conncap check: the function library conncap_%s is not loaded, and loading "
                     "script %d failed: %s\n  (run `conncap setup` with an administrative user)\n",
-                    ccap_function_version(), s, e < 0 ? ccap_redis_errstr(r) : "unexpected sha");
+                    ccap_function_version(), s, e < 0 ? ccap_ops_esc(ccap_redis_errstr(r)) : "unexpected sha");
             rc = -2;
         }
         if (rep) freeReplyObject(rep);

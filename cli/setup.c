@@ -34,12 +34,12 @@ static void on_load(void *ctx, const char *node, const redisReply *rep, int rc)
 {
     struct setup_ctx *c = ctx;
     if (rc == 0 && rep->type == REDIS_REPLY_STRING) {
-        fprintf(stderr, "conncap setup: %s: loaded %s\n", node, rep->str);
+        fprintf(stderr, "conncap setup: %s: loaded %s\n", ccap_ops_esc(node), ccap_ops_esc(rep->str));
         return;
     }
     c->failed++;
-    fprintf(stderr, "conncap setup: %s: not loaded: %s\n", node,
-            rc < 0 ? "unreachable" : rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+    fprintf(stderr, "conncap setup: %s: not loaded: %s\n", ccap_ops_esc(node),
+            rc < 0 ? "unreachable" : rep->type == REDIS_REPLY_ERROR ? ccap_ops_esc(rep->str) : "unexpected reply");
 }
 
 /* FUNCTION LIST reply: [[library_name, NAME, ...], ...]: remembers the
@@ -97,7 +97,7 @@ int ccap_cmd_setup(int argc, char **argv)
     const char *load[] = { "FUNCTION", "LOAD", "REPLACE", ccap_function_library() };
     int loaded = ccap_redis_command_each(r, 4, load, on_load, &c);
     if (loaded < 0) {
-        fprintf(stderr, "conncap setup: %s\n", ccap_redis_errstr(r));
+        fprintf(stderr, "conncap setup: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
         c.failed++;
     }
     if (do_prune && c.failed == 0) prune(r, &c);
