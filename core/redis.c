@@ -930,10 +930,13 @@ int ccap_node_script_ready(struct ccap_redis *r, struct ccap_node *n, enum ccap_
 
 #define CCAP_FN_RETRY_MS 60000
 
+/* REP says this server has no (usable) library of ours: none loaded, a
+ * Redis before 7, or a user that may not call it. */
 static bool fn_missing(const redisReply *rep)
 {
     return rep && rep->type == REDIS_REPLY_ERROR && rep->str &&
-           (!strncmp(rep->str, "ERR Function not found", 22) || !strncmp(rep->str, "ERR unknown command", 19));
+           (!strncmp(rep->str, "ERR Function not found", 22) || !strncmp(rep->str, "ERR unknown command", 19) ||
+            err_is(rep, "NOPERM"));
 }
 
 /* N goes back to EVALSHA for CCAP_FN_RETRY_MS: the library is missing
@@ -954,22 +957,27 @@ static void fn_fall_back(struct ccap_node *n, const char *why)
                  ccap_lua_version, n->socket ? n->socket : n->host, port, why);
 }
 
-int ccap_node_fn_probe(struct ccap_redis *r, struct ccap_node *n)
+int ccap_node_fn_probe(struct ccap_redis *r, struct ccap_node *n, redisReply **err)
 {
     const char *av[3] = { "FCALL_RO", NULL, "0" };
     redisReply *rep;
     int rc;
 
+    *err = NULL;
     if (n->fn > 0 || (n->fn < 0 && now_ms() < n->fn_at))
         return n->fn > 0;
     pthread_once(&script_sha_once, script_sha_init);
     av[1] = version_fn;
     if ((rc = ccap_node_exec(r, n, 3, av, &rep)) < 0)
         return rc;
-    if (rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, ccap_lua_version))
+    if (rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, ccap_lua_version)) {
         n->fn = 1;
-    else
+    } else if (rep->type == REDIS_REPLY_ERROR && !fn_missing(rep)) {
+        *err = rep;     /* the server cannot serve now (LOADING, BUSY, too many clients...): ask next time */
+        return 0;
+    } else {
         fn_fall_back(n, rep->type == REDIS_REPLY_ERROR && rep->str ? rep->str : "unexpected reply");
+    }
     freeReplyObject(rep);
     return n->fn > 0;
 }
@@ -993,8 +1001,14 @@ int ccap_node_script_send(struct ccap_redis *r, struct ccap_node *n, int which, 
                           const char *const *argv, long long deadline)
 {
     const char *small[CCAP_SMALL_ARGV], **av;
-    int rc = ccap_node_fn_probe(r, n);
+    redisReply *err;
+    int rc = ccap_node_fn_probe(r, n, &err);
 
+    if (err) {
+        rc = ccap_redis_error_rc(r, err);
+        freeReplyObject(err);
+        return rc;
+    }
     if (rc < 0)
         return rc;
     if (rc == 0) {
@@ -1023,15 +1037,15 @@ static int asking(struct ccap_redis *r, struct ccap_node *n)
 }
 
 /* Script WHICH's ARGV as FCALL on N, when N has our library (*OUT stays
- * NULL when not, or when it was removed meanwhile: run it with EVALSHA). */
+ * NULL when not, or when it was removed meanwhile: run it with EVALSHA;
+ * *OUT is the error when the server cannot serve now). */
 static int run_fcall(struct ccap_redis *r, struct ccap_node *n, int which, bool ask, int argc,
                      const char *const *argv, redisReply **out)
 {
     const char *small[CCAP_SMALL_ARGV], **av;
-    int rc = ccap_node_fn_probe(r, n);
+    int rc = ccap_node_fn_probe(r, n, out);
 
-    *out = NULL;
-    if (rc <= 0)
+    if (rc <= 0 || *out)
         return rc;
     if (!(av = fcall_argv(which, argc, argv, small))) {
         set_err(r, "out of memory");

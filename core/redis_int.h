@@ -128,10 +128,13 @@ size_t ccap_resp_format(char *out, int argc, const char *const *argv);
 int ccap_node_script_ready(struct ccap_redis *r, struct ccap_node *n, enum ccap_script which);
 
 /* Whether N has this build's function library (FCALL_RO of its version
- * function, asked once per connection; after a "no", again a minute
- * later; the first "no" of the process is logged as a warning). Returns 1
- * yes, 0 no (scripts run with EVALSHA), or -errno (transport). */
-int ccap_node_fn_probe(struct ccap_redis *r, struct ccap_node *n);
+ * function, asked once per connection; after a "no" -- not loaded, Redis
+ * before 7, NOPERM -- again a minute later; the first "no" of the process
+ * is logged as a warning). Returns 1 yes, 0 no (scripts run with EVALSHA),
+ * or -errno (transport). Another error reply (the server cannot serve now)
+ * is handed over in *ERR (caller frees; NULL otherwise) with 0, and asked
+ * again next time. */
+int ccap_node_fn_probe(struct ccap_redis *r, struct ccap_node *n, redisReply **err);
 
 /* Writes script WHICH's ARGV ("EVALSHA" sha nkeys args...) to N without
  * reading the reply: as FCALL when N has our library, else with EVALSHA

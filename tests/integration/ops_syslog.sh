@@ -13,7 +13,7 @@ client() {
 
 # the same event with log = "stderr" is on stderr: the check below can see a line
 client "$T/err.conf" >/dev/null 2>"$T/stderr.1" || h_fail "client not refused"
-grep -q "^conncap\[[0-9]*\]: warn: no permit of api within 0 ms" "$T/stderr.1" || h_fail "stderr target: $(cat "$T/stderr.1")"
+grep -q "^conncap\[[0-9]*\]: warn: no permit of api within [0-9]* ms" "$T/stderr.1" || h_fail "stderr target: $(cat "$T/stderr.1")"
 # with log = "syslog": nothing on the program's stderr (stdout is the client's own)
 out=$(client "$T/sys.conf" 2>"$T/stderr.2") || h_fail "client not refused: $out"
 case "$out" in "error ETIMEDOUT "*) ;; *) h_fail "client printed $out" ;; esac
@@ -60,6 +60,6 @@ pid=$(cat "$T/client.pid")
 h_note "received: $(cat "$T/syslog.txt")"
 [ ! -s "$T/stderr.3" ] || h_fail "log = syslog wrote to stderr: $(cat "$T/stderr.3")"
 # <12> is facility user (1) * 8 + warning (4); the tag names the program's pid
-grep -Eq "^<12>.* conncap\[$pid\]: warn: no permit of api within 0 ms: connect fails with ETIMEDOUT$" "$T/syslog.txt" ||
+grep -Eq "^<12>.* conncap\[$pid\]: warn: no permit of api within [0-9]+ ms: connect fails with ETIMEDOUT$" "$T/syslog.txt" ||
     h_fail "no syslog line from pid $pid: $(cat "$T/syslog.txt")"
 echo ok
