@@ -191,17 +191,25 @@ static void print_config_json(const struct ccap_config *cfg)
     printf("]");
 }
 
-/* Whether R's server has this build's function library: 1 yes, 0 no. */
+/* Counts the servers that have this build's library and those that do not. */
+static void on_version(void *ctx, const char *node, const redisReply *rep, int rc)
+{
+    int *n = ctx;
+    (void)node;
+    if (rc == 0 && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, ccap_function_version())) n[0]++;
+    else n[1]++;
+}
+
+/* Whether every server of R (every master of a Cluster) has this build's
+ * function library: 1 yes, 0 no. */
 static int check_functions(struct ccap_redis *r)
 {
     char fn[64];
     snprintf(fn, sizeof fn, "conncap_version_%s", ccap_function_version());
     const char *args[] = { "FCALL_RO", fn, "0" };
-    redisReply *rep = NULL;
-    int e = ccap_redis_command(r, 3, args, &rep);
-    int ok = e == 0 && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, ccap_function_version());
-    if (rep) freeReplyObject(rep);
-    return ok;
+    int n[2] = { 0, 0 };
+    ccap_redis_command_each(r, 3, args, on_version, n);
+    return n[0] > 0 && n[1] == 0;
 }
 
 /* PINGs R, then looks for the function library, else loads the scripts

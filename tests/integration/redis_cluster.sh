@@ -51,6 +51,8 @@ for p in "${P[@]}"; do
     redis-cli -p "$p" function list | grep -q '^conncap_[0-9a-f]\{12\}$' || h_fail "no function library on :$p: $(cat "$T/setup.out")"
     redis-cli -p "$p" config resetstat >/dev/null
 done
+"$CLI" check -c "$T/c.conf" 2>&1 | grep -q 'function library conncap_.* loaded (FCALL)' ||
+    h_fail "check does not see the library on every master: $("$CLI" check -c "$T/c.conf" 2>&1 | tail -2)"
 
 # ---- every semaphore: 4 clients looping for 3 s (8 s in sanitizer builds) at limit 2
 dur=3000
