@@ -58,7 +58,6 @@ static const char *const script_name[CCAP_SCRIPT_COUNT] = {
 };
 static char script_sha[CCAP_SCRIPT_COUNT][41];
 static char script_fn[CCAP_SCRIPT_COUNT][48];   /* "conncap_<name>_<version>" */
-static char version_fn[48];                      /* "conncap_version_<version>" */
 static pthread_once_t script_sha_once = PTHREAD_ONCE_INIT;
 
 static void script_sha_init(void)
@@ -67,7 +66,6 @@ static void script_sha_init(void)
         ccap_sha1_hex(script_src[i], strlen(script_src[i]), script_sha[i]);
         snprintf(script_fn[i], sizeof script_fn[i], "conncap_%s_%s", script_name[i], ccap_lua_version);
     }
-    snprintf(version_fn, sizeof version_fn, "conncap_version_%s", ccap_lua_version);
 }
 
 const char *ccap_script_sha(enum ccap_script which)
@@ -957,29 +955,11 @@ static void fn_fall_back(struct ccap_node *n, const char *why)
                  ccap_lua_version, n->socket ? n->socket : n->host, port, why);
 }
 
-int ccap_node_fn_probe(struct ccap_redis *r, struct ccap_node *n, redisReply **err)
+/* Whether to send script calls to N as FCALL: yes unless N answered that
+ * it has no library of ours less than CCAP_FN_RETRY_MS ago. */
+static bool fn_try(const struct ccap_node *n)
 {
-    const char *av[3] = { "FCALL_RO", NULL, "0" };
-    redisReply *rep;
-    int rc;
-
-    *err = NULL;
-    if (n->fn > 0 || (n->fn < 0 && now_ms() < n->fn_at))
-        return n->fn > 0;
-    pthread_once(&script_sha_once, script_sha_init);
-    av[1] = version_fn;
-    if ((rc = ccap_node_exec(r, n, 3, av, &rep)) < 0)
-        return rc;
-    if (rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, ccap_lua_version)) {
-        n->fn = 1;
-    } else if (rep->type == REDIS_REPLY_ERROR && !fn_missing(rep)) {
-        *err = rep;     /* the server cannot serve now (LOADING, BUSY, too many clients...): ask next time */
-        return 0;
-    } else {
-        fn_fall_back(n, rep->type == REDIS_REPLY_ERROR && rep->str ? rep->str : "unexpected reply");
-    }
-    freeReplyObject(rep);
-    return n->fn > 0;
+    return n->fn >= 0 || now_ms() >= n->fn_at;
 }
 
 /* ARGV ("EVALSHA" sha nkeys ...) as "FCALL" function nkeys ... in SMALL
@@ -1001,21 +981,15 @@ int ccap_node_script_send(struct ccap_redis *r, struct ccap_node *n, int which, 
                           const char *const *argv, long long deadline)
 {
     const char *small[CCAP_SMALL_ARGV], **av;
-    redisReply *err;
-    int rc = ccap_node_fn_probe(r, n, &err);
+    int rc;
 
-    if (err) {
-        rc = ccap_redis_error_rc(r, err);
-        freeReplyObject(err);
-        return rc;
-    }
-    if (rc < 0)
-        return rc;
-    if (rc == 0) {
+    if (!fn_try(n)) {
         if ((rc = ccap_node_script_ready(r, n, (enum ccap_script)which)) < 0)
             return rc;
         return ccap_node_send(r, n, argc, argv, deadline);
     }
+    /* an FCALL answered "not found" is run again the normal way (see
+     * ccap_defer_collect), which then falls back to EVALSHA */
     if (!(av = fcall_argv(which, argc, argv, small)))
         return -ENOMEM;
     rc = ccap_node_send(r, n, argc, av, deadline);
@@ -1036,17 +1010,19 @@ static int asking(struct ccap_redis *r, struct ccap_node *n)
     return rc;
 }
 
-/* Script WHICH's ARGV as FCALL on N, when N has our library (*OUT stays
- * NULL when not, or when it was removed meanwhile: run it with EVALSHA;
- * *OUT is the error when the server cannot serve now). */
+/* Script WHICH's ARGV as FCALL on N, unless N said lately that it has no
+ * library of ours. *OUT stays NULL when FCALL is not tried, or when N
+ * answers that the library is missing (never loaded, Redis before 7,
+ * NOPERM, or removed meanwhile): then run it with EVALSHA. */
 static int run_fcall(struct ccap_redis *r, struct ccap_node *n, int which, bool ask, int argc,
                      const char *const *argv, redisReply **out)
 {
     const char *small[CCAP_SMALL_ARGV], **av;
-    int rc = ccap_node_fn_probe(r, n, out);
+    int rc;
 
-    if (rc <= 0 || *out)
-        return rc;
+    *out = NULL;
+    if (!fn_try(n))
+        return 0;
     if (!(av = fcall_argv(which, argc, argv, small))) {
         set_err(r, "out of memory");
         return -ENOMEM;
@@ -1057,9 +1033,11 @@ static int run_fcall(struct ccap_redis *r, struct ccap_node *n, int which, bool 
     if (av != small)
         free(av);
     if (rc == 0 && fn_missing(*out)) {
-        fn_fall_back(n, (*out)->str);   /* FUNCTION DELETE or FLUSH, a restart, a failover */
+        fn_fall_back(n, (*out)->str);
         freeReplyObject(*out);
         *out = NULL;
+    } else if (rc == 0 && n->ctx) {
+        n->fn = 1;
     }
     return rc;
 }
@@ -1343,7 +1321,8 @@ static int each_on(struct ccap_redis *r, struct ccap_node *n, int argc, const ch
 {
     char name[CCAP_HOST_MAX + 16];
     redisReply *rep = NULL;
-    int rc = ccap_node_ensure(r, n, now_ms() + r->conf.connect_timeout_ms, CCAP_SETUP_AUTH | CCAP_SETUP_SELECT);
+    int rc = ccap_node_ensure(r, n, now_ms() + r->conf.connect_timeout_ms,
+                              r->mode == CCAP_MODE_CLUSTER ? CCAP_SETUP_AUTH : CCAP_SETUP_AUTH | CCAP_SETUP_SELECT);
 
     if (n->socket)
         snprintf(name, sizeof name, "%s", n->socket);

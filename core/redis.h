@@ -63,8 +63,8 @@ void ccap_redis_free(struct ccap_redis *r);
  * guard held. */
 int ccap_redis_connect(struct ccap_redis *r);
 
-/* Runs script WHICH: with FCALL when the server has this build's function
- * library (see ccap_function_library; asked once per connection), else with
+/* Runs script WHICH: with FCALL of this build's function library (see
+ * ccap_function_library); when the server answers that it has none, with
  * EVALSHA (loading it on first use and again after NOSCRIPT, invisibly to
  * the caller; the first such fallback of the process is logged as a
  * warning, and asked again a minute later), NKEYS keys followed by ARGS: ARGC

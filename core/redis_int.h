@@ -23,7 +23,7 @@ struct ccap_node {
     unsigned forks;           /* ccap_redis_forks() when it was made: another value is a fork child's */
     unsigned gen;             /* counts connections made: a deferred reply is owed by one */
     unsigned loaded;          /* bit 1 << script: known loaded on this connection */
-    int fn;                   /* our function library here: 1 yes, -1 no (EVALSHA), 0 not asked yet */
+    int fn;                   /* our function library here: 1 yes, -1 no (EVALSHA), 0 not known yet */
     long long fn_at;          /* fn -1: ask again after this (monotonic ms) */
     struct ccap_resp_scan scan; /* checks the bytes read before hiredis's reader parses them */
 };
@@ -127,18 +127,9 @@ size_t ccap_resp_format(char *out, int argc, const char *const *argv);
  * -errno. */
 int ccap_node_script_ready(struct ccap_redis *r, struct ccap_node *n, enum ccap_script which);
 
-/* Whether N has this build's function library (FCALL_RO of its version
- * function, asked once per connection; after a "no" -- not loaded, Redis
- * before 7, NOPERM -- again a minute later; the first "no" of the process
- * is logged as a warning). Returns 1 yes, 0 no (scripts run with EVALSHA),
- * or -errno (transport). Another error reply (the server cannot serve now)
- * is handed over in *ERR (caller frees; NULL otherwise) with 0, and asked
- * again next time. */
-int ccap_node_fn_probe(struct ccap_redis *r, struct ccap_node *n, redisReply **err);
-
 /* Writes script WHICH's ARGV ("EVALSHA" sha nkeys args...) to N without
- * reading the reply: as FCALL when N has our library, else with EVALSHA
- * after making sure the script is loaded. Returns 0 or -errno as
+ * reading the reply: as FCALL unless N said lately it has no library of
+ * ours, else with EVALSHA after making sure the script is loaded. Returns 0 or -errno as
  * ccap_node_send. */
 int ccap_node_script_send(struct ccap_redis *r, struct ccap_node *n, int which, int argc,
                           const char *const *argv, long long deadline);
