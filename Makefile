@@ -68,7 +68,7 @@ PROGS    := $(PROG_SRC:tests/progs/%.c=$(BUILD)/progs/%)
 .PHONY: all deps test test-build unit integration demo bench bench-build install uninstall clean FORCE
 all: $(BUILD)/libconncap.so $(BUILD)/conncap
 
-$(BUILD)/scripts.c: $(LUA) mk/embed-lua.sh
+$(BUILD)/scripts.c: $(LUA) lua mk/embed-lua.sh
 	@mkdir -p $(@D)
 	sh mk/embed-lua.sh $@ $(LUA)
 
@@ -83,7 +83,7 @@ $(BUILD)/paths.h: FORCE
 	@printf '#define CCAP_VERSION "%s"\n#define CCAP_BINDIR "%s"\n#define CCAP_PKGLIBDIR "%s"\n' \
 	    '$(VERSION)' '$(BINDIR)' '$(PKGLIBDIR)' > $@.tmp
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
-$(BUILD)/cli/conncap.o: $(BUILD)/paths.h
+$(BUILD)/cli/conncap.o $(BUILD)/cli/metrics.o: $(BUILD)/paths.h
 
 $(BUILD)/scripts.o: $(BUILD)/scripts.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<

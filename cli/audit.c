@@ -55,10 +55,10 @@ static void entry(const redisReply *e, bool json, char *last, size_t lastlen)
     const char *ev = "?";
     for (size_t i = 0; i + 1 < kv->elements; i += 2)
         if (kv->element[i]->str && !strcmp(kv->element[i]->str, "event")) ev = kv->element[i + 1]->str;
-    printf("%s  %-9s", when, ev);
+    printf("%s  %-9s", when, ccap_ops_esc(ev));
     for (size_t i = 0; i + 1 < kv->elements; i += 2)
         if (kv->element[i]->str && strcmp(kv->element[i]->str, "event"))
-            printf(" %s=%s", kv->element[i]->str, kv->element[i + 1]->str ? kv->element[i + 1]->str : "");
+            printf(" %s=%s", ccap_ops_esc(kv->element[i]->str), ccap_ops_esc(kv->element[i + 1]->str));
     printf("\n");
 }
 
@@ -70,7 +70,7 @@ static int backlog(struct ccap_redis *r, const char *key, long long count, bool 
     const char *a[] = { "XREVRANGE", key, "+", "-", "COUNT", cnt };
     redisReply *rep = NULL;
     if (ccap_redis_command(r, 6, a, &rep) < 0 || rep->type != REDIS_REPLY_ARRAY) {
-        fprintf(stderr, "conncap audit: %s: %s\n", key, rep ? "not a stream" : ccap_redis_errstr(r));
+        fprintf(stderr, "conncap audit: %s: %s\n", ccap_ops_esc(key), rep ? "not a stream" : ccap_ops_esc(ccap_redis_errstr(r)));
         if (rep) freeReplyObject(rep);
         return -1;
     }
@@ -93,7 +93,7 @@ static int follow(struct ccap_redis *r, const char *key, bool json, char *last, 
         redisReply *rep = NULL;
         if (ccap_redis_command(r, 8, a, &rep) < 0) {
             if (ccap_ops_stop) break;
-            fprintf(stderr, "conncap audit: %s: %s\n", key, ccap_redis_errstr(r));
+            fprintf(stderr, "conncap audit: %s: %s\n", ccap_ops_esc(key), ccap_ops_esc(ccap_redis_errstr(r)));
             return -1;
         }
         /* nil on timeout; else [[key, [entries]]] */

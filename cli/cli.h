@@ -53,6 +53,7 @@ void ccap_cli_redis_error(const struct ccap_config *cfg, const struct ccap_redis
 
 int ccap_cmd_run(int argc, char **argv);
 int ccap_cmd_check(int argc, char **argv);
+int ccap_cmd_setup(int argc, char **argv);    /* cli/setup.c */
 int ccap_cmd_status(int argc, char **argv);
 int ccap_cmd_explain(int argc, char **argv);  /* cli/explain.c: exit 0 matched, 1 not, 2 error */
 /* ops commands (cli/status.c holders.c stats.c metrics.c setlimit.c reset.c watch.c audit.c) */
@@ -63,7 +64,7 @@ int ccap_cmd_set_limit(int argc, char **argv);
 int ccap_cmd_reset(int argc, char **argv);
 int ccap_cmd_watch(int argc, char **argv);
 int ccap_cmd_audit(int argc, char **argv);
-extern const char ccap_help_run[], ccap_help_check[], ccap_help_explain[];
+extern const char ccap_help_run[], ccap_help_check[], ccap_help_explain[], ccap_help_setup[];
 extern const char ccap_help_status[], ccap_help_holders[], ccap_help_stats[], ccap_help_metrics[],
     ccap_help_set_limit[], ccap_help_reset[], ccap_help_watch[], ccap_help_audit[];
 

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
+#include "ops.h"
 
 #define STDIN_NAME "<stdin>"
 #define STDIN_MAX (4 << 20)   /* bytes of configuration read from standard input */
@@ -149,7 +150,7 @@ struct ccap_redis *ccap_cli_redis(const struct ccap_config *cfg)
 void ccap_cli_redis_error(const struct ccap_config *cfg, const struct ccap_redis *r)
 {
     const struct ccap_redis_conf *c = &cfg->redis;
-    const char *e = ccap_redis_errstr(r)[0] ? ccap_redis_errstr(r) : "no answer", *why = strstr(e, ": ");
+    const char *e = ccap_redis_errstr(r)[0] ? ccap_ops_esc(ccap_redis_errstr(r)) : "no answer", *why = strstr(e, ": ");
     if (!strncmp(e, "redis connect to ", 17) && why) e = why + 2;   /* the address is said once */
     if (c->n_sentinels || c->n_cluster) fprintf(stderr, "conncap: redis: %s\n", e);
     else if (c->socket) fprintf(stderr, "conncap: redis at %s: %s\n", c->socket, e);

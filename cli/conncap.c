@@ -14,8 +14,10 @@
 
 static const struct ccap_cmd commands[] = {
     { "run", ccap_cmd_run, "run [-c FILE] -- CMD [ARGS...]", "run CMD with the shim preloaded", ccap_help_run },
-    { "check", ccap_cmd_check, "check [-c FILE] [--offline] [--json]", "validate the config, ping Redis, load the scripts",
+    { "check", ccap_cmd_check, "check [-c FILE] [--offline] [--json]", "validate the config, ping Redis, check the functions",
       ccap_help_check },
+    { "setup", ccap_cmd_setup, "setup [-c FILE] [--json] [--prune]", "load the function library on Redis (administrator)",
+      ccap_help_setup },
     { "status", ccap_cmd_status, "status [-c FILE] [--json] [--full-alert S] [NAME...]", "holders / limit of every semaphore, alert marks",
       ccap_help_status },
     { "explain", ccap_cmd_explain, "explain [-c FILE] [--json] HOST[:PORT]", "which rule and semaphore apply, and why",

@@ -63,9 +63,9 @@ static void print_table(FILE *f, const struct row *rows, size_t n, size_t max)
         ccap_ops_duration(rows[i].age, a, sizeof a);
         ccap_ops_duration(rows[i].lease_left, l, sizeof l);
         if (ccap_ops_parse_holder(rows[i].id, &h) == 0)
-            fprintf(f, "%-20s %7ld %5ld  %-26s %12s %12s\n", h.host, h.pid, h.fd, h.dest, a, l);
+            fprintf(f, "%-20s %7ld %5ld  %-26s %12s %12s\n", ccap_ops_esc(h.host), h.pid, h.fd, ccap_ops_esc(h.dest), a, l);
         else
-            fprintf(f, "%-20s %7s %5s  %-26s %12s %12s\n", rows[i].id, "?", "?", "?", a, l);
+            fprintf(f, "%-20s %7s %5s  %-26s %12s %12s\n", ccap_ops_esc(rows[i].id), "?", "?", "?", a, l);
     }
     if (n > max) fprintf(f, "... and %zu more\n", n - max);
     if (!n) fprintf(f, "(no holders)\n");
@@ -78,7 +78,7 @@ static int show(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg, co
     char hk[600], sk[600], nowx[32];
     long long now = ccap_ops_server_ms(r);
     if (now < 0) {
-        fprintf(stderr, "conncap holders: redis TIME: %s\n", ccap_redis_errstr(r));
+        fprintf(stderr, "conncap holders: redis TIME: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
         return CCAP_EXIT_USAGE;
     }
     ccap_sem_key(hk, sizeof hk, cfg->redis.key_prefix, name, "holders");
@@ -87,7 +87,7 @@ static int show(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg, co
     const char *za[] = { "ZRANGEBYSCORE", hk, nowx, "+inf", "WITHSCORES" };
     redisReply *hs = NULL, *since = NULL;
     if (ccap_redis_command(r, 5, za, &hs) < 0 || hs->type != REDIS_REPLY_ARRAY) {
-        fprintf(stderr, "conncap holders: %s: %s\n", name, hs ? "unexpected reply" : ccap_redis_errstr(r));
+        fprintf(stderr, "conncap holders: %s: %s\n", ccap_ops_esc(name), hs ? "unexpected reply" : ccap_ops_esc(ccap_redis_errstr(r)));
         if (hs) freeReplyObject(hs);
         return CCAP_EXIT_USAGE;
     }
@@ -105,7 +105,7 @@ static int show(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg, co
         hm[1] = sk;
         if (ccap_redis_command(r, (int)n + 2, hm, &since) < 0 || since->type != REDIS_REPLY_ARRAY ||
             since->elements != n) {
-            fprintf(stderr, "conncap holders: %s: %s\n", name, since ? "unexpected reply" : ccap_redis_errstr(r));
+            fprintf(stderr, "conncap holders: %s: %s\n", ccap_ops_esc(name), since ? "unexpected reply" : ccap_ops_esc(ccap_redis_errstr(r)));
             rc = CCAP_EXIT_USAGE;
         }
         for (size_t i = 0; rc == CCAP_EXIT_OK && i < n; i++)

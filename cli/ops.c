@@ -1,4 +1,5 @@
 /* ops.c -- shared by the ops subcommands: options, a semaphore's state from Redis, wait percentiles. */
+#include "log.h"
 #include "ops.h"
 
 #include <errno.h>
@@ -153,7 +154,7 @@ const struct ccap_sem_conf *ccap_ops_sem(const struct ccap_config *cfg, const ch
     int i = ccap_config_sem_index(cfg, name);
     if (i >= 0)
         return &cfg->sems[i];
-    fprintf(stderr, "conncap %s: no semaphore '%s' in %s (known:", cmd, name, cfg->path);
+    fprintf(stderr, "conncap %s: no semaphore '%s' in %s (known:", cmd, ccap_ops_esc(name), ccap_ops_esc(cfg->path));
     for (size_t j = 0; j < cfg->n_sems; j++)
         fprintf(stderr, " %s", cfg->sems[j].name);
     fprintf(stderr, "%s)\n", cfg->n_sems ? "" : " none");
@@ -312,14 +313,44 @@ double ccap_ops_quantile(const long long *bucket, long long n, double q)
 
 void ccap_ops_json_str(FILE *f, const char *s)
 {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
     fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
+    for (size_t i = 0; i < n;) {
+        size_t k = ccap_text_char_len(p + i, n - i);
+        if (k == 1 && (p[i] == '"' || p[i] == '\\')) {
+            fprintf(f, "\\%c", p[i]);
+        } else if (k) {
+            fwrite(p + i, 1, k, f);
+        } else if (p[i] < 0x20 || p[i] == 0x7f) {
+            fprintf(f, "\\u%04x", p[i]);      /* a control character */
+            k = 1;
+        } else if (p[i] == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f) {
+            fprintf(f, "\\u%04x", p[i + 1]);  /* a C1 control character */
+            k = 2;
+        } else {
+            fprintf(f, "\\\\x%02x", p[i]);   /* not UTF-8: the byte, as the text \xHH */
+            k = 1;
+        }
+        i += k;
     }
     fputc('"', f);
+}
+
+#define ESC_BUFS 8
+#define ESC_LEN 1024
+
+const char *ccap_ops_esc(const char *s)
+{
+    static __thread char bufs[ESC_BUFS][ESC_LEN];
+    static __thread unsigned next;
+    char *out = bufs[next++ % ESC_BUFS];
+    int cut = 0;
+    if (!s) return "";
+    size_t w = ccap_text_escape(out, ESC_LEN - 4, s, strlen(s), CCAP_ESC_BACKSLASH, &cut);
+    if (cut) memcpy(out + w, "...", 3), w += 3;
+    out[w] = '\0';
+    return out;
 }
 
 /* Copies [A, B) into OUT (size N); returns -1 if it does not fit or is empty. */

@@ -85,8 +85,18 @@ double ccap_ops_quantile(const long long *bucket, long long n, double q);
  * preceded by a comma unless FIRST. */
 void ccap_ops_json_sem(FILE *f, const struct ccap_ops_sem *s, bool first);
 
-/* Writes S as a JSON string (quoted, escaped) to F. */
+/* Writes S as a JSON string to F: quoted, control characters as \\uXXXX,
+ * a byte that is not UTF-8 as the text \\xHH (the output is valid JSON and
+ * valid UTF-8 whatever S holds). */
 void ccap_ops_json_str(FILE *f, const char *s);
+
+/* S (text from Redis: ids, fields, names, errors) made safe to print on a
+ * terminal by the one escaper (ccap_text_escape): control characters, bytes
+ * that are not UTF-8 and backslashes become \xHH, so no stored text can
+ * forge a line or send an escape sequence. Returns one of 8 rotating
+ * thread-local buffers (a ninth call reuses the first); a text beyond 1020
+ * bytes is cut and ends in "...". NULL gives "". */
+const char *ccap_ops_esc(const char *s);
 
 /* Parses a holder id "host/pid/fd/destination/nonce.seq" into its parts
  * (copied into the caller's buffers; DEST may contain '/'-free IPv6 in

@@ -47,7 +47,7 @@ int ccap_cmd_reset(int argc, char **argv)
         ccap_sem_set_audit(cfg->audit ? cfg->audit_maxlen : 0);
         int dropped = ccap_sem_reset(r, cfg->redis.key_prefix, s->name, who);
         if (dropped < 0) {
-            fprintf(stderr, "conncap reset: %s: %s\n", s->name, ccap_redis_errstr(r));
+            fprintf(stderr, "conncap reset: %s: %s\n", s->name, ccap_ops_esc(ccap_redis_errstr(r)));
         } else {
             rc = CCAP_EXIT_OK;
             fprintf(stderr, "conncap reset: dropped %d holders of %s (by %s)%s\n", dropped, s->name, who,

@@ -225,9 +225,31 @@ static void print_config_json(const struct ccap_config *cfg)
     printf("]");
 }
 
-/* PINGs R and loads the scripts. Returns the number loaded, or -1 after
- * printing the problem to stderr. */
-static int check_redis(struct ccap_redis *r)
+/* Counts the servers that have this build's library and those that do not. */
+static void on_version(void *ctx, const char *node, const redisReply *rep, int rc)
+{
+    int *n = ctx;
+    (void)node;
+    if (rc == 0 && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, ccap_function_version())) n[0]++;
+    else n[1]++;
+}
+
+/* Whether every server of R (every master of a Cluster) has this build's
+ * function library: 1 yes, 0 no. */
+static int check_functions(struct ccap_redis *r)
+{
+    char fn[64];
+    snprintf(fn, sizeof fn, "conncap_version_%s", ccap_function_version());
+    const char *args[] = { "FCALL_RO", fn, "0" };
+    int n[2] = { 0, 0 };
+    ccap_redis_command_each(r, 3, args, on_version, n);
+    return n[0] > 0 && n[1] == 0;
+}
+
+/* PINGs R, then looks for the function library, else loads the scripts
+ * (the shim's fallback). Returns the number of scripts the shim can run,
+ * or -1 after printing the problem to stderr; *FUNCTIONS tells how. */
+static int check_redis(struct ccap_redis *r, int *functions)
 {
     /* One PING first: a silent port or a server that is not Redis gets one
      * clear line, not one error per script. */
@@ -236,21 +258,28 @@ static int check_redis(struct ccap_redis *r)
     int pe = ccap_redis_command(r, 1, ping, &pong), rc = 0;
     if (pe < 0 || pong->type != REDIS_REPLY_STATUS || strcmp(pong->str, "PONG")) {
         fprintf(stderr, "conncap check: the server did not answer PING like a Redis server: %s\n",
-                pe < 0 ? ccap_redis_errstr(r) : "unexpected reply");
+                pe < 0 ? ccap_ops_esc(ccap_redis_errstr(r)) : "unexpected reply");
         rc = -1;
     }
     if (pong) freeReplyObject(pong);
+    *functions = rc == 0 && check_functions(r);
+    if (*functions) return CCAP_SCRIPT_COUNT;
     for (int s = 0; s < CCAP_SCRIPT_COUNT && rc >= 0; s++, rc++) {
         const char *args[] = { "SCRIPT", "LOAD", ccap_script_source(s) };
         redisReply *rep = NULL;
         int e = ccap_redis_command(r, 3, args, &rep);
         if (e < 0 || rep->type != REDIS_REPLY_STRING || strcmp(rep->str, ccap_script_sha(s))) {
-            fprintf(stderr, "conncap check: loading script %d failed: %s\n", s,
-                    e < 0 ? ccap_redis_errstr(r) : "unexpected sha");
+            fprintf(stderr, "conncap check: the function library conncap_%s is not loaded, and loading "
+                    "script %d failed: %s\n  (run `conncap setup` with an administrative user)\n",
+                    ccap_function_version(), s, e < 0 ? ccap_ops_esc(ccap_redis_errstr(r)) : "unexpected sha");
             rc = -2;
         }
         if (rep) freeReplyObject(rep);
     }
+    if (rc >= 0)
+        fprintf(stderr, "conncap check: warning: the function library conncap_%s is not loaded: the shim runs "
+                "the scripts with EVALSHA, so its Redis user needs EVAL rights and can run any Lua (weaker "
+                "isolation); run `conncap setup` with an administrative user\n", ccap_function_version());
     return rc < 0 ? -1 : rc;
 }
 
@@ -261,8 +290,11 @@ const char ccap_help_check[] =
     "came from (file, default, or CONNCAP_REDIS_URL and the like). Settings\n"
     "that load but cannot take effect (resolve = true without an exact host\n"
     "name) are warned about on stderr. Then it connects to Redis, sends PING\n"
-    "and loads the scripts, as the shim will; over TLS it prints the protocol,\n"
-    "cipher and the server's certificate subject, or why the handshake failed.\n"
+    "and looks for the function library conncap_<version> that `conncap setup`\n"
+    "loads (the shim calls it with FCALL); without it, loads the scripts as the\n"
+    "shim then does (EVALSHA), and warns that isolation is weaker. Over TLS it\n"
+    "prints the protocol, cipher and the server's certificate subject, or why\n"
+    "the handshake failed.\n"
     "  --offline  validate the file only, without contacting Redis (an image\n"
     "             build, CI); exit 0 when the file is valid\n"
     "  --json     one JSON object: {config, redis: {mode, address, db,\n"
@@ -271,11 +303,12 @@ const char ccap_help_check[] =
     "             on_timeout, on_redis_down, semaphores: [{name, limit,\n"
     "             lease_ms, wait_timeout_ms, rate, burst}], rules: [{line,\n"
     "             semaphore, match: [...]}], notes: [{level, message}],\n"
-    "             redis_checked, redis_ok, scripts_loaded}\n"
+    "             redis_checked, redis_ok, scripts_loaded, functions: true when\n"
+    "             the library is loaded, library: its name}\n"
     "  -c -       read the configuration from standard input\n"
     "Errors go to stderr (a configuration error with file and line), nothing to\n"
     "stdout.\n"
-    "Exit: 0 valid (and Redis reachable, scripts loaded, unless --offline);\n"
+    "Exit: 0 valid (and Redis reachable, library or scripts usable, unless --offline);\n"
     "2 usage or configuration error, Redis unreachable or not answering like Redis.";
 
 int ccap_cmd_check(int argc, char **argv)
@@ -290,21 +323,26 @@ int ccap_cmd_check(int argc, char **argv)
     if (!cfg) return CCAP_EXIT_USAGE;
     if (!o.json) print_config(cfg);
     ccap_config_notes(cfg, print_note, NULL);   /* the shim logs the same at start */
-    int loaded = 0;
+    int loaded = 0, functions = 0;
     if (!offline) {
         struct ccap_redis *r = ccap_cli_redis(cfg);
-        loaded = r ? check_redis(r) : -1;
+        loaded = r ? check_redis(r, &functions) : -1;
         if (!o.json && loaded >= 0 && ccap_redis_tls_info(r)[0]) printf("redis tls: %s\n", ccap_redis_tls_info(r));
         ccap_redis_free(r);
     }
     if (o.json && loaded >= 0) {
         printf("{");
         print_config_json(cfg);
-        printf(",\"redis_checked\":%s,\"redis_ok\":%s,\"scripts_loaded\":%d}\n", offline ? "false" : "true",
-               offline ? "null" : "true", loaded);
+        printf(",\"redis_checked\":%s,\"redis_ok\":%s,\"scripts_loaded\":%d,\"functions\":%s,"
+               "\"library\":\"conncap_%s\"}\n", offline ? "false" : "true", offline ? "null" : "true", loaded,
+               offline ? "null" : functions ? "true" : "false", ccap_function_version());
     } else if (!o.json) {
         if (offline) printf("redis: not contacted (--offline)\n");
-        else if (loaded >= 0) printf("redis: reachable, %d scripts loaded\n", loaded);
+        else if (loaded >= 0 && functions)
+            printf("redis: reachable, function library conncap_%s loaded (FCALL)\n", ccap_function_version());
+        else if (loaded >= 0)
+            printf("redis: reachable, %d scripts loaded (EVALSHA: function library conncap_%s not loaded, "
+                   "isolation weaker; run conncap setup)\n", loaded, ccap_function_version());
     }
     ccap_config_free(cfg);
     return loaded >= 0 ? CCAP_EXIT_OK : CCAP_EXIT_USAGE;

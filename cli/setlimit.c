@@ -55,7 +55,7 @@ int ccap_cmd_set_limit(int argc, char **argv)
         const char *get[] = { "GET", key }, *set[] = { "SET", key, val }, *del[] = { "DEL", key };
         if (ccap_redis_command(r, 2, get, &old) < 0 ||
             (def ? ccap_redis_command(r, 2, del, &rep) : ccap_redis_command(r, 3, set, &rep)) < 0) {
-            fprintf(stderr, "conncap set-limit: %s: %s\n", s->name, ccap_redis_errstr(r));
+            fprintf(stderr, "conncap set-limit: %s: %s\n", s->name, ccap_ops_esc(ccap_redis_errstr(r)));
             rc = CCAP_EXIT_USAGE;
         }
     }
@@ -77,7 +77,7 @@ int ccap_cmd_set_limit(int argc, char **argv)
         }
         const char *kv[] = { "event", "set-limit", "by", ccap_ops_who(who, sizeof who), "limit", def ? "default" : val };
         if (ccap_ops_audit(r, cfg, s->name, kv, 6) < 0)
-            fprintf(stderr, "conncap set-limit: audit stream: %s\n", ccap_redis_errstr(r));
+            fprintf(stderr, "conncap set-limit: audit stream: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
     }
     if (old) freeReplyObject(old);
     if (rep) freeReplyObject(rep);

@@ -25,7 +25,7 @@ const char ccap_help_stats[] =
 static void print_text(const struct ccap_ops_sem *s)
 {
     char d[32];
-    printf("%s: %lld/%lld holders, %lld waiting", s->conf->name, s->holders, s->limit, s->waiters);
+    printf("%s: %lld/%lld holders, %lld waiting", ccap_ops_esc(s->conf->name), s->holders, s->limit, s->waiters);
     if (ccap_ops_full_for_ms(s)) printf(", no permit free for %s", ccap_ops_duration(ccap_ops_full_for_ms(s), d, sizeof d));
     printf("\n ");
     for (int i = 0; i < CCAP_OPS_N_COUNTERS; i++)
@@ -59,7 +59,7 @@ int ccap_cmd_stats(int argc, char **argv)
         if (!ccap_ops_sem(cfg, "stats", names[i])) rc = CCAP_EXIT_USAGE;
     long long now = rc == CCAP_EXIT_OK ? ccap_ops_server_ms(r) : 0;
     if (now < 0) {
-        fprintf(stderr, "conncap stats: redis TIME: %s\n", ccap_redis_errstr(r));
+        fprintf(stderr, "conncap stats: redis TIME: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
         rc = CCAP_EXIT_USAGE;
     }
     /* read everything first, so that an error leaves no half document */
@@ -70,7 +70,7 @@ int ccap_cmd_stats(int argc, char **argv)
         want[i] = n == 0;
         for (int j = 0; j < n; j++) want[i] = want[i] || !strcmp(names[j], cfg->sems[i].name);
         if (want[i] && ccap_ops_read(r, cfg, &cfg->sems[i], now, &st[i]) < 0) {
-            fprintf(stderr, "conncap stats: %s: %s\n", cfg->sems[i].name, ccap_redis_errstr(r));
+            fprintf(stderr, "conncap stats: %s: %s\n", ccap_ops_esc(cfg->sems[i].name), ccap_ops_esc(ccap_redis_errstr(r)));
             rc = CCAP_EXIT_USAGE;
         }
     }

@@ -31,7 +31,7 @@ static int list_holders(struct ccap_redis *r, const struct ccap_config *cfg, con
     const char *za[] = { "ZRANGEBYSCORE", hk, nowx, "+inf", "WITHSCORES" };
     redisReply *hs = NULL;
     if (ccap_redis_command(r, 5, za, &hs) < 0 || hs->type != REDIS_REPLY_ARRAY) {
-        fprintf(stderr, "conncap status: %s: %s\n", s->name, hs ? "unexpected reply" : ccap_redis_errstr(r));
+        fprintf(stderr, "conncap status: %s: %s\n", ccap_ops_esc(s->name), hs ? "unexpected reply" : ccap_ops_esc(ccap_redis_errstr(r)));
         if (hs) freeReplyObject(hs);
         return -1;
     }
@@ -42,7 +42,7 @@ static int list_holders(struct ccap_redis *r, const struct ccap_config *cfg, con
             ccap_ops_json_str(stdout, hs->element[i]->str);
             printf(",\"lease_left_ms\":%lld}", left);
         } else {
-            printf("  %-64s lease left %lld ms\n", hs->element[i]->str, left);
+            printf("  %-64s lease left %lld ms\n", ccap_ops_esc(hs->element[i]->str), left);
         }
     }
     freeReplyObject(hs);
@@ -55,7 +55,7 @@ static int show(struct ccap_redis *r, const struct ccap_config *cfg, const struc
 {
     struct ccap_ops_sem st;
     if (ccap_ops_read(r, cfg, s, now, &st) < 0) {
-        fprintf(stderr, "conncap status: %s: %s\n", s->name, ccap_redis_errstr(r));
+        fprintf(stderr, "conncap status: %s: %s\n", ccap_ops_esc(s->name), ccap_ops_esc(ccap_redis_errstr(r)));
         return -1;
     }
     long long full_for = ccap_ops_full_for_ms(&st);
@@ -72,7 +72,7 @@ static int show(struct ccap_redis *r, const struct ccap_config *cfg, const struc
                over ? "true" : "false", too_long ? "true" : "false", over || too_long ? "true" : "false",
                st.grace_left_ms);
     } else {
-        printf("%-24s %lld/%lld%s", s->name, st.holders, st.limit, st.override ? " (runtime override)" : "");
+        printf("%-24s %lld/%lld%s", ccap_ops_esc(s->name), st.holders, st.limit, st.override ? " (runtime override)" : "");
         if (st.waiters) printf(", %lld waiting", st.waiters);
         if (over) printf("  ALERT: over limit");
         if (too_long) printf("  ALERT: no permit free for %s", ccap_ops_duration(full_for, d, sizeof d));
@@ -106,7 +106,7 @@ int ccap_cmd_status(int argc, char **argv)
     long long now = ccap_ops_server_ms(r);
     int rc = CCAP_EXIT_OK;
     if (now < 0) {
-        fprintf(stderr, "conncap status: redis TIME: %s\n", ccap_redis_errstr(r));
+        fprintf(stderr, "conncap status: redis TIME: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
         rc = CCAP_EXIT_USAGE;
     }
     if (o.json && rc == CCAP_EXIT_OK) printf("{\"semaphores\":[");

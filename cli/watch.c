@@ -94,7 +94,7 @@ static void row(FILE *f, const struct ccap_ops_sem *cur, const struct ccap_ops_s
         n += delta[i];
     }
     snprintf(hl, sizeof hl, "%lld/%lld%s", cur->holders, cur->limit, cur->override ? "*" : "");
-    fprintf(f, "%-22s %12s %8lld", cur->conf->name, hl, cur->waiters);
+    fprintf(f, "%-22s %12s %8lld", ccap_ops_esc(cur->conf->name), hl, cur->waiters);
     double secs = prev ? (double)(cur->now_ms - prev->now_ms) / 1000.0 : 0;
     if (prev && secs > 0) {
         long long acq = cur->counter[0] - prev->counter[0], tmo = cur->counter[2] - prev->counter[2];
@@ -179,7 +179,7 @@ static void draw(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg, c
     if (localtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
     fprintf(f, "conncap watch -- every %.1f s -- %s -- q quits\n", interval, when);
     if (!fr->ok) {
-        fprintf(f, "redis: %s (retrying)\n", ccap_redis_errstr(r)[0] ? ccap_redis_errstr(r) : "no answer");
+        fprintf(f, "redis: %s (retrying)\n", ccap_redis_errstr(r)[0] ? ccap_ops_esc(ccap_redis_errstr(r)) : "no answer");
         return;
     }
     fprintf(f, "%-22s %12s %8s %7s %7s %8s %8s %8s %10s\n", "SEMAPHORE", "HOLD/LIMIT", "WAITERS", "ACQ/s", "TMO/s",

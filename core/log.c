@@ -87,14 +87,13 @@ static void write_all(int fd, const char *p, size_t n)
     }
 }
 
-/* The length of the valid UTF-8 sequence of a printable character at P
- * (N bytes left), or 0: a control character (C0, DEL, C1), a stray or
- * missing continuation byte, an overlong form, a surrogate, or > U+10FFFF. */
-static size_t printable_len(const unsigned char *p, size_t n)
+size_t ccap_text_char_len(const unsigned char *p, size_t n)
 {
     size_t len;
     unsigned char lo = 0x80, hi = 0xbf;
 
+    if (n == 0)
+        return 0;
     if (p[0] >= 0x20 && p[0] < 0x7f)
         return 1;
     if (p[0] >= 0xc2 && p[0] <= 0xdf)
@@ -113,21 +112,19 @@ static size_t printable_len(const unsigned char *p, size_t n)
     return len;
 }
 
-/* Copies MSG (N bytes) to OUT (CAP bytes) so that a terminal shows it as
- * text: newline, CR and tab become a space; every other control character
- * and every byte not part of valid UTF-8 becomes \xHH. Returns the bytes
- * written; *CUT is set when MSG did not fit. */
-static size_t escape(char *out, size_t cap, const char *msg, size_t n, int *cut)
+size_t ccap_text_escape(char *out, size_t cap, const char *msg, size_t n, int flags, int *cut)
 {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)msg;
     size_t w = 0;
 
     for (size_t i = 0; i < n;) {
-        size_t k = printable_len(p + i, n - i);
+        size_t k = ccap_text_char_len(p + i, n - i);
 
-        if (k == 0 && (p[i] == '\n' || p[i] == '\r' || p[i] == '\t'))
+        if (k == 0 && (flags & CCAP_ESC_WS_SPACE) && (p[i] == '\n' || p[i] == '\r' || p[i] == '\t'))
             k = 1;
+        if (k == 1 && p[i] == '\\' && (flags & CCAP_ESC_BACKSLASH))
+            k = 0;
         if (w + (k ? k : 4) > cap) {
             *cut = 1;
             break;
@@ -171,7 +168,7 @@ static size_t format_line(char *buf, int target, int level, const char *fmt, va_
         n = (int)sizeof msg - 1;
     }
     room = CCAP_LOG_LINE - 2 - tl - head; /* room for '\n' or NUL */
-    len = head + escape(buf + head, room - 3, msg, (size_t)n, &cut);
+    len = head + ccap_text_escape(buf + head, room - 3, msg, (size_t)n, CCAP_ESC_WS_SPACE, &cut);
     if (cut) { /* truncated: mark it */
         memcpy(buf + len, "...", 3);
         len += 3;

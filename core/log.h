@@ -2,6 +2,8 @@
 #ifndef CCAP_LOG_H
 #define CCAP_LOG_H
 
+#include <stddef.h>
+
 enum ccap_log_level { CCAP_LOG_ERROR = 0, CCAP_LOG_WARN, CCAP_LOG_INFO, CCAP_LOG_DEBUG };
 enum ccap_log_target { CCAP_LOG_STDERR = 0, CCAP_LOG_SYSLOG };
 
@@ -31,5 +33,24 @@ void ccap_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 void ccap_log_flush(void);
 
 #define CCAP_LOG_BURST 20
+
+/* ---- text from outside (Redis, a host name) made safe to show ----
+ * The one escaper of conncap's output: the logger and the CLI use it. */
+
+/* The length of the valid UTF-8 sequence of a printable character at P (N
+ * bytes left), or 0: a control character (C0, DEL, C1), a stray or missing
+ * continuation byte, an overlong form, a surrogate, > U+10FFFF, or N 0.
+ * Pure; thread-safe. */
+size_t ccap_text_char_len(const unsigned char *p, size_t n);
+
+#define CCAP_ESC_WS_SPACE 1  /* newline, CR and tab become a space (else \xHH) */
+#define CCAP_ESC_BACKSLASH 2 /* a backslash becomes \x5c: the output reads back unambiguously */
+
+/* Copies MSG (N bytes) to OUT (CAP bytes, not NUL-terminated) so that a
+ * terminal shows it as text that cannot move the cursor or start a line:
+ * every control character and every byte not part of valid UTF-8 becomes
+ * \xHH (FLAGS: CCAP_ESC_*). Returns the bytes written; sets *CUT when MSG
+ * did not fit. Pure; thread-safe; no allocation. */
+size_t ccap_text_escape(char *out, size_t cap, const char *msg, size_t n, int flags, int *cut);
 
 #endif

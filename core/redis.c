@@ -33,7 +33,9 @@ extern const char ccap_lua_acquire[];
 extern const char ccap_lua_release[];
 extern const char ccap_lua_renew[];
 extern const char ccap_lua_timeout[];
-extern const char ccap_lua_reset[];
+extern const char ccap_lua_fallback[];
+extern const char ccap_lua_library[];
+extern const char ccap_lua_version[];
 
 #define CCAP_FD_HIGH_CAP 1024
 #define CCAP_FD_HIGH_GAP 32
@@ -45,15 +47,25 @@ static const char *const script_src[CCAP_SCRIPT_COUNT] = {
     [CCAP_SCRIPT_RELEASE] = ccap_lua_release,
     [CCAP_SCRIPT_RENEW] = ccap_lua_renew,
     [CCAP_SCRIPT_TIMEOUT] = ccap_lua_timeout,
-    [CCAP_SCRIPT_RESET] = ccap_lua_reset,
+    [CCAP_SCRIPT_FALLBACK] = ccap_lua_fallback,
+};
+static const char *const script_name[CCAP_SCRIPT_COUNT] = {
+    [CCAP_SCRIPT_ACQUIRE] = "acquire",
+    [CCAP_SCRIPT_RELEASE] = "release",
+    [CCAP_SCRIPT_RENEW] = "renew",
+    [CCAP_SCRIPT_TIMEOUT] = "timeout",
+    [CCAP_SCRIPT_FALLBACK] = "fallback",
 };
 static char script_sha[CCAP_SCRIPT_COUNT][41];
+static char script_fn[CCAP_SCRIPT_COUNT][48];   /* "conncap_<name>_<version>" */
 static pthread_once_t script_sha_once = PTHREAD_ONCE_INIT;
 
 static void script_sha_init(void)
 {
-    for (int i = 0; i < CCAP_SCRIPT_COUNT; i++)
+    for (int i = 0; i < CCAP_SCRIPT_COUNT; i++) {
         ccap_sha1_hex(script_src[i], strlen(script_src[i]), script_sha[i]);
+        snprintf(script_fn[i], sizeof script_fn[i], "conncap_%s_%s", script_name[i], ccap_lua_version);
+    }
 }
 
 const char *ccap_script_sha(enum ccap_script which)
@@ -69,6 +81,24 @@ const char *ccap_script_source(enum ccap_script which)
     if ((unsigned)which >= CCAP_SCRIPT_COUNT)
         return NULL;
     return script_src[which];
+}
+
+const char *ccap_script_function(enum ccap_script which)
+{
+    if ((unsigned)which >= CCAP_SCRIPT_COUNT)
+        return NULL;
+    pthread_once(&script_sha_once, script_sha_init);
+    return script_fn[which];
+}
+
+const char *ccap_function_library(void)
+{
+    return ccap_lua_library;
+}
+
+const char *ccap_function_version(void)
+{
+    return ccap_lua_version;
 }
 
 int ccap_redis_fd_base(void)
@@ -741,6 +771,7 @@ static int node_connect(struct ccap_redis *r, struct ccap_node *n, long long dea
     n->forks = ccap_redis_forks();
     n->gen++;
     n->loaded = 0;
+    n->fn = 0;
     ccap_resp_scan_init(&n->scan, r->caps);
 
     if ((rc = tls_attach(r, n, deadline, setup)) < 0) {
@@ -954,6 +985,78 @@ int ccap_node_script_ready(struct ccap_redis *r, struct ccap_node *n, enum ccap_
     return n->loaded & (1u << which) ? 0 : script_load(r, n, which);
 }
 
+#define CCAP_FN_RETRY_MS 60000
+
+/* REP says this server has no (usable) library of ours: none loaded, a
+ * Redis before 7, or a user that may not call it. */
+static bool fn_missing(const redisReply *rep)
+{
+    return rep && rep->type == REDIS_REPLY_ERROR && rep->str &&
+           (!strncmp(rep->str, "ERR Function not found", 22) || !strncmp(rep->str, "ERR unknown command", 19) ||
+            err_is(rep, "NOPERM"));
+}
+
+/* N goes back to EVALSHA for CCAP_FN_RETRY_MS: the library is missing
+ * there (WHY: Redis's answer). Said once per process: a fleet keeps its cap
+ * with the scripts, but needs EVAL rights, which a worker should not have. */
+static void fn_fall_back(struct ccap_node *n, const char *why)
+{
+    static atomic_bool warned;
+    char port[24] = "";
+
+    n->fn = -1;
+    n->fn_at = now_ms() + CCAP_FN_RETRY_MS;
+    if (!n->socket)
+        snprintf(port, sizeof port, ":%d", n->port);
+    if (!atomic_exchange(&warned, true))
+        ccap_log(CCAP_LOG_WARN, "redis: the function library conncap_%s is not loaded on %s%s (%s): "
+                 "running the scripts with EVALSHA instead, which needs EVAL rights; run `conncap setup`",
+                 ccap_lua_version, n->socket ? n->socket : n->host, port, why);
+}
+
+/* Whether to send script calls to N as FCALL: yes unless N answered that
+ * it has no library of ours less than CCAP_FN_RETRY_MS ago. */
+static bool fn_try(const struct ccap_node *n)
+{
+    return n->fn >= 0 || now_ms() >= n->fn_at;
+}
+
+/* ARGV ("EVALSHA" sha nkeys ...) as "FCALL" function nkeys ... in SMALL
+ * (CCAP_SMALL_ARGV) or a new array. Returns it, or NULL (no memory). */
+static const char **fcall_argv(int which, int argc, const char *const *argv, const char **small)
+{
+    const char **av = argc > CCAP_SMALL_ARGV ? malloc(sizeof *av * (size_t)argc) : small;
+
+    if (!av)
+        return NULL;
+    av[0] = "FCALL";
+    av[1] = ccap_script_function((enum ccap_script)which);
+    for (int i = 2; i < argc; i++)
+        av[i] = argv[i];
+    return av;
+}
+
+int ccap_node_script_send(struct ccap_redis *r, struct ccap_node *n, int which, int argc,
+                          const char *const *argv, long long deadline)
+{
+    const char *small[CCAP_SMALL_ARGV], **av;
+    int rc;
+
+    if (!fn_try(n)) {
+        if ((rc = ccap_node_script_ready(r, n, (enum ccap_script)which)) < 0)
+            return rc;
+        return ccap_node_send(r, n, argc, argv, deadline);
+    }
+    /* an FCALL answered "not found" is run again the normal way (see
+     * ccap_defer_collect), which then falls back to EVALSHA */
+    if (!(av = fcall_argv(which, argc, argv, small)))
+        return -ENOMEM;
+    rc = ccap_node_send(r, n, argc, av, deadline);
+    if (av != small)
+        free(av);
+    return rc;
+}
+
 /* ASKING on N before a command that an ASK redirect sent there. */
 static int asking(struct ccap_redis *r, struct ccap_node *n)
 {
@@ -966,14 +1069,52 @@ static int asking(struct ccap_redis *r, struct ccap_node *n)
     return rc;
 }
 
-/* ARGV on N (after ASKING when ASK); for a script (WHICH >= 0) loads it
- * after NOSCRIPT and runs it once more, invisibly to the caller. */
+/* Script WHICH's ARGV as FCALL on N, unless N said lately that it has no
+ * library of ours. *OUT stays NULL when FCALL is not tried, or when N
+ * answers that the library is missing (never loaded, Redis before 7,
+ * NOPERM, or removed meanwhile): then run it with EVALSHA. */
+static int run_fcall(struct ccap_redis *r, struct ccap_node *n, int which, bool ask, int argc,
+                     const char *const *argv, redisReply **out)
+{
+    const char *small[CCAP_SMALL_ARGV], **av;
+    int rc;
+
+    *out = NULL;
+    if (!fn_try(n))
+        return 0;
+    if (!(av = fcall_argv(which, argc, argv, small))) {
+        set_err(r, "out of memory");
+        return -ENOMEM;
+    }
+    rc = ask ? asking(r, n) : 0;
+    if (rc == 0)
+        rc = ccap_node_exec(r, n, argc, av, out);
+    if (av != small)
+        free(av);
+    if (rc == 0 && fn_missing(*out)) {
+        fn_fall_back(n, (*out)->str);
+        freeReplyObject(*out);
+        *out = NULL;
+    } else if (rc == 0 && n->ctx) {
+        n->fn = 1;
+    }
+    return rc;
+}
+
+/* ARGV on N (after ASKING when ASK). A script (WHICH >= 0) runs as FCALL
+ * of our library when N has it, else with EVALSHA, loaded after NOSCRIPT
+ * and run once more, invisibly to the caller. */
 static int run_on(struct ccap_redis *r, struct ccap_node *n, int which, bool ask, int argc,
                   const char *const *argv, redisReply **out)
 {
     redisReply *rep = NULL;
-    int rc = ask ? asking(r, n) : 0;
+    int rc = which >= 0 ? run_fcall(r, n, which, ask, argc, argv, &rep) : 0;
 
+    if (rc < 0 || rep) {
+        *out = rep;
+        return rc;
+    }
+    rc = ask ? asking(r, n) : 0;
     if (rc == 0)
         rc = ccap_node_exec(r, n, argc, argv, &rep);
     if (rc == 0 && which >= 0 && err_is(rep, "NOSCRIPT")) {
@@ -1242,6 +1383,56 @@ int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, i
     }
     *reply = rep;
     return 0;
+}
+
+/* ARGV on N (connected now if need be), told to EACH. Returns 1 when N
+ * answered without an error reply, else 0. */
+static int each_on(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv,
+                   void (*each)(void *, const char *, const redisReply *, int), void *ctx)
+{
+    char name[CCAP_HOST_MAX + 16];
+    redisReply *rep = NULL;
+    int rc = ccap_node_ensure(r, n, now_ms() + r->conf.connect_timeout_ms,
+                              r->mode == CCAP_MODE_CLUSTER ? CCAP_SETUP_AUTH : CCAP_SETUP_AUTH | CCAP_SETUP_SELECT);
+
+    if (n->socket)
+        snprintf(name, sizeof name, "%s", n->socket);
+    else
+        snprintf(name, sizeof name, "%s:%d", n->host, n->port);
+    if (rc >= 0)
+        rc = ccap_node_exec(r, n, argc, argv, &rep);
+    if (rc == 0 && rep->type == REDIS_REPLY_ERROR)
+        ccap_redis_error_rc(r, rep);
+    each(ctx, name, rep, rc);
+    rc = rc == 0 && rep->type != REDIS_REPLY_ERROR;
+    if (rep)
+        freeReplyObject(rep);
+    return rc;
+}
+
+int ccap_redis_command_each(struct ccap_redis *r, int argc, const char *const *argv,
+                            void (*each)(void *ctx, const char *node, const redisReply *rep, int rc),
+                            void *ctx)
+{
+    struct ccap_node *n;
+    int fresh, rc, ok = 0;
+
+    r->err[0] = '\0';
+    if (argc < 1 || !argv || !each)
+        return -EINVAL;
+    if ((rc = ccap_redis_pick(r, -1, &n, &fresh)) < 0)
+        return rc;
+    if (r->mode != CCAP_MODE_CLUSTER)
+        return each_on(r, n, argc, argv, each, ctx);
+    for (size_t i = 0; i < r->n_nodes; i++) {
+        bool owns = false;
+
+        for (int s = 0; r->slots && s < CCAP_CLUSTER_SLOTS && !owns; s++)
+            owns = r->slots[s] == i + 1;
+        if (owns)
+            ok += each_on(r, r->nodes[i], argc, argv, each, ctx);
+    }
+    return ok;
 }
 
 void ccap_redis_forget(struct ccap_redis *r)

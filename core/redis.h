@@ -8,9 +8,12 @@
 #include "config.h"
 #include "resp.h"
 
-/* The embedded Lua scripts (lua/NAME.lua), in this order. */
+/* The embedded Lua scripts (lua/NAME.lua), in this order: the functions
+ * of the library conncap_<version> (ccap_function_library) that a worker
+ * may call. Operator actions (set-limit, reset) are plain commands. */
 enum ccap_script { CCAP_SCRIPT_ACQUIRE = 0, CCAP_SCRIPT_RELEASE, CCAP_SCRIPT_RENEW,
-                   CCAP_SCRIPT_TIMEOUT, CCAP_SCRIPT_RESET, /* ops: timeout event, conncap reset */
+                   CCAP_SCRIPT_TIMEOUT, /* the timeout event of a wait */
+                   CCAP_SCRIPT_FALLBACK, /* counts permits granted while Redis was down */
                    CCAP_SCRIPT_COUNT };
 
 /* A client for one Redis deployment: a single server (host/port or Unix
@@ -60,8 +63,11 @@ void ccap_redis_free(struct ccap_redis *r);
  * guard held. */
 int ccap_redis_connect(struct ccap_redis *r);
 
-/* Runs script WHICH with EVALSHA (loading it on first use and again after
- * NOSCRIPT, invisibly to the caller), NKEYS keys followed by ARGS: ARGC
+/* Runs script WHICH: with FCALL of this build's function library (see
+ * ccap_function_library); when the server answers that it has none, with
+ * EVALSHA (loading it on first use and again after NOSCRIPT, invisibly to
+ * the caller; the first such fallback of the process is logged as a
+ * warning, and asked again a minute later), NKEYS keys followed by ARGS: ARGC
  * NUL-terminated strings, keys first. On success returns 0 and *REPLY
  * (caller frees with freeReplyObject). Returns -errno on a transport error
  * (the connection is dropped and reopened on the next call: -ETIMEDOUT,
@@ -151,8 +157,29 @@ const char *ccap_redis_tls_info(const struct ccap_redis *r);
 /* The last error text ("" if none). Owned by R, valid until the next call. */
 const char *ccap_redis_errstr(const struct ccap_redis *r);
 
-/* The SHA1 of script WHICH (40 hex chars) and its source text. */
+/* The SHA1 of script WHICH (40 hex chars), its source text, and its
+ * function's name in the library ("conncap_<name>_<version>"); NULL for a
+ * WHICH out of range. Static strings; thread-safe. */
+const char *ccap_script_function(enum ccap_script which);
 const char *ccap_script_sha(enum ccap_script which);
 const char *ccap_script_source(enum ccap_script which);
+
+/* The Redis 7 function library built from the lua/ scripts (FUNCTION LOAD text:
+ * "#!lua name=conncap_<version>", one function per script plus
+ * conncap_version_<version>, read-only, returning <version>), and
+ * <version>: 12 hex digits of the SHA1 of the scripts. Static strings. */
+const char *ccap_function_library(void);
+const char *ccap_function_version(void);
+
+/* Runs ARGV on every server that holds data: the one server, the master
+ * Sentinel names, or every master of a Cluster (after loading the slot
+ * map). For each, calls EACH(CTX, node "host:port" or socket path, reply
+ * or NULL, rc: 0 or -errno as ccap_redis_command, R's error telling why);
+ * the reply is freed after EACH returns. Returns the number of servers
+ * that answered without an error reply, or -errno when none could be
+ * reached at all. */
+int ccap_redis_command_each(struct ccap_redis *r, int argc, const char *const *argv,
+                            void (*each)(void *ctx, const char *node, const redisReply *rep, int rc),
+                            void *ctx);
 
 #endif

@@ -206,10 +206,10 @@ int ccap_redis_script_defer(struct ccap_redis *r, enum ccap_script which, int nk
 
         if ((rc = ccap_redis_pick(r, slot, &n, &fresh)) < 0)
             return rc;
-        /* loaded first: a NOSCRIPT would leave it undone until the next command */
-        if ((rc = ccap_node_script_ready(r, n, which)) == 0 &&
-            (rc = ccap_node_send(r, n, n_args, (const char *const *)argv,
-                                 ccap_redis_now_ms() + r->conf.command_timeout_ms)) == 0) {
+        /* FCALL, or EVALSHA of a script loaded first: a NOSCRIPT would
+         * leave it undone until the next command */
+        if ((rc = ccap_node_script_send(r, n, (int)which, n_args, (const char *const *)argv,
+                                        ccap_redis_now_ms() + r->conf.command_timeout_ms)) == 0) {
             if ((j = find(r, argv)) >= 0) {
                 r->defer[j].sent_on = n;
                 r->defer[j].gen = n->gen;

@@ -24,6 +24,8 @@ struct ccap_node {
     unsigned forks;           /* ccap_redis_forks() when it was made: another value is a fork child's */
     unsigned gen;             /* counts connections made: a deferred reply is owed by one */
     unsigned loaded;          /* bit 1 << script: known loaded on this connection */
+    int fn;                   /* our function library here: 1 yes, -1 no (EVALSHA), 0 not known yet */
+    long long fn_at;          /* fn -1: ask again after this (monotonic ms) */
     struct ccap_resp_scan scan; /* checks the bytes read before hiredis's reader parses them */
     struct ccap_tls_conn *tls; /* the TLS session on ctx->fd, or NULL (plain) */
     short want;               /* TLS: what the last read waits for (POLLIN, or POLLOUT mid-renegotiation) */
@@ -129,6 +131,13 @@ size_t ccap_resp_format(char *out, int argc, const char *const *argv);
  * connection, unless an EVALSHA of it already worked there). Returns 0 or
  * -errno. */
 int ccap_node_script_ready(struct ccap_redis *r, struct ccap_node *n, enum ccap_script which);
+
+/* Writes script WHICH's ARGV ("EVALSHA" sha nkeys args...) to N without
+ * reading the reply: as FCALL unless N said lately it has no library of
+ * ours, else with EVALSHA after making sure the script is loaded. Returns 0 or -errno as
+ * ccap_node_send. */
+int ccap_node_script_send(struct ccap_redis *r, struct ccap_node *n, int which, int argc,
+                          const char *const *argv, long long deadline);
 
 /* The node for SLOT (-1: any), connected; *FRESH says whether the
  * connection was made just now. Returns 0 or -errno. */

@@ -226,7 +226,7 @@ int ccap_sem_timeout(struct ccap_redis *r, const char *prefix, const char *name,
 int ccap_sem_count_fallback(struct ccap_redis *r, const char *prefix, const char *name, int n)
 {
     char skey[CCAP_KEY_MAX], num[16];
-    const char *argv[4] = { "HINCRBY", skey, CCAP_STAT_FALLBACK, num };
+    const char *args[2] = { skey, num };
     redisReply *rep;
     int rc;
 
@@ -235,32 +235,56 @@ int ccap_sem_count_fallback(struct ccap_redis *r, const char *prefix, const char
     if (ccap_sem_key(skey, sizeof skey, prefix, name, "stats") < 0)
         return -ENAMETOOLONG;
     ccap_fmt_ll(num, n);
-    rc = ccap_redis_command(r, 4, argv, &rep);
+    rc = ccap_redis_script(r, CCAP_SCRIPT_FALLBACK, 1, 2, args, &rep);
     if (rc < 0)
         return rc;
-    rc = ccap_sem_parse_int(r, "HINCRBY reply", rep, LLONG_MIN, LLONG_MAX, &(long long){ 0 });
+    rc = ccap_sem_parse_int(r, "fallback reply", rep, LLONG_MIN, LLONG_MAX, &(long long){ 0 });
     freeReplyObject(rep);
     return rc;
 }
 
+/* Runs ARGV (a plain command) and, when INT_OUT, parses its integer reply
+ * (WHAT in errors). Returns 0 or -errno as ccap_redis_command. */
+static int sem_cmd(struct ccap_redis *r, const char *what, int argc, const char **argv, long long *int_out)
+{
+    redisReply *rep;
+    int rc = ccap_redis_command(r, argc, argv, &rep);
+
+    if (rc < 0)
+        return rc;
+    if (int_out)
+        rc = ccap_sem_parse_int(r, what, rep, 0, LLONG_MAX, int_out);
+    freeReplyObject(rep);
+    return rc;
+}
+
+/* Plain commands, not a script: the library holds only what a worker may
+ * run, and an operator needs no Lua rights. ZREMRANGEBYRANK removes and
+ * counts the holders in one step; the rest follows it. */
 int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, const char *who)
 {
     static const char *const suffix[4] = { "holders", "since", "stats", "audit" };
-    char keys[4][CCAP_KEY_MAX], audit[16];
-    const char *args[6] = { [4] = audit, who ? who : "" };
-    redisReply *rep;
-    long long v;
+    char keys[4][CCAP_KEY_MAX], audit[16], num[24];
+    const char *k[4];
+    long long n;
     int rc;
 
-    if (sem_keys(keys, args, suffix, 4, prefix, name) < 0)
+    if (sem_keys(keys, k, suffix, 4, prefix, name) < 0)
         return -ENAMETOOLONG;
     audit_arg(audit);
-    rc = ccap_redis_script(r, CCAP_SCRIPT_RESET, 4, 6, args, &rep);
-    if (rc < 0)
+    if ((rc = sem_cmd(r, "ZREMRANGEBYRANK reply", 4, (const char *[]){ "ZREMRANGEBYRANK", k[0], "0", "-1" },
+                      &n)) < 0)
         return rc;
-    rc = ccap_sem_parse_int(r, "reset reply", rep, 0, INT_MAX, &v);
-    freeReplyObject(rep);
-    return rc < 0 ? rc : (int)v;
+    ccap_fmt_ll(num, n);
+    if ((rc = sem_cmd(r, NULL, 2, (const char *[]){ "DEL", k[1] }, NULL)) < 0 ||
+        (rc = sem_cmd(r, NULL, 3, (const char *[]){ "HDEL", k[2], CCAP_STAT_FULL_SINCE }, NULL)) < 0 ||
+        (rc = sem_cmd(r, NULL, 4, (const char *[]){ "HINCRBY", k[2], CCAP_STAT_RESET_DROPPED, num }, NULL)) < 0)
+        return rc;
+    if (strcmp(audit, "0") != 0 &&
+        (rc = sem_cmd(r, NULL, 12, (const char *[]){ "XADD", k[3], "MAXLEN", "~", audit, "*", "event", "reset", "by",
+                                                     who ? who : "", "dropped", num }, NULL)) < 0)
+        return rc;
+    return n > INT_MAX ? INT_MAX : (int)n;
 }
 
 /* ---- waiting: fair queue, wake-ups, rate limit (issue 6) ---- */

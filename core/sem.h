@@ -95,12 +95,16 @@ int ccap_sem_timeout(struct ccap_redis *r, const char *prefix, const char *name,
                      long long waited_ms);
 
 /* Adds N to NAME's fallback_granted counter (permits granted while Redis
- * was down, now registered). Returns 0 or -errno as ccap_redis_command. */
+ * was down, now registered), with lua/fallback.lua (a worker's user needs
+ * no plain write command). Returns 0 or -errno as ccap_redis_script. */
 int ccap_sem_count_fallback(struct ccap_redis *r, const char *prefix, const char *name, int n);
 
 /* Drops every holder of NAME (and their acquire times); counters stay.
- * Appends a reset event naming WHO when audit is on. Returns the number of
- * holders dropped, or -errno as ccap_redis_script. */
+ * Appends a reset event naming WHO when audit is on. Plain commands (an
+ * operator's, not in the workers' function library), one after the other:
+ * a holder that acquires meanwhile may lose its acquire time (not its
+ * permit). Returns the number of holders dropped, or -errno as
+ * ccap_redis_command. */
 int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, const char *who);
 
 /* Audit: MAXLEN > 0 makes acquire, release, timeout and reset append events

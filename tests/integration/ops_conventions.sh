@@ -95,7 +95,7 @@ out=$("$CLI" metrics --json --listen 127.0.0.1:0 -c "$T/c.conf" 2>"$T/err"); rc=
 [ $rc -eq 2 ] && [ -z "$out" ] && grep -q 'does not apply' "$T/err" || h_fail "metrics --json --listen: exit $rc: $(cat "$T/err")"
 
 # -- a full --help for every command: usage, what it does, options, exit statuses
-for c in run check explain status holders stats metrics set-limit reset watch audit; do
+for c in run check setup explain status holders stats metrics set-limit reset watch audit; do
     out=$("$CLI" "$c" --help) || h_fail "$c --help: exit $?"
     echo "$out" | head -1 | grep -q "^usage: conncap $c" || h_fail "$c --help: $out"
     [ "$(echo "$out" | wc -l)" -ge 8 ] || h_fail "$c --help is not a full help: $out"

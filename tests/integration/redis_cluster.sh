@@ -45,6 +45,14 @@ log_level = "debug";
 CONF
 "$CLI" check -c "$T/c.conf" > "$T/check.out" 2>&1 || h_fail "check against the cluster failed: $(cat "$T/check.out")"
 grep -q "redis: cluster, seeds 127.0.0.1:${P[0]}" "$T/check.out" || h_fail "check does not show the cluster: $(cat "$T/check.out")"
+# the function library on every master (setup from one seed), then FCALL only
+"$CLI" setup -c "$T/c.conf" > "$T/setup.out" 2>&1 || h_fail "setup on the cluster failed: $(cat "$T/setup.out")"
+for p in "${P[@]}"; do
+    redis-cli -p "$p" function list | grep -q '^conncap_[0-9a-f]\{12\}$' || h_fail "no function library on :$p: $(cat "$T/setup.out")"
+    redis-cli -p "$p" config resetstat >/dev/null
+done
+"$CLI" check -c "$T/c.conf" 2>&1 | grep -q 'function library conncap_.* loaded (FCALL)' ||
+    h_fail "check does not see the library on every master: $("$CLI" check -c "$T/c.conf" 2>&1 | tail -2)"
 
 # ---- every semaphore: 4 clients looping for 3 s (8 s in sanitizer builds) at limit 2
 dur=3000
@@ -67,7 +75,12 @@ for i in "${!names[@]}"; do
     [ "$mx" -le 2 ] || h_fail "$nm: the server saw $mx connections, limit 2"
     [ "$tot" -ge 4 ] || h_fail "$nm: only $tot connections"
     [ "${acq:-0}" -ge "$tot" ] || h_fail "$nm: the owner :$o counted ${acq:-0} acquires for $tot connections"
-    grep -h 'NOSCRIPT\|CROSSSLOT\|MOVED\|unreachable\|refused the' "$T/$nm".*.err && h_fail "$nm: redis trouble"
+    grep -h 'NOSCRIPT\|CROSSSLOT\|MOVED\|unreachable\|refused the\|not loaded' "$T/$nm".*.err && h_fail "$nm: redis trouble"
+done
+for p in "${P[@]}"; do
+    st=$(redis-cli -p "$p" info commandstats | tr -d '\r')
+    echo "$st" | grep -q '^cmdstat_fcall:' || h_fail "no FCALL on :$p"
+    echo "$st" | grep -Eq '^cmdstat_(evalsha|script)' && h_fail "EVALSHA or SCRIPT on :$p with the library loaded"
 done
 "$CLI" status -c "$T/c.conf" > "$T/status.out" 2>&1 || h_fail "status in cluster mode failed: $(cat "$T/status.out")"
 [ "$(grep -c '^sem' "$T/status.out")" -eq 6 ] || h_fail "status does not list the six semaphores: $(cat "$T/status.out")"

@@ -30,6 +30,9 @@ within() {
 # --- 1. an acquire written to a stalled Redis, failed by its timeout, runs
 # when Redis resumes: the process that gave up on it releases it then ---
 ON_DOWN=closed h_conf "$T/a.conf" st 3 $lease 20000 "127.0.0.1:$SRV_PORT"
+# the function library: the acquire written during the stall is an FCALL
+# that runs when Redis resumes (without it, an FCALL answered "not found")
+"$CLI" setup -c "$T/a.conf" >/dev/null 2>&1 || h_fail "conncap setup failed"
 for i in 1 2; do
     "${RUN[@]}" CONNCAP_CONFIG="$T/a.conf" "$FC" hold 127.0.0.1 "$SRV_PORT" >"$T/h$i.out" 2>"$T/h$i.err" &
     eval "h$i=$!"; _pids+=("$!")

@@ -26,8 +26,9 @@ kill "$mon"
 sent=$(grep -v ' lua\] ' "$T/monitor" | grep '^[0-9]' | awk '{print toupper($4)}' | tr -d '"' | sort | uniq -c)
 h_note "commands sent in about 4 s of waiting, then the hand-off:" $sent
 blpop=$(echo "$sent" | awk '$2 == "BLPOP" {print $1}'); blpop=${blpop:-0}
-evalsha=$(echo "$sent" | awk '$2 == "EVALSHA" {print $1}'); evalsha=${evalsha:-0}
-others=$(echo "$sent" | awk '$2 != "BLPOP" && $2 != "EVALSHA" && $2 != "SCRIPT"')
+evalsha=$(echo "$sent" | awk '$2 == "EVALSHA" || $2 == "FCALL" {n += $1} END {print n + 0}')
+# FCALL_RO: a new connection asks once whether the function library is loaded
+others=$(echo "$sent" | awk '$2 != "BLPOP" && $2 != "EVALSHA" && $2 != "SCRIPT" && $2 != "FCALL" && $2 != "FCALL_RO"')
 # 4 s, re-checks at most 1 s apart: about 4 blocks, each ended by one attempt;
 # then A's release (its first: NOSCRIPT, SCRIPT LOAD, again), B's winning
 # attempt, B's release, maybe a heartbeat. A polling waiter sends dozens.

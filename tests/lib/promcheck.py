@@ -12,7 +12,7 @@ Histograms: only NAME_bucket (with le), NAME_sum, NAME_count; per label set
 the buckets are sorted by le, cumulative (never decreasing), end in
 le="+Inf", and NAME_count equals the +Inf bucket. With --prefix every metric
 name starts with it; with --label every sample except those of
-PREFIXredis_up carries that label. Each --get SERIES (e.g.
+PREFIXredis_up and PREFIXbuild_info carries that label. Each --get SERIES (e.g.
 'conncap_holders{semaphore="api"}', labels in the order printed) prints its
 value, one per line ("missing" if absent). Exit 0 valid, 1 invalid (errors
 on stderr, each with its line number), 2 usage.
@@ -118,7 +118,7 @@ def check(text, prefix=None, label=None):
         t = types.get(fam, "untyped")
         if prefix and not name.startswith(prefix):
             err("name does not start with %s" % prefix)
-        if label and prefix and name != prefix + "redis_up" and label not in dict(labels):
+        if label and prefix and name not in (prefix + "redis_up", prefix + "build_info") and label not in dict(labels):
             err("no %s label" % label)
         if t == "counter":
             if not name.endswith("_total"):

@@ -275,13 +275,18 @@ static inline redisReply *redis_fixture_cmd(const struct redis_fixture *f, const
     return rep;
 }
 
-/* A client on F's server after FLUSHALL (a test starts from an empty
- * server), or NULL. The caller frees it with redisFree. */
+/* A client on F's server after FLUSHALL and FUNCTION FLUSH (a test starts
+ * from an empty server, scripts run with EVALSHA), or NULL. The caller
+ * frees it with redisFree. */
 static inline redisContext *redis_fixture_flushed_cli(const struct redis_fixture *f)
 {
     redisContext *c = redis_fixture_cli(f);
-    redisReply *rep = c ? redisCommand(c, "FLUSHALL") : NULL;
+    redisReply *rep = c ? redisCommand(c, "FUNCTION FLUSH") : NULL;
 
+    if (rep) {
+        freeReplyObject(rep);   /* an error before Redis 7: nothing to flush */
+        rep = redisCommand(c, "FLUSHALL");
+    }
     if (!rep) {
         if (c)
             redisFree(c);

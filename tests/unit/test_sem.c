@@ -324,6 +324,74 @@ static void test_noscript(void **state)
     assert_string_equal(ccap_redis_errstr(R), "");
 }
 
+/* Calls of COMMAND (lower case) since CONFIG RESETSTAT, from INFO commandstats. */
+static long long cmd_calls(const char *command)
+{
+    redisReply *rep = redisCommand(CLI, "INFO commandstats");
+    char key[64];
+    const char *p;
+    long long v = 0;
+
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    snprintf(key, sizeof key, "cmdstat_%s:calls=", command);
+    if ((p = strstr(rep->str, key)))
+        v = atoll(p + strlen(key));
+    freeReplyObject(rep);
+    return v;
+}
+
+/* With the library loaded every script runs as FCALL (none is loaded with
+ * SCRIPT LOAD); once the library is flushed, the same client goes on with
+ * EVALSHA without a failed call. */
+static void test_functions(void **state)
+{
+    const char *h[] = { "a" };
+    redisReply *rep = redisCommand(CLI, "FUNCTION LOAD REPLACE %s", ccap_function_library());
+    (void)state;
+
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    assert_true(strncmp(rep->str, "conncap_", 8) == 0 && strcmp(rep->str + 8, ccap_function_version()) == 0);
+    freeReplyObject(rep);
+    cli_ok("SCRIPT FLUSH");
+    cli_ok("CONFIG RESETSTAT");
+
+    assert_int_equal(acq("fn", "a", 10000, 1).granted, 1);
+    assert_int_equal(acq("fn", "b", 10000, 1).granted, 0);
+    assert_int_equal(renew("fn", h, 1, 10000, 0), 0);
+    assert_int_equal(ccap_sem_timeout(R, PFX, "fn", "b", 5), 0);
+    assert_int_equal(ccap_sem_release_defer(R, PFX, "fn", "a", 1, 1LL << 60, true), 0);
+    assert_int_equal(ccap_redis_flush(R), 0);
+    assert_int_equal(ccap_sem_count_fallback(R, PFX, "fn", 2), 0);
+    assert_int_equal(cli_int("ZCARD " PFX "{fn}:holders"), 0);
+    assert_int_equal(cli_int("HINCRBY " PFX "{fn}:stats fallback_granted 0"), 2);
+    assert_int_equal(cmd_calls("fcall"), 6);
+    assert_int_equal(cmd_calls("evalsha") + cmd_calls("script|load") + cmd_calls("script"), 0);
+    for (int s = 0; s < CCAP_SCRIPT_COUNT; s++)
+        assert_false(script_exists((enum ccap_script)s));
+    /* a function runs only on the keys of one semaphore, in its order */
+    const char *wrong[][4] = { { PFX "{fn}:holders", PFX "{fn}:other" }, { PFX "{fn}:stats", PFX "{fn}:holders" },
+                               { PFX "{x}:holders", PFX "{fn}:limit" }, { "fn:holders", "fn:limit" } };
+    for (size_t i = 0; i < 4; i++) {
+        const char *av[] = { "FCALL", ccap_script_function(CCAP_SCRIPT_ACQUIRE), "2", wrong[i][0], wrong[i][1],
+                             "h", "1000", "100000" };
+        rep = redisCommandArgv(CLI, 8, av, NULL);
+        assert_non_null(rep);
+        assert_int_equal(rep->type, REDIS_REPLY_ERROR);
+        assert_non_null(strstr(rep->str, "ERR conncap: "));
+        freeReplyObject(rep);
+    }
+    assert_int_equal(cli_int("EXISTS " PFX "{fn}:other " PFX "{x}:holders fn:holders"), 0);
+
+    cli_ok("FUNCTION FLUSH");
+    assert_int_equal(acq("fn", "c", 10000, 1).granted, 1);
+    assert_int_equal(ccap_sem_release(R, PFX, "fn", "c"), 1);
+    assert_true(script_exists(CCAP_SCRIPT_ACQUIRE));
+    assert_true(cmd_calls("evalsha") >= 2);
+    assert_string_equal(ccap_redis_errstr(R), "");
+}
+
 static void test_ttl_covers_leases(void **state)
 {
     const char *a[] = { "A" };
@@ -1141,6 +1209,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lease_expiry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_runtime_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_noscript, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_functions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ttl_covers_leases, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_key_vanishes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crashed_holder_reclaimed, setup, teardown),
