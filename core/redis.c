@@ -771,7 +771,8 @@ static int node_connect(struct ccap_redis *r, struct ccap_node *n, long long dea
     n->forks = ccap_redis_forks();
     n->gen++;
     n->loaded = 0;
-    n->fn = 0;
+    if (n->fn > 0)
+        n->fn = 0;      /* asked again on the new connection; a "missing" holds until fn_at */
     ccap_resp_scan_init(&n->scan, r->caps);
 
     if ((rc = tls_attach(r, n, deadline, setup)) < 0) {
