@@ -43,6 +43,7 @@ redis-cli "${CLI_TLS[@]}" -p "${P[3]}" cluster slots | grep -qx "${P[4]}\|${P[5]
 capconf "$T/c.conf" "cluster = ( \"127.0.0.1:${P[3]}\" );"
 "$CLI" check -c "$T/c.conf" >"$T/o" 2>"$T/e" || h_fail "check on the TLS cluster: $(cat "$T/e")"
 grep -q "^redis tls: TLSv1" "$T/o" || h_fail "check: no TLS session on the cluster"
+"$CLI" setup -c "$T/c.conf" >"$T/setup.out" 2>&1 || h_fail "conncap setup on the TLS cluster: $(cat "$T/setup.out")"
 capped cluster
 owner=-1
 for k in 0 1 2; do [ -n "$(redis-cli -p "${P[$k]}" --scan --pattern 'conncap:{d}:*')" ] && owner=$k; done
@@ -95,6 +96,7 @@ done
 capconf "$T/c.conf" "sentinels = ( \"127.0.0.1:${S[4]}\", \"127.0.0.1:${S[5]}\", \"127.0.0.1:${S[6]}\" ); master = \"$SENT_NAME\";"
 "$CLI" check -c "$T/c.conf" >"$T/o" 2>"$T/e" || h_fail "check via TLS sentinels: $(cat "$T/e")"
 grep -q "sentinels over TLS" "$T/o" || h_fail "check does not say the sentinels are spoken to over TLS"
+"$CLI" setup -c "$T/c.conf" >"$T/setup.out" 2>&1 || h_fail "conncap setup on the TLS sentinel: $(cat "$T/setup.out")"
 capped sentinel
 [ -n "$(redis-cli -p "${S[0]}" --scan --pattern 'conncap:{d}:*')" ] || h_fail "the master holds no semaphore keys"
 # tls.sentinels = false: plain to the sentinels' plain ports, TLS to the master

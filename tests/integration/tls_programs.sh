@@ -24,6 +24,8 @@ hold_maps "$LC_CONF" plain
 [ -s "$T/plain.maps" ] && h_fail "a plain-TCP configuration mapped OpenSSL: $(cat "$T/plain.maps")"
 CONF_EXTRA="" h_conf "$T/tls.conf" lc 100 30000 20000 "127.0.0.1:$SRV_PORT"
 sed -i "s|^redis = .*|redis = { url = \"$TLSURL\"; tls = { ca_file = \"$TLS_DIR/ca.pem\"; }; connect_timeout_ms = 1000; command_timeout_ms = 1000; };|" "$T/tls.conf"
+# the function library, loaded as an operator would (setup over TLS): the shim then calls FCALL
+"$CLI" setup -c "$T/tls.conf" >"$T/setup.out" 2>&1 || h_fail "conncap setup over TLS: $(cat "$T/setup.out")"
 hold_maps "$T/tls.conf" tls
 grep -q 'libssl\.so\.3' "$T/tls.maps" || h_fail "under TLS, libssl.so.3 is not mapped: did the shim use TLS?"
 
