@@ -1,0 +1,23 @@
+/* keys.h -- the Redis key layout of a semaphore: the one place that names its keys. */
+#ifndef CCAP_KEYS_H
+#define CCAP_KEYS_H
+
+/* Every key of semaphore NAME is "<key_prefix>{<NAME>}:<suffix>"
+ * (ccap_sem_key builds it). The braces are a Redis Cluster hash tag: all of
+ * a semaphore's keys live in one slot, so one script may touch them all.
+ * lua/*.lua receive these keys in KEYS[] and never spell a suffix
+ * themselves, except the wake lists, derived from the queue key (its name
+ * minus CCAP_KEY_QUEUE plus CCAP_KEY_WAKE and the holder id). */
+#define CCAP_KEY_HOLDERS "holders" /* zset: holder id -> lease expiry (ms, server TIME) */
+#define CCAP_KEY_LIMIT "limit"     /* string: limit override (conncap set-limit), no TTL */
+#define CCAP_KEY_STATS "stats"     /* hash: counters (CCAP_STAT_*), no TTL */
+#define CCAP_KEY_SINCE "since"     /* hash: holder id -> acquire time (ms), TTL of holders */
+#define CCAP_KEY_WAITERS "waiters" /* zset: waiting holder id -> when its wait ends (ms) */
+#define CCAP_KEY_AUDIT "audit"     /* stream: acquire/timeout/ops events (audit_maxlen) */
+#define CCAP_KEY_QUEUE "queue"     /* zset: waiting holder id -> arrival (us): the FIFO */
+#define CCAP_KEY_QEXP "qexp"       /* zset: waiting holder id -> ticket expiry (ms) */
+#define CCAP_KEY_RATE "rate"       /* string: GCRA theoretical arrival time (us) */
+#define CCAP_KEY_EPOCH "epoch"     /* string: server ms from which grants resume (restart grace) */
+#define CCAP_KEY_WAKE "wake:"      /* list prefix: "<...>:wake:<holder id>", one token at most */
+
+#endif
