@@ -7,8 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 #define CCAP_LOG_LINE 1024
 
@@ -62,10 +63,8 @@ static void rate_follow(int pid)
 /* True when this line may pass; counts it as suppressed otherwise. */
 static int rate_pass(void)
 {
-    struct timespec ts;
     rate_follow((int)getpid());
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    long now = (long)ts.tv_sec, w = atomic_load(&win_sec);
+    long now = (long)(ccap_now_coarse_ms() / 1000), w = atomic_load(&win_sec);
     if (w != now && atomic_compare_exchange_strong(&win_sec, &w, now))
         atomic_store(&win_count, 0);
     if (atomic_fetch_add(&win_count, 1) >= CCAP_LOG_BURST) {

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "redis_int.h"
 #include "sha1.h"
@@ -127,16 +128,6 @@ void ccap_redis_set_err(struct ccap_redis *r, const char *fmt, ...)
 }
 
 #define set_err ccap_redis_set_err
-
-long long ccap_redis_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-#define now_ms ccap_redis_now_ms
 
 static atomic_uint forks;
 static pthread_once_t forks_once = PTHREAD_ONCE_INIT;
@@ -283,7 +274,7 @@ static int wait_fd(int fd, short events, long long deadline)
     struct pollfd p = { .fd = fd, .events = events };
 
     for (;;) {
-        long long left = deadline - now_ms();
+        long long left = deadline - ccap_now_ms();
         int n = poll(&p, 1, left <= 0 ? 0 : left > 60000 ? 60000 : (int)left);
 
         if (n > 0)
@@ -329,7 +320,7 @@ static int connect_addr(int family, const struct sockaddr *sa, socklen_t len, lo
             /* The server's backlog is full: try again until the deadline. */
             struct timespec ts = { 0, 2 * 1000 * 1000 };
 
-            if (now_ms() >= deadline) {
+            if (ccap_now_ms() >= deadline) {
                 rc = -ETIMEDOUT;
                 break;
             }
@@ -638,7 +629,7 @@ int ccap_node_read(struct ccap_redis *r, struct ccap_node *n, const char *cmd, l
 
 int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv, redisReply **out)
 {
-    long long deadline = now_ms() + r->conf.command_timeout_ms;
+    long long deadline = ccap_now_ms() + r->conf.command_timeout_ms;
     int rc;
 
     *out = NULL;
@@ -720,7 +711,7 @@ static int tls_attach(struct ccap_redis *r, struct ccap_node *n, long long deadl
             set_err(r, "redis %s", why);
             return rc == -ENOMEM ? rc : -EIO;
         }
-        deadline = now_ms() + r->conf.connect_timeout_ms;
+        deadline = ccap_now_ms() + r->conf.connect_timeout_ms;
     }
     if ((rc = ccap_tls_conn_new(r->tls, n->ctx->fd, n->host, &n->tls, why, sizeof why)) < 0) {
         set_err(r, "redis %s:%d: %s", where, n->port, why);
@@ -946,7 +937,7 @@ int ccap_redis_pick(struct ccap_redis *r, int slot, struct ccap_node **out, int 
         *fresh = rc;
         return 0;
     default:
-        rc = ccap_node_ensure(r, &r->main, now_ms() + r->conf.connect_timeout_ms,
+        rc = ccap_node_ensure(r, &r->main, ccap_now_ms() + r->conf.connect_timeout_ms,
                               CCAP_SETUP_AUTH | CCAP_SETUP_SELECT);
         if (rc < 0)
             return rc;
@@ -1006,7 +997,7 @@ static void fn_fall_back(struct ccap_node *n, const char *why)
     char port[24] = "";
 
     n->fn = -1;
-    n->fn_at = now_ms() + CCAP_FN_RETRY_MS;
+    n->fn_at = ccap_now_ms() + CCAP_FN_RETRY_MS;
     if (!n->socket)
         snprintf(port, sizeof port, ":%d", n->port);
     if (!atomic_exchange(&warned, true))
@@ -1019,7 +1010,7 @@ static void fn_fall_back(struct ccap_node *n, const char *why)
  * it has no library of ours less than CCAP_FN_RETRY_MS ago. */
 static bool fn_try(const struct ccap_node *n)
 {
-    return n->fn >= 0 || now_ms() >= n->fn_at;
+    return n->fn >= 0 || ccap_now_ms() >= n->fn_at;
 }
 
 /* ARGV ("EVALSHA" sha nkeys ...) as "FCALL" function nkeys ... in SMALL
@@ -1157,7 +1148,7 @@ int ccap_redis_dispatch(struct ccap_redis *r, int slot, int which, int argc, con
     struct ccap_node *n = NULL;
     bool ask = false, last_ask, stale_retry = true, ro_retry = true;
     int hops = 0, tryagain = 0, fresh = 0, rc;
-    long long t0 = now_ms();
+    long long t0 = ccap_now_ms();
     redisReply *rep;
 
     *out = NULL;
@@ -1192,7 +1183,7 @@ int ccap_redis_dispatch(struct ccap_redis *r, int slot, int which, int argc, con
                 fresh = 1;
                 continue;
             }
-            if (err_is(rep, "TRYAGAIN") && now_ms() + CCAP_TRYAGAIN_MS < t0 + r->conf.command_timeout_ms) {
+            if (err_is(rep, "TRYAGAIN") && ccap_now_ms() + CCAP_TRYAGAIN_MS < t0 + r->conf.command_timeout_ms) {
                 /* A slot in migration and our keys split between the two
                  * nodes (or some not created yet): the same node again, with
                  * ASKING again if it was an ASK target, until the migration
@@ -1393,7 +1384,7 @@ static int each_on(struct ccap_redis *r, struct ccap_node *n, int argc, const ch
 {
     char name[CCAP_HOST_MAX + 16];
     redisReply *rep = NULL;
-    int rc = ccap_node_ensure(r, n, now_ms() + r->conf.connect_timeout_ms,
+    int rc = ccap_node_ensure(r, n, ccap_now_ms() + r->conf.connect_timeout_ms,
                               r->mode == CCAP_MODE_CLUSTER ? CCAP_SETUP_AUTH : CCAP_SETUP_AUTH | CCAP_SETUP_SELECT);
 
     if (n->socket)

@@ -99,7 +99,7 @@ static int refresh_slots(struct ccap_redis *r, long long deadline)
 
             if ((pass == 0) != (n->ctx != NULL))
                 continue;
-            if (pass == 1 && ccap_redis_now_ms() >= deadline)
+            if (pass == 1 && ccap_now_ms() >= deadline)
                 break;
             if ((rc = ccap_node_ensure(r, n, deadline, CCAP_SETUP_AUTH)) < 0)
                 continue;
@@ -144,7 +144,7 @@ static void drop_unused(struct ccap_redis *r)
 
 int ccap_cluster_node(struct ccap_redis *r, int slot, struct ccap_node **out)
 {
-    long long deadline = ccap_redis_now_ms() + r->conf.connect_timeout_ms + r->conf.command_timeout_ms;
+    long long deadline = ccap_now_ms() + r->conf.connect_timeout_ms + r->conf.command_timeout_ms;
     bool refreshed = false;
     int rc;
 
@@ -170,7 +170,7 @@ int ccap_cluster_node(struct ccap_redis *r, int slot, struct ccap_node **out)
                 n = r->nodes[r->slots[i] - 1];
         if (!n)
             n = r->nodes[0];
-        rc = ccap_node_ensure(r, n, ccap_redis_now_ms() + r->conf.connect_timeout_ms, CCAP_SETUP_AUTH);
+        rc = ccap_node_ensure(r, n, ccap_now_ms() + r->conf.connect_timeout_ms, CCAP_SETUP_AUTH);
         if (rc >= 0) {
             *out = n;
             return rc;
@@ -178,7 +178,7 @@ int ccap_cluster_node(struct ccap_redis *r, int slot, struct ccap_node **out)
         /* The owner is gone (a failover may have promoted a replica): ask
          * the others for the map once, then give up for this call. */
         r->slots_stale = true;
-        if (refreshed || ccap_redis_now_ms() >= deadline)
+        if (refreshed || ccap_now_ms() >= deadline)
             return rc;
         refreshed = true;
     }
@@ -219,7 +219,7 @@ int ccap_cluster_redirect(struct ccap_redis *r, struct ccap_node *from, const ch
         r->slots[slot] = (uint16_t)(node_index(r, n) + 1);
         r->slots_stale = true;
     }
-    rc = ccap_node_ensure(r, n, ccap_redis_now_ms() + r->conf.connect_timeout_ms, CCAP_SETUP_AUTH);
+    rc = ccap_node_ensure(r, n, ccap_now_ms() + r->conf.connect_timeout_ms, CCAP_SETUP_AUTH);
     if (rc < 0)
         return rc;
     *out = n;

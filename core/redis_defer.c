@@ -122,7 +122,7 @@ static int run_now(struct ccap_redis *r, size_t i)
  * over after it: indices may have moved meanwhile. */
 static int run_unsent(struct ccap_redis *r)
 {
-    long long now = ccap_redis_now_ms();
+    long long now = ccap_now_ms();
     int rc = 0;
 
     if (r->flushing)
@@ -167,7 +167,7 @@ static void make_room(struct ccap_redis *r)
     if (r->n_defer < CCAP_DEFER_MAX)
         return;
     if (owed(&r->defer[0]))
-        ccap_defer_collect(r, r->defer[0].sent_on, ccap_redis_now_ms() + r->conf.command_timeout_ms);
+        ccap_defer_collect(r, r->defer[0].sent_on, ccap_now_ms() + r->conf.command_timeout_ms);
     if (r->n_defer == CCAP_DEFER_MAX)
         drop_at(r, 0);
 }
@@ -209,7 +209,7 @@ int ccap_redis_script_defer(struct ccap_redis *r, enum ccap_script which, int nk
         /* FCALL, or EVALSHA of a script loaded first: a NOSCRIPT would
          * leave it undone until the next command */
         if ((rc = ccap_node_script_send(r, n, (int)which, n_args, (const char *const *)argv,
-                                        ccap_redis_now_ms() + r->conf.command_timeout_ms)) == 0) {
+                                        ccap_now_ms() + r->conf.command_timeout_ms)) == 0) {
             if ((j = find(r, argv)) >= 0) {
                 r->defer[j].sent_on = n;
                 r->defer[j].gen = n->gen;
@@ -232,7 +232,7 @@ int ccap_redis_flush(struct ccap_redis *r)
             continue;
         /* every reply that node owes; those on other nodes from the start again */
         if ((rc = ccap_defer_collect(r, r->defer[i].sent_on,
-                                     ccap_redis_now_ms() + r->conf.command_timeout_ms)) == -ETIMEDOUT)
+                                     ccap_now_ms() + r->conf.command_timeout_ms)) == -ETIMEDOUT)
             return rc;
         i = (size_t)-1;
     }

@@ -83,7 +83,7 @@ static int check_role(struct ccap_redis *r)
 
 int ccap_sentinel_connect(struct ccap_redis *r)
 {
-    long long start = ccap_redis_now_ms();
+    long long start = ccap_now_ms();
     long long budget = start + r->conf.connect_timeout_ms + r->conf.command_timeout_ms;
     size_t n = r->conf.n_sentinels;
     char host[CCAP_HOST_MAX], seen[sizeof r->master_seen];
@@ -97,7 +97,7 @@ int ccap_sentinel_connect(struct ccap_redis *r)
     for (size_t k = 0; k < n && !found; k++) {
         size_t i = (r->sentinel_first + k) % n;
         struct ccap_node s;
-        long long now = ccap_redis_now_ms();
+        long long now = ccap_now_ms();
 
         if (k > 0 && now >= budget)
             break;
@@ -132,7 +132,7 @@ int ccap_sentinel_connect(struct ccap_redis *r)
     }
     snprintf(r->main.host, sizeof r->main.host, "%s", host);
     r->main.port = port;
-    rc = ccap_node_ensure(r, &r->main, ccap_redis_now_ms() + r->conf.connect_timeout_ms,
+    rc = ccap_node_ensure(r, &r->main, ccap_now_ms() + r->conf.connect_timeout_ms,
                           CCAP_SETUP_AUTH | CCAP_SETUP_SELECT);
     if (rc < 0)
         return rc == -ECONNREFUSED || rc == -ETIMEDOUT ? rc : rc == -EACCES ? -EACCES : -EAGAIN;
