@@ -577,36 +577,14 @@ static int load_url_tls(struct ctx *c, const config_setting_t *r, struct ccap_re
     return check_tls(c, r, rc_out, plain_url);
 }
 
-static int load_redis(struct ctx *c, const config_setting_t *r, struct ccap_redis_conf *rc_out)
+/* redis.socket and redis.key_prefix, and the ways of reaching Redis that
+ * exclude one another (socket, sentinels, cluster; master goes with
+ * sentinels only). S_SENT and S_CLUS: the settings, or NULL. */
+static int check_redis_where(struct ctx *c, const config_setting_t *r, const struct ccap_redis_conf *rc_out,
+                             const config_setting_t *s_sent, const config_setting_t *s_clus)
 {
-    int rc;
-    const char *pw_file = NULL, *pw_env = NULL;
-    const config_setting_t *s_file, *s_env, *s_sent, *s_clus, *s_master, *s_sock;
-
-    if (config_setting_type(r) != CONFIG_TYPE_GROUP)
-        return fail(c, r, "redis", "must be a group, as in { host = \"127.0.0.1\"; }, not %s",
-                    type_name(r));
-    if ((rc = check_known(c, r, "redis", redis_keys)) < 0)
-        return rc;
-    if ((rc = get_strdup(c, r, "redis", "host", true, &rc_out->host)) < 0 ||
-        (rc = get_int(c, r, "redis", "port", 1, 65535, "an integer 1-65535", &rc_out->port)) < 0 ||
-        (rc = get_strdup(c, r, "redis", "socket", true, &rc_out->socket)) < 0 ||
-        (rc = get_int(c, r, "redis", "db", 0, INT_MAX, "an integer >= 0", &rc_out->db)) < 0 ||
-        (rc = get_int(c, r, "redis", "connect_timeout_ms", 1, INT_MAX, "an integer >= 1",
-                      &rc_out->connect_timeout_ms)) < 0 ||
-        (rc = get_int(c, r, "redis", "command_timeout_ms", 1, INT_MAX, "an integer >= 1",
-                      &rc_out->command_timeout_ms)) < 0 ||
-        (rc = get_strdup(c, r, "redis", "key_prefix", false, &rc_out->key_prefix)) < 0 ||
-        (rc = get_strdup(c, r, "redis", "username", true, &rc_out->username)) < 0 ||
-        (rc = get_str(c, r, "redis", "password_file", true, &pw_file, &s_file)) < 0 ||
-        (rc = get_str(c, r, "redis", "password_env", true, &pw_env, &s_env)) < 0 ||
-        (rc = get_hostports(c, r, "sentinels", &rc_out->sentinels, &rc_out->n_sentinels, &s_sent)) < 0 ||
-        (rc = get_strdup(c, r, "redis", "master", true, &rc_out->master)) < 0 ||
-        (rc = get_hostports(c, r, "cluster", &rc_out->cluster, &rc_out->n_cluster, &s_clus)) < 0 ||
-        (rc = load_url_tls(c, r, rc_out)) < 0)
-        return rc;
-    s_master = config_setting_get_member(r, "master");
-    s_sock = config_setting_get_member(r, "socket");
+    const config_setting_t *s_master = config_setting_get_member(r, "master");
+    const config_setting_t *s_sock = config_setting_get_member(r, "socket");
 
     if (rc_out->socket && rc_out->socket[0] != '/')
         return fail(c, s_sock, "redis.socket", "must be an absolute path, not \"%s\"", rc_out->socket);
@@ -622,6 +600,18 @@ static int load_redis(struct ctx *c, const config_setting_t *r, struct ccap_redi
         return fail(c, s_sent, "redis.master", "is required with redis.sentinels");
     if (rc_out->master && !s_sent)
         return fail(c, s_master, "redis.master", "has no effect without redis.sentinels");
+    return 0;
+}
+
+/* The password from redis.password_file (PW_FILE, setting S_FILE) or
+ * redis.password_env (PW_ENV, setting S_ENV), either NULL, into
+ * RC_OUT->password (malloc'ed); redis.username needs one of them. */
+static int load_password(struct ctx *c, const config_setting_t *r, struct ccap_redis_conf *rc_out,
+                         const char *pw_file, const config_setting_t *s_file, const char *pw_env,
+                         const config_setting_t *s_env)
+{
+    int rc;
+
     if (pw_file && pw_env)
         return fail(c, s_env, "redis.password_env", "cannot be combined with redis.password_file");
     if (pw_file) {
@@ -645,6 +635,41 @@ static int load_redis(struct ctx *c, const config_setting_t *r, struct ccap_redi
         return fail(c, config_setting_get_member(r, "username"), "redis.username",
                     "needs redis.password_file or redis.password_env");
     return 0;
+}
+
+/* The redis group R into RC_OUT (already holding the defaults). Returns 0,
+ * or -errno with the error on C. */
+static int load_redis(struct ctx *c, const config_setting_t *r, struct ccap_redis_conf *rc_out)
+{
+    int rc;
+    const char *pw_file = NULL, *pw_env = NULL;
+    const config_setting_t *s_file, *s_env, *s_sent, *s_clus;
+
+    if (config_setting_type(r) != CONFIG_TYPE_GROUP)
+        return fail(c, r, "redis", "must be a group, as in { host = \"127.0.0.1\"; }, not %s",
+                    type_name(r));
+    if ((rc = check_known(c, r, "redis", redis_keys)) < 0)
+        return rc;
+    if ((rc = get_strdup(c, r, "redis", "host", true, &rc_out->host)) < 0 ||
+        (rc = get_int(c, r, "redis", "port", 1, 65535, "an integer 1-65535", &rc_out->port)) < 0 ||
+        (rc = get_strdup(c, r, "redis", "socket", true, &rc_out->socket)) < 0 ||
+        (rc = get_int(c, r, "redis", "db", 0, INT_MAX, "an integer >= 0", &rc_out->db)) < 0 ||
+        (rc = get_int(c, r, "redis", "connect_timeout_ms", 1, INT_MAX, "an integer >= 1",
+                      &rc_out->connect_timeout_ms)) < 0 ||
+        (rc = get_int(c, r, "redis", "command_timeout_ms", 1, INT_MAX, "an integer >= 1",
+                      &rc_out->command_timeout_ms)) < 0 ||
+        (rc = get_strdup(c, r, "redis", "key_prefix", false, &rc_out->key_prefix)) < 0 ||
+        (rc = get_strdup(c, r, "redis", "username", true, &rc_out->username)) < 0 ||
+        (rc = get_str(c, r, "redis", "password_file", true, &pw_file, &s_file)) < 0 ||
+        (rc = get_str(c, r, "redis", "password_env", true, &pw_env, &s_env)) < 0 ||
+        (rc = get_hostports(c, r, "sentinels", &rc_out->sentinels, &rc_out->n_sentinels, &s_sent)) < 0 ||
+        (rc = get_strdup(c, r, "redis", "master", true, &rc_out->master)) < 0 ||
+        (rc = get_hostports(c, r, "cluster", &rc_out->cluster, &rc_out->n_cluster, &s_clus)) < 0 ||
+        (rc = load_url_tls(c, r, rc_out)) < 0)
+        return rc;
+    if ((rc = check_redis_where(c, r, rc_out, s_sent, s_clus)) < 0)
+        return rc;
+    return load_password(c, r, rc_out, pw_file, s_file, pw_env, s_env);
 }
 
 /* ---- semaphores ---- */
@@ -783,25 +808,15 @@ static int sem_find(const struct ctx *c, const struct ccap_config *cfg, const ch
     return -1;
 }
 
-static int load_rule(struct ctx *c, const config_setting_t *g, size_t idx, struct ccap_config *cfg)
+/* The rule's semaphore (a name in CFG's semaphores) into R->sem; PRE is
+ * the rule's path ("rules[N]"). */
+static int load_rule_sem(struct ctx *c, const config_setting_t *g, const char *pre, struct ccap_rule *r,
+                         const struct ccap_config *cfg)
 {
-    struct ccap_rule *r = &cfg->rules[idx];
-    char pre[32], path[64], why[256];
+    char path[64];
     const char *semname = NULL;
-    const config_setting_t *s_sem, *s_match;
+    const config_setting_t *s_sem;
     int rc;
-
-    snprintf(pre, sizeof pre, "rules[%zu]", idx);
-    if (config_setting_type(g) != CONFIG_TYPE_GROUP)
-        return fail(c, g, pre,
-                    "must be a group, as in { semaphore = \"api\"; match = ( \"10.0.0.0/8:443\" ); }, "
-                    "not %s", type_name(g));
-    if ((rc = check_known(c, g, pre, rule_keys)) < 0)
-        return rc;
-    unsigned line;
-    r->file = where(c, g, &line);
-    r->line = (int)line;
-    r->resolve_interval_s = 30;
 
     if ((rc = get_str(c, g, pre, "semaphore", false, &semname, &s_sem)) < 0)
         return rc;
@@ -816,6 +831,16 @@ static int load_rule(struct ctx *c, const config_setting_t *g, size_t idx, struc
         return fail(c, s_sem, path, "no semaphore named \"%s\" in semaphores", semname);
     }
     r->sem = (size_t)si;
+    return 0;
+}
+
+/* The rule's match list into R->pats (calloc'ed, R->n_pats parsed), at
+ * most CCAP_CONF_MAX_PATTERNS in all rules; PRE is the rule's path. */
+static int load_rule_match(struct ctx *c, const config_setting_t *g, const char *pre, struct ccap_rule *r)
+{
+    char path[64], why[256];
+    const config_setting_t *s_match;
+    int rc;
 
     if ((rc = get_str_list(c, g, pre, "match", "( \"10.0.0.0/8:443\", \"*.example.com\" )",
                            &s_match)) < 0)
@@ -836,6 +861,31 @@ static int load_rule(struct ctx *c, const config_setting_t *g, size_t idx, struc
         }
         r->n_pats++;
     }
+    return 0;
+}
+
+/* rules[IDX], the group G, into CFG->rules[IDX] (the semaphores already
+ * loaded and sorted). Returns 0, or -errno with the error on C. */
+static int load_rule(struct ctx *c, const config_setting_t *g, size_t idx, struct ccap_config *cfg)
+{
+    struct ccap_rule *r = &cfg->rules[idx];
+    char pre[32];
+    int rc;
+
+    snprintf(pre, sizeof pre, "rules[%zu]", idx);
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP)
+        return fail(c, g, pre,
+                    "must be a group, as in { semaphore = \"api\"; match = ( \"10.0.0.0/8:443\" ); }, "
+                    "not %s", type_name(g));
+    if ((rc = check_known(c, g, pre, rule_keys)) < 0)
+        return rc;
+    unsigned line;
+    r->file = where(c, g, &line);
+    r->line = (int)line;
+    r->resolve_interval_s = 30;
+
+    if ((rc = load_rule_sem(c, g, pre, r, cfg)) < 0 || (rc = load_rule_match(c, g, pre, r)) < 0)
+        return rc;
     if ((rc = get_bool(c, g, pre, "resolve", &r->resolve)) < 0 ||
         (rc = get_int(c, g, pre, "resolve_interval_s", 1, INT_MAX, "an integer >= 1",
                       &r->resolve_interval_s)) < 0)

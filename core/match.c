@@ -238,6 +238,39 @@ static int parse_host(const char *s, const char *e, struct ccap_pattern *p, char
     return 0;
 }
 
+/* "[v6]" "[v6/n]" "[v6]/n", each optionally followed by ":ports": the
+ * pattern P->text of LEN bytes, starting with '['. */
+static int parse_bracketed(struct ccap_pattern *p, size_t len, char *err, size_t errlen)
+{
+    const char *text = p->text, *s = text, *e = s + len;
+    const char *rb = memchr(s, ']', len);
+    if (!rb)
+        return fail(err, errlen, "missing \"]\" in \"%s\"", text);
+    const char *after = rb + 1;
+    const char *colon = memchr(after, ':', (size_t)(e - after));
+    const char *hostend = colon ? colon : e;
+    char ip[INET6_ADDRSTRLEN + 8];
+    size_t in = (size_t)(rb - s - 1), tail = (size_t)(hostend - after);
+    if (tail && *after != '/')
+        return fail(err, errlen, "unexpected \"%.*s\" after \"]\" in \"%s\" (want \":port\" or "
+                    "\"/len\")", (int)tail, after, text);
+    if (tail && memchr(s + 1, '/', in))
+        return fail(err, errlen, "two CIDR lengths in \"%s\"", text);
+    if (in + tail >= sizeof ip)
+        return fail(err, errlen, "bad IPv6 address in \"%s\"", text);
+    if (in == 0)
+        return fail(err, errlen, "empty address in brackets in \"%s\"", text);
+    memcpy(ip, s + 1, in);
+    memcpy(ip + in, after, tail);
+    ip[in + tail] = '\0';
+    if (!memchr(ip, ':', in))
+        return fail(err, errlen, "brackets are only for IPv6 addresses, in \"%s\"", text);
+    int rc = parse_ip(ip, ip + in + tail, AF_INET6, p, err, errlen);
+    if (rc == 0 && colon)
+        rc = parse_ports(colon + 1, e, p, err, errlen);
+    return rc;
+}
+
 int ccap_pattern_parse(const char *text, struct ccap_pattern *out, char *err, size_t errlen)
 {
     if (err && errlen)
@@ -260,35 +293,8 @@ int ccap_pattern_parse(const char *text, struct ccap_pattern *out, char *err, si
 
     const char *s = out->text, *e = s + len;
     int rc;
-    if (*s == '[') {
-        /* "[v6]" "[v6/n]" "[v6]/n", each optionally followed by ":ports". */
-        const char *rb = memchr(s, ']', len);
-        if (!rb)
-            return fail(err, errlen, "missing \"]\" in \"%s\"", text);
-        const char *after = rb + 1;
-        const char *colon = memchr(after, ':', (size_t)(e - after));
-        const char *hostend = colon ? colon : e;
-        char ip[INET6_ADDRSTRLEN + 8];
-        size_t in = (size_t)(rb - s - 1), tail = (size_t)(hostend - after);
-        if (tail && *after != '/')
-            return fail(err, errlen, "unexpected \"%.*s\" after \"]\" in \"%s\" (want \":port\" or "
-                        "\"/len\")", (int)tail, after, text);
-        if (tail && memchr(s + 1, '/', in))
-            return fail(err, errlen, "two CIDR lengths in \"%s\"", text);
-        if (in + tail >= sizeof ip)
-            return fail(err, errlen, "bad IPv6 address in \"%s\"", text);
-        if (in == 0)
-            return fail(err, errlen, "empty address in brackets in \"%s\"", text);
-        memcpy(ip, s + 1, in);
-        memcpy(ip + in, after, tail);
-        ip[in + tail] = '\0';
-        if (!memchr(ip, ':', in))
-            return fail(err, errlen, "brackets are only for IPv6 addresses, in \"%s\"", text);
-        rc = parse_ip(ip, ip + in + tail, AF_INET6, out, err, errlen);
-        if (rc == 0 && colon)
-            rc = parse_ports(colon + 1, e, out, err, errlen);
-        return rc;
-    }
+    if (*s == '[')
+        return parse_bracketed(out, len, err, errlen);
     const char *colon = memchr(s, ':', len);
     if (colon && memchr(colon + 1, ':', (size_t)(e - colon - 1))) {
         /* IPv6 has only hex digits before its first ':'; a '.' or another

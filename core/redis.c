@@ -1132,6 +1132,68 @@ static int run_on(struct ccap_redis *r, struct ccap_node *n, int which, bool ask
 #define CCAP_MAX_REDIRECTS 5
 #define CCAP_TRYAGAIN_MS 20
 
+/* One ccap_redis_dispatch across its attempts: the node and how it was
+ * reached, and what is left of each kind of retry. */
+struct dispatch {
+    int slot;              /* the keys' cluster slot, or -1 */
+    struct ccap_node *n;   /* where the next attempt goes; NULL: pick again */
+    bool ask, last_ask;    /* send ASKING first (next / last attempt) */
+    bool stale_retry;      /* a reused connection found closed may be replaced once */
+    bool ro_retry;         /* a READONLY master may be asked for once */
+    int hops, tryagain, fresh;
+    long long t0;          /* monotonic ms at the start */
+};
+
+/* TRYAGAIN: a slot in migration and our keys split between the two nodes
+ * (or some not created yet): the same node again after CCAP_TRYAGAIN_MS,
+ * with ASKING again if it was an ASK target. Frees REP. */
+static void try_again(struct dispatch *d, redisReply *rep)
+{
+    struct timespec ts = { 0, CCAP_TRYAGAIN_MS * 1000000L };
+
+    if (!d->tryagain++)
+        ccap_log(CCAP_LOG_DEBUG, "redis cluster: TRYAGAIN on %s:%d (slot %d in migration)", d->n->host,
+                 d->n->port, d->slot);
+    d->ask = d->last_ask;
+    freeReplyObject(rep);
+    nanosleep(&ts, NULL);
+}
+
+/* What REP asks of dispatch D: MOVED/ASK (at most CCAP_MAX_REDIRECTS hops),
+ * TRYAGAIN (until command_timeout_ms from D's start is spent), READONLY
+ * under Sentinel (once). Returns 1 when the command is to be sent again
+ * (REP freed, D updated), 0 when REP is the answer, or -errno (REP freed). */
+static int follow(struct ccap_redis *r, struct dispatch *d, redisReply *rep)
+{
+    if (rep->type == REDIS_REPLY_ERROR && r->mode == CCAP_MODE_CLUSTER && d->hops < CCAP_MAX_REDIRECTS) {
+        if (err_is(rep, "MOVED") || err_is(rep, "ASK")) {
+            int rc;
+
+            d->hops++;
+            rc = ccap_cluster_redirect(r, d->n, rep->str, &d->n, &d->ask);
+            freeReplyObject(rep);
+            if (rc < 0)
+                return rc;
+            d->fresh = 1;
+            return 1;
+        }
+        if (err_is(rep, "TRYAGAIN") && ccap_now_ms() + CCAP_TRYAGAIN_MS < d->t0 + r->conf.command_timeout_ms) {
+            try_again(d, rep);
+            return 1;
+        }
+    }
+    if (r->mode == CCAP_MODE_SENTINEL && d->ro_retry && err_is(rep, "READONLY")) {
+        ccap_log(CCAP_LOG_WARN, "redis sentinel: %s:%d is a replica now: asking the sentinels again",
+                 r->main.host, r->main.port);
+        d->ro_retry = false;
+        freeReplyObject(rep);
+        ccap_node_drop(&r->main);
+        d->n = NULL;
+        return 1;
+    }
+    return 0;
+}
+
 /* Runs ARGV where it belongs: on the server (single), the master the
  * sentinels name, or the cluster node that owns SLOT. Follows what the
  * servers say: MOVED and ASK (cluster, at most CCAP_MAX_REDIRECTS hops),
@@ -1145,27 +1207,25 @@ static int run_on(struct ccap_redis *r, struct ccap_node *n, int which, bool ask
 int ccap_redis_dispatch(struct ccap_redis *r, int slot, int which, int argc, const char *const *argv,
                         redisReply **out)
 {
-    struct ccap_node *n = NULL;
-    bool ask = false, last_ask, stale_retry = true, ro_retry = true;
-    int hops = 0, tryagain = 0, fresh = 0, rc;
-    long long t0 = ccap_now_ms();
+    struct dispatch d = { .slot = slot, .stale_retry = true, .ro_retry = true, .t0 = ccap_now_ms() };
     redisReply *rep;
+    int rc;
 
     *out = NULL;
     for (;;) {
         /* releases that never ran (lost with a connection, or NOSCRIPT)
          * go first: an acquire must not count a permit already given back */
-        if (!n)
+        if (!d.n)
             ccap_defer_retry(r);
-        if (!n && (rc = ccap_redis_pick(r, slot, &n, &fresh)) < 0)
+        if (!d.n && (rc = ccap_redis_pick(r, slot, &d.n, &d.fresh)) < 0)
             return rc;
-        r->last = n;
-        rc = run_on(r, n, which, ask, argc, argv, &rep);
-        last_ask = ask;
-        ask = false;
-        if (rc == -EPIPE && !fresh && stale_retry) {
-            stale_retry = false;
-            n = NULL;
+        r->last = d.n;
+        rc = run_on(r, d.n, which, d.ask, argc, argv, &rep);
+        d.last_ask = d.ask;
+        d.ask = false;
+        if (rc == -EPIPE && !d.fresh && d.stale_retry) {
+            d.stale_retry = false;
+            d.n = NULL;
             continue;
         }
         if (rc < 0) {
@@ -1173,43 +1233,12 @@ int ccap_redis_dispatch(struct ccap_redis *r, int slot, int which, int argc, con
                 r->slots_stale = true;
             return rc;
         }
-        if (rep->type == REDIS_REPLY_ERROR && r->mode == CCAP_MODE_CLUSTER && hops < CCAP_MAX_REDIRECTS) {
-            if (err_is(rep, "MOVED") || err_is(rep, "ASK")) {
-                hops++;
-                rc = ccap_cluster_redirect(r, n, rep->str, &n, &ask);
-                freeReplyObject(rep);
-                if (rc < 0)
-                    return rc;
-                fresh = 1;
-                continue;
-            }
-            if (err_is(rep, "TRYAGAIN") && ccap_now_ms() + CCAP_TRYAGAIN_MS < t0 + r->conf.command_timeout_ms) {
-                /* A slot in migration and our keys split between the two
-                 * nodes (or some not created yet): the same node again, with
-                 * ASKING again if it was an ASK target, until the migration
-                 * is through or command_timeout_ms is spent. */
-                struct timespec ts = { 0, CCAP_TRYAGAIN_MS * 1000000L };
-
-                if (!tryagain++)
-                    ccap_log(CCAP_LOG_DEBUG, "redis cluster: TRYAGAIN on %s:%d (slot %d in migration)", n->host,
-                             n->port, slot);
-                ask = last_ask;
-                freeReplyObject(rep);
-                nanosleep(&ts, NULL);
-                continue;
-            }
+        if ((rc = follow(r, &d, rep)) < 0)
+            return rc;
+        if (rc == 0) {
+            *out = rep;
+            return 0;
         }
-        if (r->mode == CCAP_MODE_SENTINEL && ro_retry && err_is(rep, "READONLY")) {
-            ccap_log(CCAP_LOG_WARN, "redis sentinel: %s:%d is a replica now: asking the sentinels again",
-                     r->main.host, r->main.port);
-            ro_retry = false;
-            freeReplyObject(rep);
-            ccap_node_drop(&r->main);
-            n = NULL;
-            continue;
-        }
-        *out = rep;
-        return 0;
     }
 }
 
