@@ -44,6 +44,13 @@ static const char *const rule_keys[] = {"semaphore", "match", "resolve", "resolv
 
 #define KEY_PREFIX_MAX 64
 #define PASSWORD_MAX 1024
+/* Text buffers for messages: a setting's path ("rules[N].match[M]"), the
+ * reason a parser gives, a URL as shown (password masked), a whole note. */
+#define CONF_PRE_LEN 32 /* a list element's path: "rules[N]" */
+#define CONF_PATH_LEN 160
+#define CONF_WHY_LEN 160
+#define CONF_SHOWN_LEN 300
+#define CONF_MSG_LEN 512
 
 /* ---- messages ---- */
 
@@ -185,7 +192,7 @@ static const char *get_semname(const void *arg, size_t i)
 static int check_known(struct ctx *c, const config_setting_t *group, const char *prefix,
                        const char *const *known)
 {
-    char path[160];
+    char path[CONF_PATH_LEN];
     for (int i = 0; i < config_setting_length(group); i++) {
         const config_setting_t *s = config_setting_get_elem(group, (unsigned)i);
         const char *name = config_setting_name(s);
@@ -210,7 +217,7 @@ static int get_int(struct ctx *c, const config_setting_t *group, const char *pre
                    long long lo, long long hi, const char *desc, int *out)
 {
     const config_setting_t *s = config_setting_get_member(group, name);
-    char path[160];
+    char path[CONF_PATH_LEN];
     if (!s)
         return 0;
     join(path, sizeof path, prefix, name);
@@ -231,7 +238,7 @@ static int get_bool(struct ctx *c, const config_setting_t *group, const char *pr
                     bool *out)
 {
     const config_setting_t *s = config_setting_get_member(group, name);
-    char path[160];
+    char path[CONF_PATH_LEN];
     if (!s)
         return 0;
     if (config_setting_type(s) != CONFIG_TYPE_BOOL)
@@ -246,7 +253,7 @@ static int get_str(struct ctx *c, const config_setting_t *group, const char *pre
                    bool nonempty, const char **out, const config_setting_t **where)
 {
     const config_setting_t *s = config_setting_get_member(group, name);
-    char path[160];
+    char path[CONF_PATH_LEN];
     if (where)
         *where = s;
     if (!s)
@@ -299,7 +306,7 @@ static int get_str_list(struct ctx *c, const config_setting_t *group, const char
                         const char *name, const char *example, const config_setting_t **out)
 {
     const config_setting_t *s = config_setting_get_member(group, name);
-    char path[160], ep[176];
+    char path[CONF_PATH_LEN], ep[CONF_PATH_LEN + 16];
     *out = NULL;
     if (!s)
         return 0;
@@ -344,14 +351,14 @@ static bool valid_hostport(const char *v)
             return false;
         port = port * 10 + (*p - '0');
     }
-    return port >= 1 && port <= 65535;
+    return port >= 1 && port <= CCAP_PORT_MAX;
 }
 
 static int get_hostports(struct ctx *c, const config_setting_t *r, const char *name, char ***out,
                          size_t *n_out, const config_setting_t **where)
 {
     const config_setting_t *s;
-    char path[160];
+    char path[CONF_PATH_LEN];
     int rc = get_str_list(c, r, "redis", name, "( \"10.0.0.1:26379\", \"[::1]:26379\" )", &s);
     *where = s;
     if (rc < 0 || !s)
@@ -397,7 +404,7 @@ static int read_head(int fd, char *buf, size_t n)
 /* A warning when group or others may read the password file (mode ST). */
 static int note_mode(struct ctx *c, const config_setting_t *s, const char *file, const struct stat *st)
 {
-    char msg[512];
+    char msg[CONF_MSG_LEN];
     if (!(st->st_mode & (S_IRGRP | S_IROTH)) || !c->note)
         return 0;
     struct ctx w = *c;
@@ -414,7 +421,7 @@ static int note_mode(struct ctx *c, const config_setting_t *s, const char *file,
  * file only, never blocking; warns (c->note) when others may read it. */
 static int read_password_file(struct ctx *c, const config_setting_t *s, const char *file, char **out)
 {
-    char buf[PASSWORD_MAX + 2], why[160];
+    char buf[PASSWORD_MAX + 2], why[CONF_WHY_LEN];
     struct stat st;
     int fd = ccap_file_open(file, &st, why, sizeof why);
     if (fd < 0)
@@ -454,7 +461,7 @@ static int read_password_file(struct ctx *c, const config_setting_t *s, const ch
 static int get_tls_path(struct ctx *c, const config_setting_t *t, const char *name, char **out)
 {
     const config_setting_t *s = config_setting_get_member(t, name);
-    char path[64];
+    char path[CONF_PATH_LEN];
     int rc = get_strdup(c, t, "redis.tls", name, true, out);
     if (rc == 0 && *out && (*out)[0] != '/')
         return fail(c, s, join(path, sizeof path, "redis.tls", name), "must be an absolute path, not \"%s\"", *out);
@@ -521,7 +528,7 @@ static int load_url(struct ctx *c, const config_setting_t *r, struct ccap_redis_
     static const char *const excl[] = {"host", "port", "socket", "db", "sentinels", "cluster", "master", NULL};
     const config_setting_t *s;
     const char *url = NULL;
-    char why[160], shown[300];
+    char why[CONF_WHY_LEN], shown[CONF_SHOWN_LEN];
     struct ccap_redis_conf u;
     int rc = get_str(c, r, "redis", "url", true, &url, &s);
     if (rc < 0 || !url)
@@ -651,7 +658,7 @@ static int load_redis(struct ctx *c, const config_setting_t *r, struct ccap_redi
     if ((rc = check_known(c, r, "redis", redis_keys)) < 0)
         return rc;
     if ((rc = get_strdup(c, r, "redis", "host", true, &rc_out->host)) < 0 ||
-        (rc = get_int(c, r, "redis", "port", 1, 65535, "an integer 1-65535", &rc_out->port)) < 0 ||
+        (rc = get_int(c, r, "redis", "port", 1, CCAP_PORT_MAX, "an integer 1-65535", &rc_out->port)) < 0 ||
         (rc = get_strdup(c, r, "redis", "socket", true, &rc_out->socket)) < 0 ||
         (rc = get_int(c, r, "redis", "db", 0, INT_MAX, "an integer >= 0", &rc_out->db)) < 0 ||
         (rc = get_int(c, r, "redis", "connect_timeout_ms", 1, INT_MAX, "an integer >= 1",
@@ -813,7 +820,7 @@ static int sem_find(const struct ctx *c, const struct ccap_config *cfg, const ch
 static int load_rule_sem(struct ctx *c, const config_setting_t *g, const char *pre, struct ccap_rule *r,
                          const struct ccap_config *cfg)
 {
-    char path[64];
+    char path[CONF_PATH_LEN];
     const char *semname = NULL;
     const config_setting_t *s_sem;
     int rc;
@@ -838,7 +845,7 @@ static int load_rule_sem(struct ctx *c, const config_setting_t *g, const char *p
  * most CCAP_CONF_MAX_PATTERNS in all rules; PRE is the rule's path. */
 static int load_rule_match(struct ctx *c, const config_setting_t *g, const char *pre, struct ccap_rule *r)
 {
-    char path[64], why[256];
+    char path[CONF_PATH_LEN], why[256];
     const config_setting_t *s_match;
     int rc;
 
@@ -869,7 +876,7 @@ static int load_rule_match(struct ctx *c, const config_setting_t *g, const char 
 static int load_rule(struct ctx *c, const config_setting_t *g, size_t idx, struct ccap_config *cfg)
 {
     struct ccap_rule *r = &cfg->rules[idx];
-    char pre[32];
+    char pre[CONF_PRE_LEN];
     int rc;
 
     snprintf(pre, sizeof pre, "rules[%zu]", idx);
@@ -1096,7 +1103,7 @@ int ccap_config_load_text(const char *path, const char *text, size_t len, struct
 
 int ccap_config_load(const char *path, struct ccap_config **out, char *err, size_t errlen)
 {
-    char why[160], *text = NULL;
+    char why[CONF_WHY_LEN], *text = NULL;
     size_t len = 0;
     if (err && errlen)
         err[0] = '\0';
@@ -1183,7 +1190,7 @@ static int env_url(struct ccap_config *cfg, char *err, size_t errlen)
 {
     struct ccap_redis_conf *r = &cfg->redis, u;
     const char *url = ccap_env_get("CONNCAP_REDIS_URL");
-    char why[160], shown[300];
+    char why[CONF_WHY_LEN], shown[CONF_SHOWN_LEN];
     int rc;
     if (!url || !*url)
         return 0;
@@ -1288,7 +1295,7 @@ static const char *rule_file(const struct ccap_config *cfg, const struct ccap_ru
 size_t ccap_config_notes(const struct ccap_config *cfg, void (*note)(bool warn, const char *msg, void *arg),
                          void *arg)
 {
-    char msg[512];
+    char msg[CONF_MSG_LEN];
     size_t warned = 0;
 
     if (cfg->password_note) {

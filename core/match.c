@@ -99,7 +99,7 @@ static int parse_ports(const char *s, const char *e, struct ccap_pattern *p, cha
     if (s == e)
         return fail(err, errlen, "empty port after \":\" in \"%s\"", t);
     if (e - s == 1 && *s == '*') {
-        p->port_lo = 0, p->port_hi = 65535;
+        p->port_lo = 0, p->port_hi = CCAP_PORT_MAX;
         return 0;
     }
     const char *dash = memchr(s, '-', (size_t)(e - s));
@@ -112,8 +112,8 @@ static int parse_ports(const char *s, const char *e, struct ccap_pattern *p, cha
                     (int)(e - s), s, t);
     if (lo == 0 || hi == 0)
         return fail(err, errlen, "port 0 is not allowed in \"%s\" (ports are 1-65535)", t);
-    if (lo > 65535 || hi > 65535)
-        return fail(err, errlen, "port %ld out of range 1-65535 in \"%s\"", lo > 65535 ? lo : hi, t);
+    if (lo > CCAP_PORT_MAX || hi > CCAP_PORT_MAX)
+        return fail(err, errlen, "port %ld out of range 1-65535 in \"%s\"", lo > CCAP_PORT_MAX ? lo : hi, t);
     if (lo > hi)
         return fail(err, errlen, "port range %ld-%ld is reversed in \"%s\" (did you mean %ld-%ld?)", lo,
                     hi, t, hi, lo);
@@ -278,7 +278,7 @@ int ccap_pattern_parse(const char *text, struct ccap_pattern *out, char *err, si
     if (!text || !out)
         return fail(err, errlen, "no pattern");
     memset(out, 0, sizeof *out);
-    out->port_lo = 0, out->port_hi = 65535;
+    out->port_lo = 0, out->port_hi = CCAP_PORT_MAX;
     size_t len = strlen(text);
     if (len == 0)
         return fail(err, errlen, "empty pattern");

@@ -7,6 +7,9 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+/* The highest TCP port number (ports are 1..CCAP_PORT_MAX; 0 is never connectable). */
+#define CCAP_PORT_MAX 65535
+
 enum ccap_pat_kind {
     CCAP_PAT_ADDR = 1, /* IPv4 or IPv6 address or CIDR: "10.0.0.0/8", "[::1]" */
     CCAP_PAT_HOST,     /* exact host name: "api.partner.com" */

@@ -205,7 +205,7 @@ int ccap_hostport_parse(const char *s, char *host, size_t hostlen, int *port)
         return -EINVAL;
     errno = 0;
     p = strtol(colon + 1, &end, 10);
-    if (errno || *end || end == colon + 1 || p < 1 || p > 65535)
+    if (errno || *end || end == colon + 1 || p < 1 || p > CCAP_PORT_MAX)
         return -EINVAL;
     memcpy(host, h, hl);
     host[hl] = '\0';
@@ -363,7 +363,7 @@ static int connect_unix(struct ccap_redis *r, const struct ccap_node *n, long lo
 static int connect_tcp(struct ccap_redis *r, const struct ccap_node *n, long long deadline)
 {
     struct addrinfo hints, *res = NULL, *ai;
-    char port[16];
+    char port[CCAP_FMT_LL_LEN];
     int rc, fd = -EIO;
 
     memset(&hints, 0, sizeof hints);
@@ -433,7 +433,7 @@ int ccap_node_io_error(struct ccap_redis *r, struct ccap_node *n, const char *cm
 /* N's digits at P; returns the end (no NUL). */
 static char *put_digits(char *p, unsigned long long n)
 {
-    char d[24];
+    char d[CCAP_FMT_LL_LEN];
     int k = 0;
 
     do
@@ -494,7 +494,7 @@ size_t ccap_resp_format(char *out, int argc, const char *const *argv)
  * -EPIPE / -EIO with the reason in R's error. */
 static ssize_t tls_send(struct ccap_redis *r, struct ccap_node *n, const char *buf, size_t len, short *want)
 {
-    char why[200];
+    char why[CCAP_TLS_ERR_LEN];
     ssize_t w = ccap_tls_write(n->tls, buf, len, want, why, sizeof why);
 
     if (w < 0 && w != -EAGAIN)
@@ -506,9 +506,9 @@ static ssize_t tls_send(struct ccap_redis *r, struct ccap_node *n, const char *b
  * peer that went away, killing a program that never asked for it): the
  * command is sent here with MSG_NOSIGNAL, so no signal mask is touched;
  * hiredis only reads. The command is formatted here too, into a buffer on
- * the stack when it fits: hiredis's formatter calls sprintf once per
- * argument, which was 40% of the instructions of a matched connect+close
- * (callgrind; issue 6). */
+ * the stack when it fits: hiredis's formatter allocates and calls sprintf
+ * once per argument, a cost a matched connect+close would pay on every
+ * command. Contract: redis_int.h. */
 int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv,
                    long long deadline)
 {
@@ -569,7 +569,7 @@ static int read_failed(struct ccap_redis *r, struct ccap_node *n, const char *cm
  * reader. Returns 0 (maybe nothing read: EAGAIN, EINTR) or -errno (N closed). */
 static int node_fill(struct ccap_redis *r, struct ccap_node *n, const char *cmd)
 {
-    char buf[8192], why[200];
+    char buf[8192], why[CCAP_TLS_ERR_LEN];
     ssize_t k;
 
     if (n->tls) {
@@ -675,7 +675,7 @@ static int node_setup(struct ccap_redis *r, struct ccap_node *n, int setup)
         freeReplyObject(rep);
     }
     if ((setup & CCAP_SETUP_SELECT) && r->conf.db != 0) {
-        char db[16];
+        char db[CCAP_FMT_LL_LEN];
         const char *av[2] = { "SELECT", db };
 
         snprintf(db, sizeof db, "%d", r->conf.db);
@@ -699,7 +699,7 @@ static int node_setup(struct ccap_redis *r, struct ccap_node *n, int setup)
 static int tls_attach(struct ccap_redis *r, struct ccap_node *n, long long deadline, int setup)
 {
     const char *where = n->host;
-    char why[300];
+    char why[CCAP_TLS_ERR_LEN];
     short want = POLLOUT;
     int rc;
 
@@ -994,7 +994,7 @@ static bool fn_missing(const redisReply *rep)
 static void fn_fall_back(struct ccap_node *n, const char *why)
 {
     static atomic_bool warned;
-    char port[24] = "";
+    char port[CCAP_FMT_LL_LEN + 1] = ""; /* ":port" */
 
     n->fn = -1;
     n->fn_at = ccap_now_ms() + CCAP_FN_RETRY_MS;
@@ -1369,7 +1369,7 @@ int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, i
                       const char *const *args, redisReply **reply)
 {
     const char *small[CCAP_SMALL_ARGV], **av = small;
-    char nk[16];
+    char nk[CCAP_FMT_LL_LEN];
     redisReply *rep = NULL;
     int rc;
 

@@ -130,9 +130,12 @@ void ccap_redis_forget(struct ccap_redis *r);
  * last), or -1. A program closing this number is noticed at the next use. */
 int ccap_redis_fd(const struct ccap_redis *r);
 
-/* V in decimal into OUT (room for 21 bytes), NUL-terminated; returns OUT.
- * For command arguments: snprintf costs about 900 instructions a number
- * (callgrind; issue 6). Thread-safe. */
+/* Room for any long long in decimal ("-9223372036854775808") and its NUL. */
+#define CCAP_FMT_LL_LEN 21
+
+/* V in decimal into OUT (room for CCAP_FMT_LL_LEN bytes), NUL-terminated; returns OUT.
+ * For command arguments on the connect path, where snprintf's format
+ * parsing would cost more than the conversion. Thread-safe. */
 char *ccap_fmt_ll(char *out, long long v);
 
 /* The Redis Cluster hash slot (0..16383) of KEY (LEN bytes): CRC16-XMODEM

@@ -67,7 +67,7 @@ static int parse_slots(struct ccap_redis *r, const struct ccap_node *from, const
         lo = e->element[0]->integer;
         hi = e->element[1]->integer;
         if (lo < 0 || hi >= CCAP_CLUSTER_SLOTS || lo > hi || m->element[1]->integer < 1 ||
-            m->element[1]->integer > 65535)
+            m->element[1]->integer > CCAP_PORT_MAX)
             return -EPROTO;
         host = m->element[0]->str;
         if (!host[0] || !strcmp(host, "?"))
@@ -198,7 +198,7 @@ int ccap_cluster_redirect(struct ccap_redis *r, struct ccap_node *from, const ch
     if (addr[0] == ':') { /* no endpoint known: the same host, another port */
         snprintf(host, sizeof host, "%s", from->host);
         port = atoi(addr + 1);
-        if (port < 1 || port > 65535) {
+        if (port < 1 || port > CCAP_PORT_MAX) {
             ccap_redis_set_err(r, "redis cluster: bad redirect \"%s\"", text);
             return -EPROTO;
         }

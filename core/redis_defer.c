@@ -35,7 +35,7 @@ static void drop_at(struct ccap_redis *r, size_t i)
 /* "EVALSHA" sha nkeys ARGS... as one allocation: the pointers, then the strings. */
 static char **pack_argv(enum ccap_script which, int nkeys, int argc, const char *const *args, int *out_argc)
 {
-    char nk[16];
+    char nk[CCAP_FMT_LL_LEN];
     const char *head[3] = { "EVALSHA", ccap_script_sha(which), nk };
     size_t bytes = 0;
     char **v, *p;

@@ -39,7 +39,7 @@ static int ask_sentinel(struct ccap_redis *r, struct ccap_node *s, long long dea
 
         snprintf(host, hostlen, "%s", rep->element[0]->str);
         *port = (int)p;
-        if (end == rep->element[1]->str || *end || p < 1 || p > 65535) {
+        if (end == rep->element[1]->str || *end || p < 1 || p > CCAP_PORT_MAX) {
             ccap_redis_set_err(r, "redis sentinel %s:%d: master port \"%.16s\" is not a port", s->host, s->port,
                                rep->element[1]->str);
             rc = -EPROTO;

@@ -43,7 +43,7 @@ static struct {
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static atomic_bool loaded, exiting;
 static void (*exit_hook)(void);
-static char load_err[200];
+static char load_err[CCAP_TLS_ERR_LEN];
 
 struct ccap_tls {
     OSSL_LIB_CTX *lib;

@@ -7,6 +7,10 @@
 #include <sys/types.h>
 #include "config.h"
 
+/* Room for the error text of any call below (ERR, ERRLEN): a reason, the
+ * peer or file it concerns, and OpenSSL's own text. */
+#define CCAP_TLS_ERR_LEN 300
+
 /* A TLS client context for one struct ccap_redis: trusted CAs, client
  * certificate, verification policy. libssl.so.3 and libcrypto.so.3 are
  * dlopen'ed by the first ccap_tls_new of the process (never before: a

@@ -102,7 +102,7 @@ static int hostpart(const char *s, struct ccap_redis_conf *out, char *why, size_
         return -ENOMEM;
     if (colon) {
         size_t pl = (size_t)((slash ? slash : colon + strlen(colon)) - colon - 1);
-        if ((v = number(colon + 1, pl, 1, 65535)) < 0)
+        if ((v = number(colon + 1, pl, 1, CCAP_PORT_MAX)) < 0)
             return FAIL("the port must be 1-65535");
         out->port = (int)v;
     }
