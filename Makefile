@@ -37,7 +37,7 @@ endif
 
 # Building needs the pkg-config packages only; `make` never installs anything
 # (make test / demo / bench / deps do, through mk/deps.sh).
-ifneq ($(filter-out clean uninstall deps test demo bench fuzz,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out clean uninstall deps test demo bench fuzz format format-check,$(or $(MAKECMDGOALS),all)),)
 PKG_MISSING := $(shell for p in $(PKGS); do $(PKG_CONFIG) --exists $$p 2>/dev/null || printf '%s ' $$p; done)
 ifneq ($(PKG_MISSING),)
 $(error missing build dependencies: $(PKG_CONFIG) finds no $(PKG_MISSING)(on Debian: apt-get install pkg-config libhiredis-dev libconfig-dev libssl-dev, or run make deps as root))
@@ -219,3 +219,14 @@ fuzz:
 
 fuzz-if-available:
 	@$(if $(FUZZ_RT),$(MAKE) --no-print-directory fuzz-build,echo "fuzz: no libFuzzer runtime for $(FUZZ_CC) (libclang-rt-14-dev)")
+
+# The C style is .clang-format's: make format rewrites every C file of the
+# tree in place; make format-check lists what it would change and fails
+# (not part of make test). CLANG_FORMAT: the Debian package clang-format-14.
+CLANG_FORMAT ?= clang-format-14
+FORMAT_SRC = $(sort $(wildcard $(addsuffix /*.[ch],core runtime shim cli bench examples tests/*)))
+.PHONY: format format-check
+format:
+	$(CLANG_FORMAT) -i $(FORMAT_SRC)
+format-check:
+	$(CLANG_FORMAT) --dry-run --Werror $(FORMAT_SRC)

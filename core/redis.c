@@ -1,4 +1,4 @@
-/* redis.c -- the shim's Redis client: our own high, CLOEXEC sockets handed to hiredis; routing to
+/* redis.c -- the Redis client: our own high, CLOEXEC sockets handed to hiredis; routing to
  * one server, the Sentinel's master or the cluster node that owns the key. */
 #include "redis.h"
 

@@ -1,4 +1,4 @@
-/* redis.h -- the shim's Redis client: one hiredis connection, bounded by timeouts. */
+/* redis.h -- the Redis client (shim and CLI): one server, Sentinel or Cluster, every call bounded by timeouts. */
 #ifndef CCAP_REDIS_H
 #define CCAP_REDIS_H
 
@@ -20,7 +20,8 @@ enum ccap_script { CCAP_SCRIPT_ACQUIRE = 0, CCAP_SCRIPT_RELEASE, CCAP_SCRIPT_REN
  * socket), a master found through Redis Sentinel (conf.sentinels +
  * conf.master), or a Redis Cluster (conf.cluster seeds). Each server it
  * talks to gets its own connection. Not thread-safe: callers serialise use
- * (core/ holds a mutex around it); separate objects are independent.
+ * (the shim's runtime holds a mutex around its client); separate objects
+ * are independent.
  * Errors live on the object: the last one is in ccap_redis_errstr().
  *
  * Sentinel: every (re)connect asks the sentinels in turn (the one that

@@ -1,4 +1,4 @@
-/* redis_int.h -- internals shared by redis.c, redis_sentinel.c and redis_cluster.c (not an API). */
+/* redis_int.h -- internals shared by the Redis client's files (redis*.c; not an API). */
 #ifndef CCAP_REDIS_INT_H
 #define CCAP_REDIS_INT_H
 

@@ -366,7 +366,7 @@ static void test_addr_edge_cases(void **state)
     assert_int_equal(ccap_addr_from_sa((struct sockaddr *)&ss, len, &a), -EAFNOSUPPORT);
 }
 
-/* Edge cases of the grammar that host-name rules (issue 4) rely on. */
+/* Edge cases of the grammar that host-name rules rely on. */
 static void test_grammar_edges(void **state)
 {
     (void)state;
