@@ -117,9 +117,9 @@ struct ccap_config {
  * global state). */
 int ccap_config_load(const char *path, struct ccap_config **out, char *err, size_t errlen);
 
-/* The same for TEXT (LEN bytes, need not be NUL-terminated), the content
- * of a file named PATH: PATH names it in messages and anchors relative
- * @include names. */
+/* The same for TEXT (LEN bytes, need not be NUL-terminated; not kept), the
+ * content of a file named PATH: PATH names it in messages and anchors
+ * relative @include names. Same returns, ownership and thread-safety. */
 int ccap_config_load_text(const char *path, const char *text, size_t len, struct ccap_config **out, char *err,
                           size_t errlen);
 
@@ -129,7 +129,8 @@ int ccap_config_load_text(const char *path, const char *text, size_t len, struct
  * CA_FILE / CERT_FILE / KEY_FILE replace those TLS settings (and turn TLS
  * on), CONNCAP_LOG_LEVEL replaces log_level. Read with ccap_env_get: in
  * the shim, the values the process started with. CFG->from says where
- * each came from. Returns 0, or -EINVAL with "CONNCAP_NAME: why" in ERR. */
+ * each came from. Returns 0, -ENOMEM, or -EINVAL with "CONNCAP_NAME: why"
+ * in ERR. CFG must not be in use by another thread yet. */
 int ccap_config_apply_env(struct ccap_config *cfg, char *err, size_t errlen);
 
 /* Parses a Redis URL into OUT (zeroed first; the caller frees its
@@ -144,7 +145,8 @@ int ccap_redis_url_parse(const char *url, struct ccap_redis_conf *out, char *why
  * bytes, truncated). For every message that names a URL. Thread-safe. */
 void ccap_redis_url_redact(const char *url, char *out, size_t outlen);
 
-/* Frees CFG and everything it owns; NULL is fine. */
+/* Frees CFG and everything it owns; NULL is fine. No other thread may
+ * still use CFG or a pointer into it (rules, names, files). */
 void ccap_config_free(struct ccap_config *cfg);
 
 /* The path conncap reads: $CONNCAP_CONFIG if set and non-empty, else
@@ -165,7 +167,9 @@ const char *ccap_config_path(void);
 const struct ccap_rule *ccap_config_match(const struct ccap_config *cfg, const struct sockaddr *sa,
                                           socklen_t len, const char *const *names, size_t n_names);
 
-/* Index of the semaphore called NAME, or -1. */
+/* Index of the semaphore called NAME (exact, case-sensitive) in
+ * CFG->sems, or -1 (also for a NULL CFG or NAME). Linear in the number of
+ * semaphores; pure, thread-safe. */
 int ccap_config_sem_index(const struct ccap_config *cfg, const char *name);
 
 /* Settings that load but cannot do what they say, or are unsafe: calls NOTE
@@ -177,14 +181,17 @@ size_t ccap_config_notes(const struct ccap_config *cfg, void (*note)(bool warn, 
                          void *arg);
 
 /* Parses an errno name ("ETIMEDOUT", "ECONNREFUSED", "EAGAIN", ...; any
- * case) into its value; returns -EINVAL for an unknown name. */
+ * case) into its value; returns -EINVAL for an unknown name. Pure,
+ * thread-safe. */
 int ccap_errno_parse(const char *name);
 
-/* The name of errno value E ("ETIMEDOUT"), or "E?" when unknown. */
+/* The name of errno value E ("ETIMEDOUT"), or "E?" when unknown. A static
+ * string; thread-safe. */
 const char *ccap_errno_name(int e);
 
 /* The I-th name in the table ccap_errno_parse knows (0, 1, ...), or NULL
- * past the end. For listing names and "did you mean" hints. */
+ * past the end (a static string). For listing names and "did you mean"
+ * hints. Thread-safe. */
 const char *ccap_errno_name_at(size_t i);
 
 #endif
