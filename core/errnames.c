@@ -9,6 +9,8 @@ struct errname {
     int value;
 };
 
+/* One entry a line, as listed: clang-format would pack the table and mangle E. */
+/* clang-format off */
 #define E(x) {#x, x}
 /* Where two names share a value (EAGAIN/EWOULDBLOCK), the first is the one
  * ccap_errno_name returns. */
@@ -106,6 +108,7 @@ static const struct errname errnames[] = {
     E(ERFKILL),
 };
 #undef E
+/* clang-format on */
 
 int ccap_errno_parse(const char *name)
 {

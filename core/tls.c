@@ -19,6 +19,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+/* The X-macro lists stay packed as written. */
+/* clang-format off */
 #define SSL_FUNCS(X)                                                                                          \
     X(OPENSSL_init_ssl) X(TLS_client_method) X(SSL_CTX_new_ex) X(SSL_CTX_free) X(SSL_CTX_ctrl)                \
     X(SSL_CTX_set_options) X(SSL_CTX_load_verify_locations) X(SSL_CTX_set_default_verify_paths)               \
@@ -33,6 +35,7 @@
     X(ERR_clear_error) X(BIO_meth_new) X(BIO_meth_free) X(BIO_meth_set_write) X(BIO_meth_set_read)            \
     X(BIO_meth_set_ctrl) X(BIO_get_new_index) X(BIO_new) X(BIO_set_data) X(BIO_get_data) X(BIO_set_init)      \
     X(BIO_set_flags) X(BIO_clear_flags)
+/* clang-format on */
 
 #define DECLARE(name) __typeof__(&name) name;
 static struct {
