@@ -71,7 +71,8 @@ bool ccap_pattern_match_ccap_addr(const struct ccap_pattern *p, const struct cca
 bool ccap_pattern_match_addr(const struct ccap_pattern *p, const struct sockaddr *sa, socklen_t len);
 
 /* True when a host-name pattern P matches NAME (any case, trailing dot
- * ignored) and PORT (host order). Address patterns never match here. */
+ * ignored) and PORT (host order). Address patterns never match here; a
+ * NULL P or NAME matches nothing. Pure; thread-safe; no allocation. */
 bool ccap_pattern_match_name(const struct ccap_pattern *p, const char *name, uint16_t port);
 
 /* Normalises a host name into OUT (lower case, no trailing dot). Returns the

@@ -70,7 +70,8 @@ void ccap_tls_describe(const struct ccap_tls_conn *c, char *out, size_t outlen);
  * shim: its releases at exit. Set it before the first ccap_tls_new. */
 void ccap_tls_set_exit_hook(void (*fn)(void));
 
-/* True once this process has loaded libssl (for tests and `conncap check`). */
+/* True once this process has loaded libssl (for tests and `conncap check`).
+ * Thread-safe (an atomic load). */
 bool ccap_tls_loaded(void);
 
 #endif
