@@ -1,4 +1,8 @@
 /* runtime.h -- the shim's per-process runtime: what the hooks call to classify a connect, take and give back permits. */
+/* Layering: the shim calls this; the runtime calls core, and the shim only
+ * through struct ccap_rt_hooks. Every call is made with the shim's guard
+ * held (shim/shim.h: ccap_guard), on which core's own libc calls -- that
+ * pass through the shim's hooks -- rely. */
 #ifndef CCAP_RUNTIME_H
 #define CCAP_RUNTIME_H
 

@@ -6,9 +6,12 @@
 #include <stdio.h>
 #include <sys/socket.h>
 
-/* Non-zero while this thread runs shim or core code (or is the heartbeat
- * thread): the hooks then pass straight to libc, so the shim's own Redis
- * connection never goes through its own interposition. */
+/* Non-zero while this thread runs runtime or core code (or is one of the
+ * shim's threads): the hooks then pass straight to the real call, so the
+ * shim's own Redis connection and lookups never go through its own
+ * interposition. This is the one exception to the layering (shim ->
+ * runtime -> core; doc/ARCHITECTURE.md): core's libc calls do reach the
+ * hooks, and rely on this guard to come straight back out. */
 extern __thread int ccap_guard __attribute__((tls_model("initial-exec")));
 
 /* The next definitions of the interposed symbols (dlsym(RTLD_NEXT): libc's,
