@@ -1,4 +1,4 @@
-/* test_reload.c -- unit tests for the live configuration (core/reload.c): recorded names, hot reload, threads. */
+/* test_reload.c -- unit tests for the live configuration (runtime/reload.c): recorded names, hot reload, threads. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
