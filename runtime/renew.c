@@ -117,8 +117,9 @@ static void collect(struct ccap_permit *p, void *arg)
     if (!b->min_lease || p->lease_ms < b->min_lease) b->min_lease = p->lease_ms;
 }
 
-/* Renews every permit of the table and registers those granted locally.
- * Returns the beat's view (B->n permits, their shortest lease). Under rlock. */
+/* Renews every permit of the table and registers those granted locally;
+ * fills B with what it renewed (B->n permits, their shortest lease; B->e
+ * is the caller's to free, NULL when out of memory). Under rlock. */
 static void renew_table(struct beat *b)
 {
     b->cap = ccap_ptab_count();
