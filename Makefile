@@ -54,13 +54,20 @@ LDLIBS   := $(PKG_LIBS) -ldl -pthread
 
 LUA      := $(sort $(wildcard lua/*.lua))
 CORE_SRC := $(sort $(wildcard core/*.c))
+RT_SRC   := $(sort $(wildcard runtime/*.c))
 SHIM_SRC := $(sort $(wildcard shim/*.c))
 CLI_SRC  := $(sort $(wildcard cli/*.c))
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 PROG_SRC := $(sort $(wildcard tests/progs/*.c))
 
+# Three layers, linked one way: the CLI links core only; the shim links
+# runtime and core (doc/ARCHITECTURE.md).
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/scripts.o
+RT_OBJ   := $(RT_SRC:%.c=$(BUILD)/%.o)
 SHIM_OBJ := $(SHIM_SRC:%.c=$(BUILD)/%.o)
+# Only the shim, the runtime and their tests see the runtime's headers: core
+# and the CLI cannot include them.
+$(RT_OBJ) $(SHIM_OBJ): override CFLAGS += -Iruntime
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNITS    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 PROGS    := $(PROG_SRC:tests/progs/%.c=$(BUILD)/progs/%)
@@ -72,7 +79,7 @@ $(BUILD)/scripts.c: $(LUA) lua mk/embed-lua.sh
 	@mkdir -p $(@D)
 	sh mk/embed-lua.sh $@ $(LUA)
 
-$(BUILD)/%.o: %.c $(wildcard core/*.h shim/*.h cli/*.h)
+$(BUILD)/%.o: %.c $(wildcard core/*.h runtime/*.h shim/*.h cli/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
@@ -107,16 +114,22 @@ $(BUILD)/libconfig-shim.a: $(LIBCONFIG_A)
 	objcopy --redefine-sym stdin=ccap_lc_stdin --redefine-sym stdout=ccap_lc_stdout \
 	    --redefine-sym stderr=ccap_lc_stderr $< $@
 
-$(BUILD)/libconncap.so: $(CORE_OBJ) $(SHIM_OBJ) shim/exports.map $(BUILD)/libconfig-shim.a
+$(BUILD)/libconncap.so: $(CORE_OBJ) $(RT_OBJ) $(SHIM_OBJ) shim/exports.map $(BUILD)/libconfig-shim.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,--version-script=shim/exports.map -Wl,-z,relro,-z,now -o $@ \
-	    $(CORE_OBJ) $(SHIM_OBJ) $(SHIM_LIBS)
+	    $(CORE_OBJ) $(RT_OBJ) $(SHIM_OBJ) $(SHIM_LIBS)
 
-$(BUILD)/conncap: $(CORE_OBJ) $(CLI_OBJ)
-	$(CC) $(CFLAGS) $(LDFLAGS) -Wl,-z,relro,-z,now -o $@ $(CLI_OBJ) $(CORE_OBJ) $(LDLIBS) -lm
+# The CLI links core only, from an archive: it takes in only the core
+# objects it uses (tests/integration/layers_link.sh checks what it carries).
+$(BUILD)/libccap-core.a: $(CORE_OBJ)
+	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJ)
+$(BUILD)/conncap: $(CLI_OBJ) $(BUILD)/libccap-core.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -Wl,-z,relro,-z,now -o $@ $(CLI_OBJ) $(BUILD)/libccap-core.a $(LDLIBS) -lm
+
+# A unit test links core and runtime (the runtime's tests drive it without the shim).
+$(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJ) $(RT_OBJ)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -Itests/lib -o $@ $< $(CORE_OBJ) $(LDLIBS) -lcmocka -lm
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -Iruntime -Itests/lib -o $@ $< $(CORE_OBJ) $(RT_OBJ) $(LDLIBS) -lcmocka -lm
 
 $(BUILD)/progs/%: tests/progs/%.c
 	@mkdir -p $(@D)
@@ -199,14 +212,14 @@ fuzz-build:
 	@$(MAKE) --no-print-directory SAN=fuzz fuzz-build
 endif
 
-# The core and CLI objects but main, as an archive: a fuzz target, or a unit test
-# of CLI code (tests/unit/test_cli_*.c), links only what it uses.
-$(BUILD)/libccap-test.a: $(CORE_OBJ) $(filter-out $(BUILD)/cli/conncap.o,$(CLI_OBJ))
+# The core, runtime and CLI objects but main, as an archive: a fuzz target, or a
+# unit test of CLI code (tests/unit/test_cli_*.c), links only what it uses.
+$(BUILD)/libccap-test.a: $(CORE_OBJ) $(RT_OBJ) $(filter-out $(BUILD)/cli/conncap.o,$(CLI_OBJ))
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/libccap-test.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -fsanitize=fuzzer -Itests/lib -Icli -o $@ $< $(BUILD)/libccap-test.a $(LDLIBS) -lm
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -Iruntime -Itests/lib -Icli -o $@ $< $(BUILD)/libccap-test.a $(LDLIBS) -lm
 
 $(BUILD)/tests/test_cli_%: tests/unit/test_cli_%.c $(BUILD)/libccap-test.a
 	@mkdir -p $(@D)

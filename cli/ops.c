@@ -1,4 +1,5 @@
 /* ops.c -- shared by the ops subcommands: options, a semaphore's state from Redis, wait percentiles. */
+#include "holder.h"
 #include "log.h"
 #include "ops.h"
 
@@ -353,48 +354,20 @@ const char *ccap_ops_esc(const char *s)
     return out;
 }
 
-/* Copies [A, B) into OUT (size N); returns -1 if it does not fit or is empty. */
-static int part(const char *a, const char *b, char *out, size_t n)
-{
-    if (b <= a || (size_t)(b - a) >= n)
-        return -1;
-    memcpy(out, a, (size_t)(b - a));
-    out[b - a] = '\0';
-    return 0;
-}
-
-/* The canonical decimal in [A, B) ("0" or digits without a leading zero,
- * as the shim writes them) into *OUT; -1 unless it is one in [MIN, INT_MAX]. */
-static int part_num(const char *a, const char *b, long min, long *out)
-{
-    long v = 0;
-    if (b <= a || b - a > 10 || (*a == '0' && b - a > 1))
-        return -1;
-    for (const char *p = a; p < b; p++) {
-        if (*p < '0' || *p > '9')
-            return -1;
-        v = v * 10 + (*p - '0');
-    }
-    if (v < min || v > INT_MAX)
-        return -1;
-    *out = v;
-    return 0;
-}
-
+/* The format and its parser live in core/holder.c (the one owner, shared
+ * with the shim that builds the ids); this keeps the CLI's struct. */
 int ccap_ops_parse_holder(const char *id, struct ccap_ops_holder *h)
 {
-    const char *s1 = strchr(id, '/'), *s2 = s1 ? strchr(s1 + 1, '/') : NULL, *s3 = s2 ? strchr(s2 + 1, '/') : NULL;
-    const char *last = strrchr(id, '/');
-    memset(h, 0, sizeof(*h));
-    if (!s3 || last <= s3)
-        return -1;
-    if (part(id, s1, h->host, sizeof h->host) || part(s3 + 1, last, h->dest, sizeof h->dest) ||
-        part(last + 1, id + strlen(id), h->nonce, sizeof h->nonce) || part_num(s1 + 1, s2, 1, &h->pid) ||
-        part_num(s2 + 1, s3, 0, &h->fd)) {
-        memset(h, 0, sizeof(*h));
-        return -1;
-    }
-    return 0;
+    struct ccap_holder p;
+    int rc = ccap_holder_parse(id, &p);
+    _Static_assert(sizeof h->host == sizeof p.host && sizeof h->dest == sizeof p.dest &&
+                   sizeof h->nonce == sizeof p.nonce, "holder part sizes");
+    memcpy(h->host, p.host, sizeof h->host);
+    memcpy(h->dest, p.dest, sizeof h->dest);
+    memcpy(h->nonce, p.nonce, sizeof h->nonce);
+    h->pid = p.pid;
+    h->fd = p.fd;
+    return rc;
 }
 
 const char *ccap_ops_duration(long long ms, char *buf, size_t n)

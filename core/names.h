@@ -8,7 +8,7 @@
 #include "config.h"
 #include "match.h"
 
-/* Defaults for the process-wide map (core/reload.c). The TTL of a DNS
+/* Defaults for the process-wide map (runtime/reload.c). The TTL of a DNS
  * answer is not visible through getaddrinfo(), so an entry lives a fixed
  * CCAP_NAMES_TTL_MS from the last time its name resolved to its address
  * (each resolution refreshes it). */

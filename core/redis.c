@@ -130,14 +130,13 @@ void ccap_redis_set_err(struct ccap_redis *r, const char *fmt, ...)
 #define set_err ccap_redis_set_err
 
 static atomic_uint forks;
-static pthread_once_t forks_once = PTHREAD_ONCE_INIT;
 
-static void forks_child(void) { atomic_fetch_add(&forks, 1); }
-static void forks_init(void) { pthread_atfork(NULL, NULL, forks_child); }
+/* Core registers no fork handler (a library any process may link); the
+ * shim's runtime calls this from its one pthread_atfork child handler. */
+void ccap_redis_fork_child(void) { atomic_fetch_add(&forks, 1); }
 
 unsigned ccap_redis_forks(void)
 {
-    pthread_once(&forks_once, forks_init);
     return atomic_load_explicit(&forks, memory_order_relaxed);
 }
 

@@ -127,6 +127,13 @@ size_t ccap_redis_deferred(const struct ccap_redis *r);
  * deferred commands. */
 void ccap_redis_forget(struct ccap_redis *r);
 
+/* After fork(), in the child: every connection made before the fork is
+ * the parent's, and is forgotten (as by ccap_redis_forget) at its next use.
+ * Core registers no fork handler itself: a process that forks while
+ * holding connections calls this from its pthread_atfork child handler
+ * (the shim's runtime does, runtime/lifecycle.c). Async-signal-safe. */
+void ccap_redis_fork_child(void);
+
 /* The descriptor currently in use (with several servers: the one used
  * last), or -1. A program closing this number is noticed at the next use. */
 int ccap_redis_fd(const struct ccap_redis *r);

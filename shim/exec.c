@@ -1,36 +1,15 @@
 /* exec.c -- the exec family: release CLOEXEC sockets' permits, hand the others to the new image. */
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <unistd.h>
-#include "core.h"
+#include "runtime.h"
 #include "handoff.h"
-#include "log.h"
 #include "shim.h"
 
 #define EXPORT __attribute__((visibility("default")))
-#define GUARDED(stmt) do { ccap_guard++; stmt; ccap_guard--; } while (0)
 
 extern char **environ;
-
-typedef int (*execve_fn)(const char *, char *const[], char *const[]);
-typedef int (*fexecve_fn)(int, char *const[], char *const[]);
-typedef int (*execveat_fn)(int, const char *, char *const[], char *const[], int);
-
-static struct {
-    execve_fn execve, execvpe;
-    fexecve_fn fexecve;
-    execveat_fn execveat;
-} real;
-
-void ccap_exec_resolve(void)
-{
-#define R(f) if (!__atomic_load_n(&real.f, __ATOMIC_RELAXED)) \
-        __atomic_store_n((void **)&real.f, dlsym(RTLD_NEXT, #f), __ATOMIC_RELAXED)
-    R(execve); R(execvpe); R(fexecve); R(execveat);
-#undef R
-}
 
 /* One exec call, whatever its flavour. */
 enum how { BY_PATH, BY_FILE, BY_FD, BY_AT };
@@ -41,11 +20,11 @@ struct call {
     char *const *argv;
 };
 
-#define LOAD(f) __atomic_load_n(&real.f, __ATOMIC_RELAXED)
+#define LOAD CCAP_REAL_LOAD
 
 static int run(const struct call *c, char *const *envp)
 {
-    if (!LOAD(execve)) ccap_exec_resolve();
+    if (!LOAD(execve)) ccap_real_resolve();
     switch (c->how) {
     case BY_PATH: return LOAD(execve)(c->path, c->argv, envp);
     case BY_FILE: return LOAD(execvpe)(c->path, c->argv, envp);
@@ -59,19 +38,18 @@ static int run(const struct call *c, char *const *envp)
     return -1;
 }
 
-/* Guard, hand over or release the permits, exec, restore if it failed.
- * A child sharing its parent's memory (vfork) passes straight through:
- * the permits stay the parent's. */
+/* Hand over or release the permits, exec, restore if it failed: the
+ * runtime's part is routed through shim/lifecycle.c. A child sharing its
+ * parent's memory (vfork) passes straight through: the permits stay the
+ * parent's. */
 static int exec_with(const struct call *c, char *const *envp)
 {
-    if (ccap_guard || !ccap_core_owner()) return run(c, envp);
+    if (ccap_guard || !ccap_rt_owner()) return run(c, envp);
     struct ccap_exec x;
-    char *const *env, *const *retry;
-    GUARDED(env = ccap_handoff_exec_pre(envp, &x));
-    ccap_log_flush();   /* this image's last word, if the exec succeeds */
+    char *const *env = ccap_shim_exec_begin(envp, &x), *const *retry;
     int rc = run(c, env);
-    if (rc < 0 && errno == E2BIG && (retry = ccap_handoff_exec_e2big(&x)) != NULL) rc = run(c, retry);
-    GUARDED(ccap_handoff_exec_post(&x));
+    if (rc < 0 && errno == E2BIG && (retry = ccap_shim_exec_e2big(&x)) != NULL) rc = run(c, retry);
+    ccap_shim_exec_end(&x);
     return rc;
 }
 

@@ -4,7 +4,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <time.h>
-#include "core.h"
+#include "runtime.h"
 #include "shim.h"
 
 static pthread_mutex_t hb_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -21,7 +21,7 @@ static void *hb_main(void *arg)
         pthread_mutex_lock(&hb_lock);
         unsigned long seen = kicks;
         pthread_mutex_unlock(&hb_lock);
-        int ms = atomic_load(&stopping) ? -1 : ccap_core_heartbeat();
+        int ms = atomic_load(&stopping) ? -1 : ccap_rt_heartbeat();
         pthread_mutex_lock(&hb_lock);
         if (stopping || (ms < 0 && seen == kicks)) {
             running = false;

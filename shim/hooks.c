@@ -1,12 +1,11 @@
-/* hooks.c -- the interposed libc calls: guard, classify, one core call, errno. */
-#include <dlfcn.h>
+/* hooks.c -- the interposed socket calls: guard, classify, one runtime call, errno. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include "core.h"
+#include "runtime.h"
 #include "handoff.h"
 #include "shim.h"
 
@@ -16,29 +15,14 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define GUARDED(stmt) do { ccap_guard++; stmt; ccap_guard--; } while (0)
-/* The table is filled lazily by whichever thread needs it first, without a
- * lock: relaxed atomics make that a benign, well-defined race. */
-#define LOAD(f) __atomic_load_n(&ccap_real.f, __ATOMIC_RELAXED)
-#define REAL(f) (LOAD(f) ? LOAD(f) : (ccap_shim_resolve(), LOAD(f)))
+#define LOAD CCAP_REAL_LOAD
+#define REAL CCAP_REAL
 /* Every hook: permits handed over by an exec are adopted at the first
  * interposed call of any kind, so they are renewed even if the new image
  * never connects again (one relaxed load when nothing waits). */
 #define FIRST_NEED() do { if (__builtin_expect(ccap_handoff_waiting(), 0)) ccap_shim_adopt(); } while (0)
 
 __thread int ccap_guard __attribute__((tls_model("initial-exec")));
-struct ccap_real ccap_real;
-
-void ccap_shim_resolve(void)
-{
-    /* No lock: a racing second resolution stores the same pointers, and a
-     * lock here could be re-entered by an allocator that dlsym calls. */
-#define R(f) if (!LOAD(f)) __atomic_store_n((void **)&ccap_real.f, dlsym(RTLD_NEXT, #f), __ATOMIC_RELAXED)
-    R(connect); R(close); R(dup); R(dup2); R(dup3); R(fcntl); R(fcntl64);
-    R(close_range); R(closefrom); R(fclose); R(sendto); R(sendmsg);
-#undef R
-    ccap_exec_resolve();
-}
-
 void ccap_shim_adopt(void)
 {
     if (ccap_guard) return;
@@ -61,12 +45,12 @@ static int real_close(int fd)
     do {                                                                      \
         struct ccap_ticket t_;                                                \
         int saved_ = errno, rc_;                                              \
-        GUARDED(rc_ = ccap_core_connect_pre(fd, sa, len, &t_));               \
+        GUARDED(rc_ = ccap_rt_connect_pre(fd, sa, len, &t_));               \
         if (rc_ < 0) { errno = -rc_; return -1; }                             \
         errno = saved_;                                                       \
         __typeof__(call) r_ = call;                                           \
         int e_ = errno;                                                       \
-        GUARDED(ccap_core_connect_post(fd, &t_, (ok) ? 0 : -1, e_));          \
+        GUARDED(ccap_rt_connect_post(fd, &t_, (ok) ? 0 : -1, e_));          \
         errno = e_;                                                           \
         return r_;                                                            \
     } while (0)
@@ -96,9 +80,9 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
  * flight, so that the shim never writes to a file put on that number. */
 static int close_untracked(int fd)
 {
-    bool l = ccap_core_own_fd_begin((unsigned)fd, (unsigned)fd);
+    bool l = ccap_rt_own_fd_begin((unsigned)fd, (unsigned)fd);
     int rc = real_close(fd), e = errno;
-    ccap_core_own_fd_end(l);
+    ccap_rt_own_fd_end(l);
     errno = e;
     return rc;
 }
@@ -110,10 +94,10 @@ EXPORT int close(int fd)
     if (!ccap_ptab_maybe(fd)) return close_untracked(fd);
     int saved = errno;
     struct ccap_permit *p;
-    GUARDED(p = ccap_core_close_pre(fd));
+    GUARDED(p = ccap_rt_close_pre(fd));
     errno = saved;
     int rc = real_close(fd), e = errno;
-    GUARDED(ccap_core_release(p));
+    GUARDED(ccap_rt_release(p));
     errno = e;
     return rc;
 }
@@ -127,10 +111,10 @@ EXPORT int fclose(FILE *fp)
     if (!ccap_ptab_maybe(fd)) return REAL(fclose)(fp);
     struct ccap_permit *p;
     int saved = errno;
-    GUARDED(p = ccap_core_close_pre(fd));
+    GUARDED(p = ccap_rt_close_pre(fd));
     errno = saved;
     int rc = REAL(fclose)(fp), e = errno;
-    GUARDED(ccap_core_release(p));
+    GUARDED(ccap_rt_release(p));
     errno = e;
     return rc;
 }
@@ -141,7 +125,7 @@ static int after_dup(int oldfd, int newfd)
 {
     if (newfd < 0 || ccap_guard || (!ccap_ptab_maybe(oldfd) && !ccap_ptab_maybe(newfd))) return newfd;
     int e = errno;
-    GUARDED(ccap_core_release_list(ccap_core_dup(oldfd, newfd)));
+    GUARDED(ccap_rt_release_list(ccap_rt_dup(oldfd, newfd)));
     errno = e;
     return newfd;
 }
@@ -151,9 +135,9 @@ static int after_dup(int oldfd, int newfd)
     do {                                                                          \
         if (ccap_guard) return call;                                              \
         FIRST_NEED();                                                             \
-        bool l_ = ccap_ptab_maybe(fd2) ? false : ccap_core_own_fd_begin((unsigned)(fd2), (unsigned)(fd2)); \
+        bool l_ = ccap_ptab_maybe(fd2) ? false : ccap_rt_own_fd_begin((unsigned)(fd2), (unsigned)(fd2)); \
         int r_ = call, e_ = errno;                                                \
-        ccap_core_own_fd_end(l_);                                                 \
+        ccap_rt_own_fd_end(l_);                                                 \
         errno = e_;                                                               \
         return after_dup(fd, r_);                                                 \
     } while (0)
@@ -202,7 +186,7 @@ EXPORT int hook_fcntl64(int fd, int cmd, ...)
 static void after_close_range(unsigned lo, unsigned hi)
 {
     int e = errno;
-    GUARDED(ccap_core_release_list(ccap_core_close_range(lo, hi)));
+    GUARDED(ccap_rt_release_list(ccap_rt_close_range(lo, hi)));
     errno = e;
 }
 
@@ -210,11 +194,11 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
     bool l = false;
     if (!ccap_guard) FIRST_NEED();
-    if (!ccap_guard && !(flags & CLOSE_RANGE_CLOEXEC)) l = ccap_core_own_fd_begin(first, last);
+    if (!ccap_guard && !(flags & CLOSE_RANGE_CLOEXEC)) l = ccap_rt_own_fd_begin(first, last);
     int rc = REAL(close_range) ? LOAD(close_range)(first, last, flags)
                                : (int)syscall(SYS_close_range, first, last, flags);
     int e = errno;
-    ccap_core_own_fd_end(l);
+    ccap_rt_own_fd_end(l);
     errno = e;
     if (rc == 0 && !ccap_guard && !(flags & CLOSE_RANGE_CLOEXEC)) after_close_range(first, last);
     return rc;
@@ -225,9 +209,9 @@ EXPORT void closefrom(int lowfd)
     bool l = false;
     if (!ccap_guard) {
         FIRST_NEED();
-        if (lowfd >= 0) l = ccap_core_own_fd_begin((unsigned)lowfd, ~0U);
+        if (lowfd >= 0) l = ccap_rt_own_fd_begin((unsigned)lowfd, ~0U);
     }
     REAL(closefrom)(lowfd);
-    ccap_core_own_fd_end(l);
+    ccap_rt_own_fd_end(l);
     if (!ccap_guard && lowfd >= 0) after_close_range((unsigned)lowfd, ~0U);
 }

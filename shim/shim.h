@@ -6,13 +6,19 @@
 #include <stdio.h>
 #include <sys/socket.h>
 
-/* Non-zero while this thread runs shim or core code (or is the heartbeat
- * thread): the hooks then pass straight to libc, so the shim's own Redis
- * connection never goes through its own interposition. */
+/* Non-zero while this thread runs runtime or core code (or is one of the
+ * shim's threads): the hooks then pass straight to the real call, so the
+ * shim's own Redis connection and lookups never go through its own
+ * interposition. This is the one exception to the layering (shim ->
+ * runtime -> core; doc/ARCHITECTURE.md): core's libc calls do reach the
+ * hooks, and rely on this guard to come straight back out. */
 extern __thread int ccap_guard __attribute__((tls_model("initial-exec")));
 
-/* The next definitions of the interposed symbols (dlsym(RTLD_NEXT)),
- * resolved by ccap_shim_resolve() on first need. */
+/* The next definitions of the interposed symbols (dlsym(RTLD_NEXT): libc's,
+ * or another preloaded wrapper's that comes after this library), resolved
+ * together by ccap_real_resolve() on first need (shim/real.c). */
+struct hostent;
+struct addrinfo;
 struct ccap_real {
     int (*connect)(int, const struct sockaddr *, socklen_t);
     int (*close)(int);
@@ -26,14 +32,29 @@ struct ccap_real {
     int (*fclose)(FILE *);
     ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
     ssize_t (*sendmsg)(int, const struct msghdr *, int);
+    int (*execve)(const char *, char *const[], char *const[]);
+    int (*execvpe)(const char *, char *const[], char *const[]);
+    int (*fexecve)(int, char *const[], char *const[]);
+    int (*execveat)(int, const char *, char *const[], char *const[], int);
+    int (*getaddrinfo)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+    struct hostent *(*gethostbyname)(const char *);
+    struct hostent *(*gethostbyname2)(const char *, int);
+    int (*gethostbyname_r)(const char *, struct hostent *, char *, size_t, struct hostent **, int *);
+    int (*gethostbyname2_r)(const char *, int, struct hostent *, char *, size_t, struct hostent **, int *);
+    int (*__libc_start_main)(int (*)(int, char **, char **), int, char **, void (*)(void), void (*)(void),
+                             void (*)(void), void *);
 };
 extern struct ccap_real ccap_real;
 
-/* Resolves every entry of ccap_real once (and the exec family's). */
-void ccap_shim_resolve(void);
+/* Resolves every entry of ccap_real not resolved yet. Lock-free; safe from
+ * any thread, before main, and again. */
+void ccap_real_resolve(void);
 
-/* shim/exec.c: resolves the real exec functions (called by ccap_shim_resolve). */
-void ccap_exec_resolve(void);
+/* The entry for F (NULL when not resolved yet, or absent from libc). */
+#define CCAP_REAL_LOAD(f) __atomic_load_n(&ccap_real.f, __ATOMIC_RELAXED)
+/* The entry for F, resolving the table first if needed (NULL only when
+ * the symbol does not exist). */
+#define CCAP_REAL(f) (CCAP_REAL_LOAD(f) ? CCAP_REAL_LOAD(f) : (ccap_real_resolve(), CCAP_REAL_LOAD(f)))
 
 /* Adopts permits handed over across exec, unless the guard is held;
  * preserves errno. For the hooks' FIRST_NEED. */
@@ -56,5 +77,20 @@ void ccap_heartbeat_forget(void);
 void ccap_watch_start(void);
 /* Stops it (at exit); does not wait for it. */
 void ccap_watch_stop(void);
+/* After fork, in the child: the thread is gone (the next connect starts
+ * one); the lock and the condition start afresh (the parent's thread may
+ * have held the one and waited on the other: a condition that counts a
+ * waiter gone with the fork may block its next broadcast). */
+void ccap_watch_forget(void);
+
+/* shim/lifecycle.c: an exec's runtime part, for shim/exec.c. Begin (guard
+ * taken inside): hands over or releases the permits and returns the
+ * environment to exec with (ccap_handoff_exec_pre); e2big: the environment
+ * for a retry after E2BIG, or NULL; end: after a failed exec, restores
+ * them (ccap_handoff_exec_post). Only in the process that owns the state. */
+struct ccap_exec;
+char *const *ccap_shim_exec_begin(char *const *envp, struct ccap_exec *x);
+char *const *ccap_shim_exec_e2big(struct ccap_exec *x);
+void ccap_shim_exec_end(struct ccap_exec *x);
 
 #endif

@@ -44,11 +44,7 @@ static void cond_init(void)
     pthread_condattr_destroy(&ca);
 }
 
-/* In the child of fork() the thread is gone: the next connect starts one.
- * The lock and the condition start afresh: the parent's thread may have
- * held the one and waited on the other (a condition that counts a waiter
- * gone with the fork may block its next broadcast). */
-static void watch_forget(void)
+void ccap_watch_forget(void)
 {
     pthread_mutex_init(&w_lock, NULL);
     cond_init();
@@ -56,16 +52,10 @@ static void watch_forget(void)
     stopping = false;
 }
 
-static void watch_setup(void)
-{
-    cond_init();
-    pthread_atfork(NULL, NULL, watch_forget);
-}
-
 void ccap_watch_start(void)
 {
     if (atomic_load_explicit(&running, memory_order_relaxed)) return;
-    pthread_once(&w_once, watch_setup);
+    pthread_once(&w_once, cond_init);
     pthread_mutex_lock(&w_lock);
     if (!atomic_load(&running) && !stopping) {
         /* a larger stack: getaddrinfo and the config parser run here */

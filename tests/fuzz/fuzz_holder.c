@@ -1,6 +1,6 @@
 /* fuzz_holder.c -- libFuzzer target: the CLI's holder id parser (ccap_ops_parse_holder). */
 /* Any input: no crash, no read past the id. An accepted id must be what the
- * shim writes (core/core.c make_holder): "host/pid/fd/destination/nonce.seq"
+ * shim writes (core/holder.c ccap_holder_format): "host/pid/fd/destination/nonce.seq"
  * with pid in 1..INT_MAX and fd in 0..INT_MAX in canonical decimal, so that
  * printing the parts again gives back the id itself. */
 #include <limits.h>

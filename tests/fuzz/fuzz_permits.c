@@ -1,4 +1,4 @@
-/* fuzz_permits.c -- libFuzzer target: the CONNCAP_PERMITS decoder (core/handoff.c).
+/* fuzz_permits.c -- libFuzzer target: the CONNCAP_PERMITS decoder (runtime/handoff.c).
  * Any input: decode never crashes; what it accepts encodes back and decodes
  * to the same entries; ccap_handoff_pid agrees with decode on the pid. */
 #include <assert.h>

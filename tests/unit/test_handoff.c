@@ -83,7 +83,7 @@ static void test_encode_size_limit(void **st)
     (void)st;
     size_t n = 2000;
     struct ccap_handoff_entry *e = calloc(n, sizeof(*e));
-    char holder[192];
+    char holder[CCAP_HOLDER_MAX];
     memset(holder, ',', sizeof(holder) - 1);   /* every byte escaped: 3 bytes each */
     holder[sizeof(holder) - 1] = '\0';
     for (size_t i = 0; i < n; i++) e[i] = entry((int)i, 1, i, 1000, "sem", holder);
@@ -126,9 +126,9 @@ static void test_decode_bad_input(void **st)
     }
     /* a field one byte too long */
     char v[512];
-    char sem[80];
-    memset(sem, 's', 72);
-    sem[72] = '\0';
+    char sem[CCAP_SEM_NAME_MAX + 8];
+    memset(sem, 's', CCAP_SEM_NAME_MAX);
+    sem[CCAP_SEM_NAME_MAX] = '\0';
     snprintf(v, sizeof(v), "1:5:3,1,2,1000,%s,h", sem);
     pid_t pid;
     struct ccap_handoff_entry *out;

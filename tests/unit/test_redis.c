@@ -710,6 +710,9 @@ static void test_resp_format(void **state)
 
 int main(void)
 {
+    /* Core registers no fork handler: a process that forks with live
+     * connections registers ccap_redis_fork_child, as the shim's runtime does. */
+    pthread_atfork(NULL, NULL, ccap_redis_fork_child);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sha1_and_scripts),
         cmocka_unit_test(test_unix_connect),

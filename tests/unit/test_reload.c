@@ -1,4 +1,4 @@
-/* test_reload.c -- unit tests for the live configuration (core/reload.c): recorded names, hot reload, threads. */
+/* test_reload.c -- unit tests for the live configuration (runtime/reload.c): recorded names, hot reload, threads. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "runtime.h"
 #include "reload.h"
 
 static char path[64];
@@ -83,7 +83,7 @@ static void test_names_and_reload(void **state)
                "semaphores = ( { name = \"a\"; limit = 1; }, { name = \"b\"; limit = 2; } );\n"
                "rules = ( { semaphore = \"a\"; match = ( \"*.partner.test:443\" ); },\n"
                "          { semaphore = \"b\"; match = ( \"10.0.0.0/8\" ); } );\n");
-    assert_true(ccap_core_active());
+    assert_true(ccap_rt_active());
     const struct ccap_config *v1 = ccap_live_current();
     assert_non_null(v1);
     assert_true(v1->has_names);

@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "runtime.h"
 #include "permit.h"
 #include "redis_fixture.h"
 
@@ -55,12 +55,12 @@ static int write_conf(void)
 
 static int setup_all(void **state)
 {
-    static const struct ccap_core_hooks none;
+    static const struct ccap_rt_hooks none;
 
     if (group_setup(state) != 0 || write_conf() != 0)
         return -1;
     setenv("CONNCAP_CONFIG", conf_path, 1);
-    ccap_core_set_hooks(&none);
+    ccap_rt_set_hooks(&none);
     return 0;
 }
 
@@ -119,14 +119,14 @@ static int pre(int port, int *fd, struct ccap_permit **p)
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     *fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(*fd >= 0);
-    rc = ccap_core_connect_pre(*fd, (struct sockaddr *)&a, sizeof a, &t);
+    rc = ccap_rt_connect_pre(*fd, (struct sockaddr *)&a, sizeof a, &t);
     *p = t.permit;
     return rc;
 }
 
 static void closed(int fd)
 {
-    ccap_core_release_list(ccap_core_close_pre(fd));
+    ccap_rt_release_list(ccap_rt_close_pre(fd));
     close(fd);
 }
 
@@ -135,7 +135,7 @@ static void closed(int fd)
 static void flush_until_holders(const char *sem, long long n)
 {
     for (long long end = fx_now_ms() + 10000; holders(sem) != n && fx_now_ms() < end;) {
-        ccap_core_flush();
+        ccap_rt_flush();
         fx_sleep_ms(20);
     }
     assert_int_equal(holders(sem), n);
@@ -239,8 +239,8 @@ static void test_retry_granted_kept(void **state)
     assert_non_null(r.p);
     assert_true(holds("k", r.p->holder));
     for (int i = 0; i < 5; i++) {
-        ccap_core_flush();
-        assert_true(ccap_core_heartbeat() > 0);
+        ccap_rt_flush();
+        assert_true(ccap_rt_heartbeat() > 0);
     }
     assert_int_equal(holders("k"), 1);
     assert_true(holds("k", r.p->holder));
@@ -263,7 +263,7 @@ static void test_local_grant_after_lost_reply(void **state)
     assert_true(p->flags & CCAP_PERMIT_LOCAL);
     resume();
     for (long long end = fx_now_ms() + 10000; fx_now_ms() < end; fx_sleep_ms(20)) {
-        ccap_core_heartbeat();
+        ccap_rt_heartbeat();
         if (acquired("l") == 1 && holders("l") == 1 && holds("l", p->holder))
             break;
     }

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "core.h"
+#include "runtime.h"
 #include "env.h"
 #include "handoff.h"
 #include "log.h"
@@ -241,7 +241,7 @@ static int adopt_one(struct ccap_handoff_entry *e, size_t n, size_t i, bool *use
     p->lease_ms = e[i].lease_ms;
     memcpy(p->sem, e[i].sem, sizeof(p->sem));
     memcpy(p->holder, e[i].holder, sizeof(p->holder));
-    p->held = ccap_core_held_count(p->sem);
+    p->held = ccap_rt_held_count(p->sem);
     int attached = 0;
     for (size_t j = i; j < n; j++) {
         if (used[j] || strcmp(e[j].holder, e[i].holder) != 0) continue;
@@ -252,7 +252,7 @@ static int adopt_one(struct ccap_handoff_entry *e, size_t n, size_t i, bool *use
     }
     if (attached) return 1;
     ccap_log(CCAP_LOG_INFO, "handed-over permit %s: its socket is gone, given back", p->holder);
-    ccap_core_release(p);
+    ccap_rt_release(p);
     return 0;
 }
 
@@ -269,10 +269,10 @@ static void adopt(void)
             ccap_log(CCAP_LOG_WARN, "%s is %s: its permits are not renewed and expire with their leases",
                      CCAP_HANDOFF_ENV, rc == -EINVAL ? "malformed" : "too large for memory");
         } else {
-            ccap_core_claim();
+            ccap_rt_claim();
             for (size_t i = 0; i < n; i++)
                 if (!used[i] && adopt_one(e, n, i, used) == 1) kept++;
-            if (kept) ccap_core_kick();
+            if (kept) ccap_rt_kick();
             ccap_log(CCAP_LOG_DEBUG, "adopted %zu permits handed over across exec", kept);
         }
         free(used);
@@ -312,18 +312,18 @@ char *const *ccap_handoff_exec_pre(char *const *envp, struct ccap_exec *x)
     struct ccap_permit *released = NULL, *orphans = NULL;
     if (!ccap_ptab_empty())
         ccap_ptab_exec_split(&surv, &nsurv, &x->gone, &x->n_gone, &released, &orphans);
-    ccap_core_release_list(orphans);
+    ccap_rt_release_list(orphans);
     if (released) {
         keep_regone(x, released);
         for (struct ccap_permit *p = released, *next; p; p = next) {
             next = p->next;   /* unregister keeps P: it is still in x->gone */
-            ccap_core_unregister(p);
+            ccap_rt_unregister(p);
         }
-        ccap_core_flush();    /* before the exec closes the connection */
+        ccap_rt_flush();    /* before the exec closes the connection */
     }
     if (nsurv) {
         /* a fresh lease gives the new image the longest time to adopt */
-        ccap_core_renew_entries(surv, nsurv);
+        ccap_rt_renew_entries(surv, nsurv);
         if (ccap_handoff_encode(getpid(), surv, nsurv, &x->value, &kept) < 0)
             ccap_log(CCAP_LOG_WARN, "out of memory: %zu permits not handed over across exec", nsurv);
         else if (kept < nsurv)
@@ -355,9 +355,9 @@ void ccap_handoff_exec_post(struct ccap_exec *x)
     if (x->n_gone) {
         /* Register first, attach after: a close racing us then releases
          * a permit that is registered, never one registered after it. */
-        ccap_core_renew_entries(x->regone, x->n_regone);
-        ccap_core_release_list(ccap_ptab_exec_restore(x->gone, x->n_gone));
-        if (!ccap_ptab_empty()) ccap_core_kick();
+        ccap_rt_renew_entries(x->regone, x->n_regone);
+        ccap_rt_release_list(ccap_ptab_exec_restore(x->gone, x->n_gone));
+        if (!ccap_ptab_empty()) ccap_rt_kick();
     }
     free(x->gone);
     free(x->regone);

@@ -13,7 +13,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "core.h"
+#include "clock.h"
+#include "rt_int.h"
 #include "log.h"
 #include "names.h"
 #include "sem.h"
@@ -58,24 +59,18 @@ static struct {
     size_t n_jobs;
     struct retired *retired;
     size_t n_retired;
-} L = { .mu = PTHREAD_MUTEX_INITIALIZER, .first_round = 1 };
+} live = { .mu = PTHREAD_MUTEX_INITIALIZER, .first_round = 1 };
 
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
 
 static struct ccap_names *names_get(bool create)
 {
-    struct ccap_names *m = atomic_load(&L.names);
+    struct ccap_names *m = atomic_load(&live.names);
     if (m || !create)
         return m;
     struct ccap_names *n = ccap_names_new(CCAP_NAMES_MAX), *expect = NULL;
     if (!n)
         return NULL;
-    if (!atomic_compare_exchange_strong(&L.names, &expect, n)) {
+    if (!atomic_compare_exchange_strong(&live.names, &expect, n)) {
         ccap_names_free(n);
         return expect;
     }
@@ -175,8 +170,8 @@ static void run_job(struct job *j, long long now)
 static void run_jobs(struct job *jobs, size_t n, bool all)
 {
     for (size_t i = 0; i < n; i++)
-        if (all || now_ms() >= jobs[i].due_ms)
-            run_job(&jobs[i], now_ms());
+        if (all || ccap_now_coarse_ms() >= jobs[i].due_ms)
+            run_job(&jobs[i], ccap_now_coarse_ms());
 }
 
 static void log_note(bool warn, const char *msg, void *arg)
@@ -193,16 +188,16 @@ static void note_resolve_rules(const struct ccap_config *cfg)
 
 static void first_round_done(void)
 {
-    pthread_mutex_lock(&L.mu);
-    atomic_store(&L.first_round, 1);
-    pthread_cond_broadcast(&L.cond);
-    pthread_mutex_unlock(&L.mu);
+    pthread_mutex_lock(&live.mu);
+    atomic_store(&live.first_round, 1);
+    pthread_cond_broadcast(&live.cond);
+    pthread_mutex_unlock(&live.mu);
 }
 
 /* A connect waits (once per process) for the first lookups of resolve = true names. */
 static void wait_first_round(void)
 {
-    if (atomic_load(&L.first_round) != 0)
+    if (atomic_load(&live.first_round) != 0)
         return;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -212,16 +207,16 @@ static void wait_first_round(void)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
-    pthread_mutex_lock(&L.mu);
-    while (atomic_load(&L.first_round) == 0)
-        if (pthread_cond_timedwait(&L.cond, &L.mu, &ts) == ETIMEDOUT) {
+    pthread_mutex_lock(&live.mu);
+    while (atomic_load(&live.first_round) == 0)
+        if (pthread_cond_timedwait(&live.cond, &live.mu, &ts) == ETIMEDOUT) {
             int pending = 0;
-            if (atomic_compare_exchange_strong(&L.first_round, &pending, 2))
+            if (atomic_compare_exchange_strong(&live.first_round, &pending, 2))
                 ccap_log(CCAP_LOG_WARN, "resolve = true: the first lookup takes longer than %d ms; connects go "
                          "on and match once it is done", CCAP_RESOLVE_FIRST_WAIT_MS);
             break;
         }
-    pthread_mutex_unlock(&L.mu);
+    pthread_mutex_unlock(&live.mu);
 }
 
 /* ---- reload ---- */
@@ -267,9 +262,9 @@ static int stabilize(const struct ccap_config *old, struct ccap_config *new, cha
     size_t n = old->n_sems;
     for (size_t j = 0; j < new->n_sems; j++)
         n += ccap_config_sem_index(old, new->sems[j].name) < 0;
-    if (n > L.sem_cap) {
+    if (n > live.sem_cap) {
         snprintf(why, whylen, "%s: %zu semaphores over the reloads so far, more than the %zu this process can "
-                 "track: restart it to apply", new->path, n, L.sem_cap);
+                 "track: restart it to apply", new->path, n, live.sem_cap);
         return -ENOSPC;
     }
     struct ccap_sem_conf *s = calloc(n ? n : 1, sizeof *s);
@@ -331,29 +326,29 @@ static long long grace_ms(const struct ccap_config *cfg)
 static void free_retired(long long now, bool all)
 {
     struct retired *done = NULL;
-    pthread_mutex_lock(&L.mu);
-    for (struct retired **pp = &L.retired; *pp;) {
+    pthread_mutex_lock(&live.mu);
+    for (struct retired **pp = &live.retired; *pp;) {
         struct retired *r = *pp;
         if (all || now >= r->free_at_ms) {
             *pp = r->next;
             r->next = done;
             done = r;
-            L.n_retired--;
+            live.n_retired--;
         } else {
             pp = &r->next;
         }
     }
-    pthread_mutex_unlock(&L.mu);
+    pthread_mutex_unlock(&live.mu);
     while (done) {
         struct retired *n = done->next;
-        memset(&done->cfg->redis, 0, sizeof done->cfg->redis); /* L.redis's, not its own */
+        memset(&done->cfg->redis, 0, sizeof done->cfg->redis); /* live.redis's, not its own */
         ccap_config_free(done->cfg);
         free(done);
         done = n;
     }
 }
 
-/* NEW takes the running Redis settings (L.redis, shared, not owned); its
+/* NEW takes the running Redis settings (live.redis, shared, not owned); its
  * own are compared, then freed with the rest of a throw-away config (so
  * that whatever ccap_config_free knows to free is freed). */
 static int adopt_redis(struct ccap_config *new)
@@ -361,11 +356,11 @@ static int adopt_redis(struct ccap_config *new)
     struct ccap_config *husk = calloc(1, sizeof *husk);
     if (!husk)
         return -ENOMEM;
-    if (!redis_same(&L.redis, &new->redis))
+    if (!redis_same(&live.redis, &new->redis))
         ccap_log(CCAP_LOG_WARN, "%s: the redis settings changed: they take effect when the program restarts; "
-                 "the other changes apply now", L.path);
+                 "the other changes apply now", live.path);
     husk->redis = new->redis;
-    new->redis = L.redis;
+    new->redis = live.redis;
     ccap_config_free(husk);
     return 0;
 }
@@ -374,18 +369,18 @@ static int adopt_redis(struct ccap_config *new)
  * take effect; Redis settings keep the running ones. */
 static void apply(struct ccap_config *new, long long now)
 {
-    struct ccap_config *cur = atomic_load(L.slot);
+    struct ccap_config *cur = atomic_load(live.slot);
     char why[512];
     struct job *jobs = NULL;
     size_t n_jobs = 0;
     struct retired *ret = malloc(sizeof *ret);
     int rc = !ret ? -ENOMEM : stabilize(cur, new, why, sizeof why);
     if (rc == -ENOMEM)
-        snprintf(why, sizeof why, "%s: out of memory", L.path);
+        snprintf(why, sizeof why, "%s: out of memory", live.path);
     if (rc == 0 && (rc = build_jobs(new, &jobs, &n_jobs)) < 0)
-        snprintf(why, sizeof why, "%s: out of memory", L.path);
+        snprintf(why, sizeof why, "%s: out of memory", live.path);
     if (rc == 0 && (rc = adopt_redis(new)) < 0)
-        snprintf(why, sizeof why, "%s: out of memory", L.path);
+        snprintf(why, sizeof why, "%s: out of memory", live.path);
     if (rc < 0) {
         ccap_log(CCAP_LOG_ERROR, "reload failed, keeping the rules in force: %s", why);
         free(ret);
@@ -398,52 +393,51 @@ static void apply(struct ccap_config *new, long long now)
     note_resolve_rules(new);
     run_jobs(jobs, n_jobs, true); /* the names are known before the rules naming them apply */
 
-    pthread_mutex_lock(&L.mu);
-    atomic_store(L.slot, new);
-    struct job *old_jobs = L.jobs;
-    L.jobs = jobs;
-    L.n_jobs = n_jobs;
+    pthread_mutex_lock(&live.mu);
+    atomic_store(live.slot, new);
+    struct job *old_jobs = live.jobs;
+    live.jobs = jobs;
+    live.n_jobs = n_jobs;
     ret->cfg = cur;
     ret->free_at_ms = now + grace_ms(cur);
-    ret->next = L.retired;
-    L.retired = ret;
-    L.n_retired++;
-    pthread_mutex_unlock(&L.mu);
+    ret->next = live.retired;
+    live.retired = ret;
+    live.n_retired++;
+    pthread_mutex_unlock(&live.mu);
     free(old_jobs);
-    if (atomic_load(&L.first_round) != 1)
+    if (atomic_load(&live.first_round) != 1)
         first_round_done();
-    ccap_log_setup(new->log_level, new->log_target);
-    ccap_sem_set_audit(new->audit ? new->audit_maxlen : 0);
-    ccap_log(CCAP_LOG_INFO, "reloaded %s: %zu semaphores, %zu rules", L.path, new->n_sems, new->n_rules);
+    ccap_rt_config_applied(new);
+    ccap_log(CCAP_LOG_INFO, "reloaded %s: %zu semaphores, %zu rules", live.path, new->n_sems, new->n_rules);
 }
 
 static void check_file(long long now)
 {
     struct stat st;
-    if (stat(L.path, &st) != 0) {
-        if (!L.missing_logged)
-            ccap_log(CCAP_LOG_WARN, "%s: cannot stat (%s): keeping the rules in force", L.path, strerror(errno));
-        L.missing_logged = true;
+    if (stat(live.path, &st) != 0) {
+        if (!live.missing_logged)
+            ccap_log(CCAP_LOG_WARN, "%s: cannot stat (%s): keeping the rules in force", live.path, strerror(errno));
+        live.missing_logged = true;
         return;
     }
-    L.missing_logged = false;
+    live.missing_logged = false;
     struct sig s = sig_of(&st);
-    bool fresh = !L.sig_ok || !sig_eq(&s, &L.sig);
-    if (!fresh && !L.pending)
+    bool fresh = !live.sig_ok || !sig_eq(&s, &live.sig);
+    if (!fresh && !live.pending)
         return;
-    L.sig = s;
-    L.sig_ok = true;
-    L.pending = false;
+    live.sig = s;
+    live.sig_ok = true;
+    live.pending = false;
     free_retired(now, false);
-    if (L.n_retired >= CCAP_RETIRED_MAX) {
-        L.pending = true; /* too many reloads within the grace: try again later */
+    if (live.n_retired >= CCAP_RETIRED_MAX) {
+        live.pending = true; /* too many reloads within the grace: try again later */
         if (fresh)
-            ccap_log(CCAP_LOG_INFO, "%s changed; applied once an older config may be freed", L.path);
+            ccap_log(CCAP_LOG_INFO, "%s changed; applied once an older config may be freed", live.path);
         return;
     }
     char err[512];
     struct ccap_config *cfg = NULL;
-    if (ccap_config_load(L.path, &cfg, err, sizeof err) < 0) {
+    if (ccap_config_load(live.path, &cfg, err, sizeof err) < 0) {
         if (fresh)
             ccap_log(CCAP_LOG_ERROR, "reload failed, keeping the rules in force: %s", err);
         return;
@@ -453,29 +447,29 @@ static void check_file(long long now)
 
 /* ---- fork ---- */
 
-static void fork_prepare(void)
+void ccap_live_fork_prepare(void)
 {
-    pthread_mutex_lock(&L.mu);
-    L.fork_locked = atomic_load(&L.names);
-    ccap_names_fork_prepare(L.fork_locked);
+    pthread_mutex_lock(&live.mu);
+    live.fork_locked = atomic_load(&live.names);
+    ccap_names_fork_prepare(live.fork_locked);
 }
 
-static void fork_parent(void)
+void ccap_live_fork_parent(void)
 {
-    ccap_names_fork_parent(L.fork_locked);
-    pthread_mutex_unlock(&L.mu);
+    ccap_names_fork_parent(live.fork_locked);
+    pthread_mutex_unlock(&live.mu);
 }
 
-static void fork_child(void)
+void ccap_live_fork_child(void)
 {
-    ccap_names_fork_child(L.fork_locked);
+    ccap_names_fork_child(live.fork_locked);
     /* a thread of the parent may have waited on it: start it afresh */
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&L.cond, &ca);
+    pthread_cond_init(&live.cond, &ca);
     pthread_condattr_destroy(&ca);
-    pthread_mutex_unlock(&L.mu);
+    pthread_mutex_unlock(&live.mu);
 }
 
 /* ---- public ---- */
@@ -488,9 +482,9 @@ size_t ccap_live_sem_slots(const struct ccap_config *boot)
 int ccap_live_load(const char *path, struct ccap_config **out, char *err, size_t errlen)
 {
     struct stat st;
-    L.sig_ok = path && stat(path, &st) == 0;
-    if (L.sig_ok)
-        L.sig = sig_of(&st);
+    live.sig_ok = path && stat(path, &st) == 0;
+    if (live.sig_ok)
+        live.sig = sig_of(&st);
     return ccap_config_load(path, out, err, errlen);
 }
 
@@ -499,31 +493,30 @@ int ccap_live_init(struct ccap_config *_Atomic *slot)
     struct ccap_config *cfg = atomic_load(slot);
     char abs[PATH_MAX];
     /* absolute: the program may chdir() */
-    if (!cfg || !(L.path = strdup(realpath(cfg->path, abs) ? abs : cfg->path)))
+    if (!cfg || !(live.path = strdup(realpath(cfg->path, abs) ? abs : cfg->path)))
         return -ENOMEM;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&L.cond, &ca);
+    pthread_cond_init(&live.cond, &ca);
     pthread_condattr_destroy(&ca);
-    L.sem_cap = ccap_live_sem_slots(cfg);
-    L.redis = cfg->redis;
-    if (build_jobs(cfg, &L.jobs, &L.n_jobs) < 0)
+    live.sem_cap = ccap_live_sem_slots(cfg);
+    live.redis = cfg->redis;
+    if (build_jobs(cfg, &live.jobs, &live.n_jobs) < 0)
         return -ENOMEM;
-    atomic_store(&L.first_round, L.n_jobs ? 0 : 1);
+    atomic_store(&live.first_round, live.n_jobs ? 0 : 1);
     if (cfg->has_names)
         names_get(true);
     note_resolve_rules(cfg);
-    L.next_check_ms = now_ms() + CCAP_WATCH_PERIOD_MS;
-    L.next_sweep_ms = now_ms() + SWEEP_PERIOD_MS;
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-    L.slot = slot;
+    live.next_check_ms = ccap_now_coarse_ms() + CCAP_WATCH_PERIOD_MS;
+    live.next_sweep_ms = ccap_now_coarse_ms() + SWEEP_PERIOD_MS;
+    live.slot = slot;
     return 0;
 }
 
 const struct ccap_config *ccap_live_current(void)
 {
-    return L.slot ? atomic_load(L.slot) : NULL;
+    return live.slot ? atomic_load(live.slot) : NULL;
 }
 
 const struct ccap_rule *ccap_live_match(const struct ccap_config *cfg, const struct sockaddr *sa, socklen_t len)
@@ -532,7 +525,7 @@ const struct ccap_rule *ccap_live_match(const struct ccap_config *cfg, const str
         return ccap_config_match(cfg, sa, len, NULL, 0);
     if (cfg->has_resolve)
         wait_first_round();
-    return ccap_names_match(atomic_load(&L.names), cfg, sa, len, now_ms());
+    return ccap_names_match(atomic_load(&live.names), cfg, sa, len, ccap_now_coarse_ms());
 }
 
 /* The config, if it has host-name rules: the one to record names for. */
@@ -541,9 +534,9 @@ static const struct ccap_config *recording(const char *node)
     struct in_addr a4;
     if (!node || !*node || strchr(node, ':') || inet_aton(node, &a4))
         return NULL; /* numeric: an address, not a name */
-    if (!ccap_core_active() || !L.slot)
+    if (!ccap_rt_active() || !live.slot)
         return NULL;
-    const struct ccap_config *cfg = atomic_load(L.slot);
+    const struct ccap_config *cfg = atomic_load(live.slot);
     return cfg && cfg->has_names ? cfg : NULL;
 }
 
@@ -553,7 +546,7 @@ void ccap_live_resolved_addrinfo(const char *node, int ai_flags, const struct ad
     if ((ai_flags & AI_NUMERICHOST) || !recording(node) || ccap_name_normalize(node, name, sizeof name) < 0)
         return;
     struct ccap_names *m = names_get(true);
-    long long now = now_ms();
+    long long now = ccap_now_coarse_ms();
     for (const struct addrinfo *ai = res; ai && m; ai = ai->ai_next) {
         struct ccap_addr a;
         if (ccap_addr_from_sa(ai->ai_addr, ai->ai_addrlen, &a) == 0)
@@ -567,7 +560,7 @@ void ccap_live_resolved_hostent(const char *node, const struct hostent *he)
     if (!he || !he->h_addr_list || !recording(node) || ccap_name_normalize(node, name, sizeof name) < 0)
         return;
     struct ccap_names *m = names_get(true);
-    long long now = now_ms();
+    long long now = ccap_now_coarse_ms();
     for (char **p = he->h_addr_list; *p && m; p++) {
         struct sockaddr_in6 s6 = { .sin6_family = AF_INET6 };
         struct sockaddr_in s4 = { .sin_family = AF_INET };
@@ -587,29 +580,29 @@ void ccap_live_resolved_hostent(const char *node, const struct hostent *he)
 
 int ccap_live_tick(void)
 {
-    struct ccap_config *cur = L.slot ? atomic_load(L.slot) : NULL;
+    struct ccap_config *cur = live.slot ? atomic_load(live.slot) : NULL;
     if (!cur)
         return -1;
-    if (atomic_load(&L.first_round) != 1) {
-        run_jobs(L.jobs, L.n_jobs, true);
+    if (atomic_load(&live.first_round) != 1) {
+        run_jobs(live.jobs, live.n_jobs, true);
         first_round_done();
     }
-    long long now = now_ms();
-    if (now >= L.next_check_ms) {
-        L.next_check_ms = now + CCAP_WATCH_PERIOD_MS;
+    long long now = ccap_now_coarse_ms();
+    if (now >= live.next_check_ms) {
+        live.next_check_ms = now + CCAP_WATCH_PERIOD_MS;
         check_file(now);
     }
-    run_jobs(L.jobs, L.n_jobs, false);
-    now = now_ms();
-    if (now >= L.next_sweep_ms) {
-        L.next_sweep_ms = now + SWEEP_PERIOD_MS;
-        ccap_names_expire(atomic_load(&L.names), now);
+    run_jobs(live.jobs, live.n_jobs, false);
+    now = ccap_now_coarse_ms();
+    if (now >= live.next_sweep_ms) {
+        live.next_sweep_ms = now + SWEEP_PERIOD_MS;
+        ccap_names_expire(atomic_load(&live.names), now);
         free_retired(now, false);
     }
-    long long next = L.next_check_ms;
-    for (size_t i = 0; i < L.n_jobs; i++)
-        if (L.jobs[i].due_ms < next)
-            next = L.jobs[i].due_ms;
+    long long next = live.next_check_ms;
+    for (size_t i = 0; i < live.n_jobs; i++)
+        if (live.jobs[i].due_ms < next)
+            next = live.jobs[i].due_ms;
     next -= now;
     return next < 50 ? 50 : next > CCAP_WATCH_PERIOD_MS ? CCAP_WATCH_PERIOD_MS : (int)next;
 }

@@ -1,6 +1,10 @@
-/* core.h -- what the shim calls: classify a connect, take and give back permits. */
-#ifndef CCAP_CORE_H
-#define CCAP_CORE_H
+/* runtime.h -- the shim's per-process runtime: what the hooks call to classify a connect, take and give back permits. */
+/* Layering: the shim calls this; the runtime calls core, and the shim only
+ * through struct ccap_rt_hooks. Every call is made with the shim's guard
+ * held (shim/shim.h: ccap_guard), on which core's own libc calls -- that
+ * pass through the shim's hooks -- rely. */
+#ifndef CCAP_RUNTIME_H
+#define CCAP_RUNTIME_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -13,16 +17,16 @@ struct ccap_ticket {
 };
 
 /* Callbacks the shim gives the core (set once, before any other call). */
-struct ccap_core_hooks {
+struct ccap_rt_hooks {
     void (*need_heartbeat)(void);   /* a permit is held: make sure renewal runs */
-    void (*fork_child)(void);       /* after fork, in the child */
+    void (*fork_child)(void);       /* after fork, in the child (runtime/lifecycle.c gives its place in the order) */
     void (*need_watch)(void);       /* config loaded: make sure the reload/resolve thread runs (cheap when it does) */
 };
 
 /* Installs HOOKS. No I/O, no locks, no allocation: safe in a constructor.
  * The process that loads the library does not thereby own anything: the
- * state belongs to the process that creates it (ccap_core_claim). */
-void ccap_core_set_hooks(const struct ccap_core_hooks *hooks);
+ * state belongs to the process that creates it (ccap_rt_claim). */
+void ccap_rt_set_hooks(const struct ccap_rt_hooks *hooks);
 
 /* True if the calling process owns the shim's state (permit table, Redis
  * connection, heartbeat, holder ids' pid and nonce). Before any state exists
@@ -33,28 +37,28 @@ void ccap_core_set_hooks(const struct ccap_core_hooks *hooks);
  * through, or it would release the parent's permits. A fork() child owns
  * its own (empty) state: the fork handlers switch the owner. Costs one
  * getpid(). Async-signal-safe. */
-bool ccap_core_owner(void);
+bool ccap_rt_owner(void);
 
 /* The process is about to create state (a permit, an adopted handoff, the
- * Redis client): makes it the owner, registers the fork handlers once
- * (pthread_atfork) and remembers where the Redis descriptor will live.
- * Never from a constructor. Thread-safe. */
-void ccap_core_claim(void);
+ * Redis client): makes it the owner, registers the one set of fork
+ * handlers once (runtime/lifecycle.c) and remembers where the Redis
+ * descriptor will live. Never from a constructor. Thread-safe. */
+void ccap_rt_claim(void);
 
 /* The program is about to close or replace descriptors LO..HI (close,
  * dup2, dup3, close_range, closefrom). If that range may hold the shim's
  * Redis descriptor, waits (at most 2 s) until no Redis call is in flight
  * and returns true: the caller then makes its call and calls
- * ccap_core_own_fd_end(true), so that the shim never writes to a file the
+ * ccap_rt_own_fd_end(true), so that the shim never writes to a file the
  * program put on that number (the next Redis call sees the change by the
  * identity check and reconnects). Returns false at once otherwise (two
  * atomic loads), and in a process that does not own the state (a vfork
  * child's descriptors are its own). */
-bool ccap_core_own_fd_begin(unsigned lo, unsigned hi);
-void ccap_core_own_fd_end(bool locked);
+bool ccap_rt_own_fd_begin(unsigned lo, unsigned hi);
+void ccap_rt_own_fd_end(bool locked);
 
 /* A permit is held: makes sure the heartbeat runs. */
-void ccap_core_kick(void);
+void ccap_rt_kick(void);
 
 /* Before the real connect(FD, SA, LEN). Loads the configuration on first
  * use. For an AF_INET/AF_INET6 TCP socket to a matched destination, takes a
@@ -68,45 +72,45 @@ void ccap_core_kick(void);
  * on_redis_down is "closed". Unmatched destinations
  * cost a rule scan: no Redis call, no lock. A socket that already holds a
  * permit (connect called again) takes no second one. Thread-safe. */
-int ccap_core_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, struct ccap_ticket *t);
+int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, struct ccap_ticket *t);
 
 /* After the real connect returned RC with errno ERR: a permit taken by this
  * call is given back at once unless the connect succeeded or is still in
  * progress (EINPROGRESS, EINTR). Preserves nothing: the shim restores errno. */
-void ccap_core_connect_post(int fd, struct ccap_ticket *t, int rc, int err);
+void ccap_rt_connect_post(int fd, struct ccap_ticket *t, int rc, int err);
 
 /* Before the real close(FD) (or anything that ends the descriptor): forgets
  * FD and returns the permit to give back once the descriptor is really gone,
  * or NULL. */
-struct ccap_permit *ccap_core_close_pre(int fd);
+struct ccap_permit *ccap_rt_close_pre(int fd);
 
 /* dup2/dup3/F_DUPFD: NEWFD now refers to what OLDFD refers to. Returns the
- * permits to give back with ccap_core_release_list (one NEWFD held before,
+ * permits to give back with ccap_rt_release_list (one NEWFD held before,
  * one a stale OLDFD entry held), or NULL. Nothing in a non-owner. */
-struct ccap_permit *ccap_core_dup(int oldfd, int newfd);
+struct ccap_permit *ccap_rt_dup(int oldfd, int newfd);
 
 /* close_range/closefrom: forgets every descriptor in [LO, HI]; returns the
- * permits to give back (linked by next) with ccap_core_release_list. */
-struct ccap_permit *ccap_core_close_range(unsigned lo, unsigned hi);
+ * permits to give back (linked by next) with ccap_rt_release_list. */
+struct ccap_permit *ccap_rt_close_range(unsigned lo, unsigned hi);
 
 /* Gives back every permit of a list linked by next. */
-void ccap_core_release_list(struct ccap_permit *list);
+void ccap_rt_release_list(struct ccap_permit *list);
 
 /* Gives back P in Redis (if it was counted there) and frees it. NULL is
  * fine. Errors are logged; an unreturned permit expires with its lease.
  * Loads the configuration if needed (an adopted permit). */
-void ccap_core_release(struct ccap_permit *p);
+void ccap_rt_release(struct ccap_permit *p);
 
-/* Gives back P in Redis like ccap_core_release but keeps P (for an exec
- * that may fail: see ccap_core_renew_entries). */
-void ccap_core_unregister(struct ccap_permit *p);
+/* Gives back P in Redis like ccap_rt_release but keeps P (for an exec
+ * that may fail: see ccap_rt_renew_entries). */
+void ccap_rt_unregister(struct ccap_permit *p);
 
 /* Makes sure the releases sent without waiting reached Redis: reads
  * their replies, and sends now those not sent yet (Redis was down, or the
  * connection was lost). Call before the process ends or execs. Blocks up
  * to about command_timeout_ms per command; thread-safe; a no-op in a
  * process that does not own the state (vfork child). */
-void ccap_core_flush(void);
+void ccap_rt_flush(void);
 
 struct ccap_handoff_entry;
 
@@ -114,26 +118,26 @@ struct ccap_handoff_entry;
  * per semaphore) and adds again those Redis does not have (an exec that
  * failed after their release, a Redis restart). Returns 0 or the first
  * -errno (the heartbeat retries later). Thread-safe; Redis I/O. */
-int ccap_core_renew_entries(const struct ccap_handoff_entry *e, size_t n);
+int ccap_rt_renew_entries(const struct ccap_handoff_entry *e, size_t n);
 
 /* One heartbeat: drops table entries whose descriptors were closed behind
  * the shim's back, renews the leases of all live permits (re-adding any that
  * Redis lost), registers permits granted locally while Redis was down.
  * Returns the ms until the next beat (a third of the shortest lease), or -1
  * when no permit is held and the thread may stop. */
-int ccap_core_heartbeat(void);
+int ccap_rt_heartbeat(void);
 
 /* At normal exit: gives back every permit this process holds (adopting a
  * waiting handoff first, so that those are given back too). Nothing in a
  * non-owner. */
-void ccap_core_shutdown(void);
+void ccap_rt_shutdown(void);
 
 /* The counter of permits of semaphore SEM this process holds, for a
  * permit's held field (permit.h), or NULL (no such semaphore, or no usable
  * configuration). Loads the configuration if needed. Thread-safe. */
-atomic_int *ccap_core_held_count(const char *sem);
+atomic_int *ccap_rt_held_count(const char *sem);
 
 /* True once the configuration was loaded and is usable. */
-bool ccap_core_active(void);
+bool ccap_rt_active(void);
 
 #endif

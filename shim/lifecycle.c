@@ -1,25 +1,52 @@
-/* init.c -- the shim's constructor and destructor: cheap in, permits out. */
-#include <dlfcn.h>
-#include "core.h"
+/* lifecycle.c -- the one place the shim routes a process's life to the runtime: load, fork, exec, exit. */
 #include "env.h"
 #include "handoff.h"
 #include "log.h"
+#include "runtime.h"
 #include "shim.h"
 #include "tls.h"
 
-static const struct ccap_core_hooks hooks = {
+#define GUARDED(stmt) do { ccap_guard++; stmt; ccap_guard--; } while (0)
+
+/* After fork, in the child, at its place in the runtime's one order
+ * (runtime/lifecycle.c): the shim's threads did not survive the fork. */
+static void fork_child(void)
+{
+    ccap_heartbeat_forget();
+    ccap_watch_forget();
+}
+
+static const struct ccap_rt_hooks hooks = {
     .need_heartbeat = ccap_heartbeat_start,
-    .fork_child = ccap_heartbeat_forget,
+    .fork_child = fork_child,
     .need_watch = ccap_watch_start,
 };
 
+char *const *ccap_shim_exec_begin(char *const *envp, struct ccap_exec *x)
+{
+    char *const *env;
+    GUARDED(env = ccap_handoff_exec_pre(envp, x));
+    ccap_log_flush();   /* this image's last word, if the exec succeeds */
+    return env;
+}
+
+char *const *ccap_shim_exec_e2big(struct ccap_exec *x)
+{
+    return ccap_handoff_exec_e2big(x);
+}
+
+void ccap_shim_exec_end(struct ccap_exec *x)
+{
+    GUARDED(ccap_handoff_exec_post(x));
+}
+
 /* At exit(), before OpenSSL may be cleaned up (see ccap_tls_set_exit_hook):
  * the permits go back while TLS to Redis still works. */
-static void ccap_shim_exit_tls(void)
+static void exit_tls(void)
 {
     ccap_guard++;
     ccap_heartbeat_stop();
-    ccap_core_shutdown();
+    ccap_rt_shutdown();
     ccap_guard--;
 }
 
@@ -32,8 +59,8 @@ static void ccap_shim_exit_tls(void)
 __attribute__((constructor)) static void ccap_shim_init(void)
 {
     ccap_env_capture();
-    ccap_core_set_hooks(&hooks);
-    ccap_tls_set_exit_hook(ccap_shim_exit_tls);
+    ccap_rt_set_hooks(&hooks);
+    ccap_tls_set_exit_hook(exit_tls);
     ccap_handoff_record();
 }
 
@@ -51,19 +78,15 @@ static int main_after_adoption(int argc, char **argv, char **envp)
  * started) just before main, after every constructor has run: a program
  * that never makes another interposed call still has them renewed. With
  * nothing to adopt, the call passes straight through. */
-typedef int (*start_main_fn)(int (*)(int, char **, char **), int, char **, void (*)(void), void (*)(void),
-                             void (*)(void), void *);
-
 __attribute__((visibility("default"))) int __libc_start_main(int (*main)(int, char **, char **), int argc,
                                                              char **argv, void (*init)(void), void (*fini)(void),
                                                              void (*rtld_fini)(void), void *stack_end)
 {
-    start_main_fn next = (start_main_fn)dlsym(RTLD_NEXT, "__libc_start_main");
     if (ccap_handoff_waiting()) {
         program_main = main;
         main = main_after_adoption;
     }
-    return next(main, argc, argv, init, fini, rtld_fini, stack_end);
+    return CCAP_REAL(__libc_start_main)(main, argc, argv, init, fini, rtld_fini, stack_end);
 }
 
 /* exit() and return from main: give back every permit this process holds,
@@ -74,7 +97,7 @@ __attribute__((destructor)) static void ccap_shim_fini(void)
     ccap_guard++;
     ccap_heartbeat_stop();
     ccap_watch_stop();
-    ccap_core_shutdown();
+    ccap_rt_shutdown();
     ccap_log_flush();
     ccap_guard--;
 }

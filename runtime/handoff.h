@@ -29,8 +29,8 @@ struct ccap_handoff_entry {
     dev_t dev;
     ino_t ino;
     int lease_ms;
-    char sem[72];
-    char holder[192];
+    char sem[CCAP_SEM_NAME_MAX];
+    char holder[CCAP_HOLDER_MAX];
 };
 
 /* ---- the format (pure functions: no I/O, no global state) ---- */
@@ -101,7 +101,7 @@ struct ccap_exec {
  * and ENVP has no CONNCAP_PERMITS entry (no allocation then), else a copy
  * without the old entry and with the new one. *X must be passed to
  * ccap_handoff_exec_post. Call with the guard held, in the process that owns
- * the permits (ccap_core_owner). Never fails: out of memory, the exec goes
+ * the permits (ccap_rt_owner). Never fails: out of memory, the exec goes
  * on with ENVP and the survivors' permits expire with their leases. */
 char *const *ccap_handoff_exec_pre(char *const *envp, struct ccap_exec *x);
 

@@ -40,7 +40,7 @@ size_t ccap_live_sem_slots(const struct ccap_config *boot);
  *     appended; rule->sem is remapped), so index-keyed arrays stay valid;
  *   - keeps the boot config's redis.key_prefix (Redis settings need a
  *     restart; a changed redis section is logged as such).
- * Also plans the resolve = true lookups and registers fork handlers.
+ * Also plans the resolve = true lookups.
  * Call once, from core's one-time init (not from a constructor). Returns 0
  * or -ENOMEM. */
 int ccap_live_init(struct ccap_config *_Atomic *slot);
@@ -85,5 +85,14 @@ const struct ccap_config *ccap_live_current(void);
  * while it is read is seen by the first tick. Same contract as
  * ccap_config_load. Call once, before ccap_live_init. */
 int ccap_live_load(const char *path, struct ccap_config **out, char *err, size_t errlen);
+
+/* fork() support, called by the runtime's one pthread_atfork handler
+ * (runtime/lifecycle.c): prepare takes the reload lock, then the name
+ * map's; parent releases them; child releases them and makes the
+ * first-lookup condition afresh (a parent's thread may have waited on it).
+ * Safe before ccap_live_init. */
+void ccap_live_fork_prepare(void);
+void ccap_live_fork_parent(void);
+void ccap_live_fork_child(void);
 
 #endif

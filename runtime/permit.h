@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include "holder.h"
 
 /* A permit belongs to one socket (identified by st_dev/st_ino, not by the fd
  * number) of the process that connected it; REFS counts this process's
@@ -17,8 +18,8 @@ struct ccap_permit {
     int refs;                  /* this process's descriptors for the socket */
     int lease_ms;
     int flags;                 /* CCAP_PERMIT_* */
-    char sem[72];              /* semaphore name (kept across config reloads) */
-    char holder[192];          /* holder id in Redis */
+    char sem[CCAP_SEM_NAME_MAX];  /* semaphore name (kept across config reloads) */
+    char holder[CCAP_HOLDER_MAX]; /* holder id in Redis (core/holder.h) */
     atomic_int *held;          /* counts this permit while it is in the table (its semaphore's
                                   permits held by the process), or NULL; set before attaching */
     struct ccap_permit *prev, *next;  /* all permits, for the heartbeat */

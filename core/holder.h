@@ -1,0 +1,47 @@
+/* holder.h -- the holder id: the one format a permit is named by in Redis, built by the shim, read by the CLI. */
+#ifndef CCAP_HOLDER_H
+#define CCAP_HOLDER_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+/* Buffer sizes, NUL included, of the two names a permit carries (the
+ * permit table, the exec hand-over's entries and the runtime's renewal
+ * batches share them): a semaphore's name and a holder id. */
+#define CCAP_SEM_NAME_MAX 72
+#define CCAP_HOLDER_MAX 192
+
+/* The format, one owner (this file):
+ *   host/pid/fd/destination/nonce.seq
+ * host: gethostname() (cut to fit); pid, fd: canonical decimals (pid >= 1,
+ * fd >= 0); destination: "a.b.c.d:port" or "[v6]:port" (never a '/');
+ * nonce: 8 lowercase hex digits, one per process image; seq: a decimal
+ * counter, unique within the image. An id longer than CCAP_HOLDER_MAX - 1
+ * is cut (a host name of the maximal length); ids are never compared by
+ * parts in the shim, only whole. */
+
+/* An id's parts, as ccap_holder_parse fills them. */
+struct ccap_holder {
+    char host[128], dest[128], nonce[64];  /* nonce: "nonce.seq" */
+    long pid, fd;
+};
+
+/* Writes the id of a connect from PID's descriptor FD to SA (AF_INET or
+ * AF_INET6) into OUT (N bytes, N >= 1; always NUL-terminated, cut at N - 1).
+ * No allocation, no sprintf, no lock: built on every matched connect.
+ * Returns the length written. Pure; thread-safe. */
+size_t ccap_holder_format(char *out, size_t n, const char *host, int pid, int fd, const struct sockaddr *sa,
+                          unsigned nonce, unsigned long long seq);
+
+/* Replaces the sequence number after the last '.' of ID (a buffer of N
+ * bytes holding an id ccap_holder_format wrote) by SEQ. Returns 0, or -1
+ * (ID unchanged) when ID has no '.'. Pure; thread-safe. */
+int ccap_holder_set_seq(char *id, size_t n, unsigned long long seq);
+
+/* Parses ID into *H (copied into H's buffers). PID (1..INT_MAX) and FD
+ * (0..INT_MAX) must be canonical decimals, as ccap_holder_format writes
+ * them; a part too long for H's buffer is a mismatch. Returns 0, or -1 (H
+ * zeroed) when ID has another shape. Pure; thread-safe. */
+int ccap_holder_parse(const char *id, struct ccap_holder *h);
+
+#endif

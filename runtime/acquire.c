@@ -1,0 +1,83 @@
+/* acquire.c -- a connect's permit: classify the destination, take a permit for a matched TCP connect, undo a failed one. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include "log.h"
+#include "reload.h"
+#include "rt_int.h"
+#include "waiting.h"
+
+#ifndef IPPROTO_MPTCP
+#define IPPROTO_MPTCP 262
+#endif
+
+/* One getsockopt: the protocol alone tells TCP (and MPTCP) from UDP, SCTP
+ * and raw sockets. A kernel without SO_PROTOCOL (< 2.6.32): the type. */
+static bool is_tcp(int fd)
+{
+    int v = 0;
+    socklen_t l = sizeof(v);
+    if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) == 0) return v == IPPROTO_TCP || v == IPPROTO_MPTCP;
+    l = sizeof(v);
+    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l) == 0 && v == SOCK_STREAM;
+}
+
+/* A new permit of semaphore S (index SEM) for socket FD connecting to SA,
+ * named and counted, not yet granted; NULL (pass the connect through) when
+ * out of memory or FD cannot be identified. */
+static struct ccap_permit *new_permit(const struct ccap_sem_conf *s, size_t sem, int fd, const struct sockaddr *sa)
+{
+    struct stat st;
+    struct ccap_permit *p = ccap_permit_new();
+    if (!p || fstat(fd, &st) != 0) {
+        free(p);
+        return NULL;
+    }
+    p->dev = st.st_dev;
+    p->ino = st.st_ino;
+    p->lease_ms = s->lease_ms;
+    snprintf(p->sem, sizeof(p->sem), "%s", s->name);
+    ccap_rt_make_holder(p, fd, sa);
+    p->held = &ccap_rt.held[sem];
+    return p;
+}
+
+int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, struct ccap_ticket *t)
+{
+    t->permit = NULL;
+    if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)) return 0;
+    const struct ccap_config *cfg = ccap_rt_config();
+    if (!cfg) return 0;
+    if (ccap_rt.hooks.need_watch) ccap_rt.hooks.need_watch();
+    const struct ccap_rule *rule = ccap_live_match(cfg, sa, len);
+    if (!rule || !is_tcp(fd)) return 0;
+
+    struct ccap_permit *orphan, *held = ccap_ptab_get(fd, &orphan);
+    ccap_rt_release(orphan);
+    if (held) return 0;             /* connect again on the same socket */
+
+    const struct ccap_sem_conf *s = &cfg->sems[rule->sem];
+    struct ccap_permit *p = new_permit(s, rule->sem, fd, sa);
+    if (!p) return 0;
+    int rc = ccap_rt_wait_for_permit(s, rule->sem, p, fd);
+    if (rc < 0) {
+        free(p);
+        return rc;
+    }
+    if (ccap_ptab_attach(fd, p) < 0) {
+        ccap_log(CCAP_LOG_WARN, "descriptor %d is beyond the permit table: not counted", fd);
+        ccap_rt_release(p);
+        return 0;
+    }
+    t->permit = p;
+    ccap_rt_kick();
+    return 0;
+}
+
+void ccap_rt_connect_post(int fd, struct ccap_ticket *t, int rc, int err)
+{
+    if (!t->permit || rc == 0 || err == EINPROGRESS || err == EINTR) return;
+    ccap_rt_release(ccap_ptab_detach(fd));
+}

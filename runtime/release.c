@@ -1,0 +1,89 @@
+/* release.c -- giving permits back: when a socket's last descriptor ends, sent without waiting, kept until Redis ran it. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "breaker.h"
+#include "clock.h"
+#include "log.h"
+#include "rt_int.h"
+#include "sem.h"
+
+struct ccap_permit *ccap_rt_close_pre(int fd)
+{
+    return ccap_rt_owner() ? ccap_ptab_detach(fd) : NULL;
+}
+
+struct ccap_permit *ccap_rt_dup(int oldfd, int newfd)
+{
+    return ccap_rt_owner() ? ccap_ptab_dup(oldfd, newfd) : NULL;
+}
+
+struct ccap_permit *ccap_rt_close_range(unsigned lo, unsigned hi)
+{
+    return !ccap_ptab_empty() && ccap_rt_owner() ? ccap_ptab_detach_range(lo, hi) : NULL;
+}
+
+void ccap_rt_release_list(struct ccap_permit *p)
+{
+    while (p) {
+        struct ccap_permit *n = p->next;
+        ccap_rt_release(p);
+        p = n;
+    }
+}
+
+void ccap_rt_release(struct ccap_permit *p)
+{
+    ccap_rt_unregister(p);
+    free(p);
+}
+
+void ccap_rt_release_kept(const char *sem, int i, const char *holder, long long until)
+{
+    bool send = !ccap_breaker_open();
+    int rc = ccap_sem_release_defer(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, sem, holder,
+                                    i >= 0 ? ccap_rt.cfg->sems[i].limit : -1, until, send);
+    if (rc < 0 && send) {   /* kept (but for -ENOMEM): sent again when redis answers */
+        ccap_breaker_note(rc);
+        ccap_log(CCAP_LOG_INFO, "release of %s not sent (%s): %s", holder, strerror(-rc),
+                 rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
+    } else if (!send) {     /* the circuit was open already: the same, told the same way */
+        ccap_log(CCAP_LOG_INFO, "release of %s not sent (redis down): %s", holder,
+                 rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
+    }
+}
+
+/* The release goes out without waiting for Redis's reply (a matched close
+ * costs one write, not a round trip); the reply is read before the next
+ * command. While the circuit is open it is only kept. Kept either way
+ * until Redis ran it (core/redis_defer.c): one lost with its connection,
+ * or that Redis missed while down, is sent again -- by the next command,
+ * or by the heartbeat once Redis answers -- unless the lease has ended by
+ * then. A locally granted permit is released only while Redis answers
+ * (see below). */
+void ccap_rt_unregister(struct ccap_permit *p)
+{
+    if (!p || !ccap_rt_config()) return;    /* loads it for a permit adopted across exec */
+    int i = ccap_rt_sem_index(p->sem);
+    if (!ccap_rt.redis) {
+        if ((p->flags & CCAP_PERMIT_LOCAL) && i >= 0) atomic_fetch_sub(&ccap_rt.local_used[i], 1);
+        return;
+    }
+    pthread_mutex_lock(&ccap_rt.rlock);
+    bool send = !ccap_breaker_open();
+    /* Read under rlock: the heartbeat registers local permits and clears
+     * the flag under it. One closed between the heartbeat's renew (which
+     * registered it) and the clearing is still flagged: while Redis
+     * answers it is released like any other (a release of a holder Redis
+     * never had changes nothing); while it does not, it was never
+     * registered, and nothing is sent. */
+    if (p->flags & CCAP_PERMIT_LOCAL) {
+        if (i >= 0) atomic_fetch_sub(&ccap_rt.local_used[i], 1);
+        if (!send) {
+            pthread_mutex_unlock(&ccap_rt.rlock);
+            return;
+        }
+    }
+    ccap_rt_release_kept(p->sem, i, p->holder, ccap_now_ms() + p->lease_ms);
+    pthread_mutex_unlock(&ccap_rt.rlock);
+}
