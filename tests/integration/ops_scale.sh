@@ -1,0 +1,170 @@
+# ops_scale.sh -- every CLI command at 100,000 holders of one semaphore and 10,000 waiters: no Redis call over 1 ms (SLOWLOG), and the right totals.
+. "$(dirname "$0")/../lib/harness.sh"
+NH=${NH:-100000}
+NW=${NW:-10000}
+h_redis_start
+# The slow log measures wall time: on a shared, loaded machine a call can be
+# descheduled past 1 ms. The server runs SCHED_FIFO (every thread) where
+# allowed, so the log sees its own work; runs with slow calls are retried.
+chrt -f -a -p 1 "$REDIS_PID" 2>/dev/null || h_note "redis-server not made SCHED_FIFO: the slow log may see the machine's load"
+CONF_EXTRA='audit = true;' h_conf "$T/c.conf" big "$NH" 3600000 300 "10.0.0.1:443"
+cli() { "$CLI" "$1" -c "$T/c.conf" "${@:2}"; }
+
+# ---- the fill: one EVAL (before the slow log is armed) adds NH holders with
+# an hour's lease and their acquire times, and NW waiters in the waiters
+# set, the queue and the ticket expiries, as the scripts keep them
+cat > "$T/fill.lua" <<'LUA'
+local nh, nw, now, host = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local function flush(key, t) if #t > 0 then redis.call(key == KEYS[2] and 'HSET' or 'ZADD', key, unpack(t)) end end
+local z, h = {}, {}
+for i = 1, nh do
+    local id = host .. '/' .. (1000 + i % 30000) .. '/' .. (3 + i) .. '/10.0.0.1:443/' .. string.format('%x', i) .. '.1'
+    z[#z + 1] = now + 3600000 + i; z[#z + 1] = id
+    h[#h + 1] = id; h[#h + 1] = now - i
+    if #z >= 2000 then flush(KEYS[1], z); flush(KEYS[2], h); z, h = {}, {} end
+end
+flush(KEYS[1], z); flush(KEYS[2], h)
+local w, q, e = {}, {}, {}
+for i = 1, nw do
+    local id = host .. '/' .. (40000 + i) .. '/5/10.0.0.1:443/w' .. string.format('%x', i) .. '.1'
+    w[#w + 1] = now + 3600000; w[#w + 1] = id
+    q[#q + 1] = now * 1000 + i; q[#q + 1] = id
+    e[#e + 1] = now + 3600000; e[#e + 1] = id
+    if #w >= 2000 then flush(KEYS[3], w); flush(KEYS[4], q); flush(KEYS[5], e); w, q, e = {}, {}, {} end
+end
+flush(KEYS[3], w); flush(KEYS[4], q); flush(KEYS[5], e)
+return redis.call('ZCARD', KEYS[1])
+LUA
+k() { echo "conncap:{big}:$1"; }
+fill() {
+    local now got
+    h_rcli config set slowlog-log-slower-than -1 > /dev/null
+    h_rcli del "$(k waiters)" "$(k queue)" "$(k qexp)" > /dev/null
+    now=$(h_rcli time | head -1)000
+    got=$(h_rcli --eval "$T/fill.lua" "$(k holders)" "$(k since)" "$(k waiters)" "$(k queue)" "$(k qexp)" , \
+          "$NH" "$NW" "$now" "$(hostname)")
+    [ "$got" = "$NH" ] || h_fail "the fill made $got holders"
+    h_rcli config set slowlog-log-slower-than 1000 > /dev/null
+}
+fill
+[ "$(h_rcli zcard "$(k waiters)")" = "$NW" ] || h_fail "the fill made $(h_rcli zcard "$(k waiters)") waiters"
+h_rcli config set slowlog-max-len 1000 > /dev/null
+
+# slow [EXCEPT]: the calls Redis took over 1 ms for since the last SLOWLOG
+# RESET ("us COMMAND ARG ARG"), but for the command EXCEPT ("FUNCTION LOAD")
+slow() {
+    h_rcli --json slowlog get 1000 | python3 -c '
+import json, sys
+skip = sys.argv[1].lower().split() if len(sys.argv) > 1 else None
+for e in json.load(sys.stdin):
+    args = e[3]
+    if skip and [a.lower() for a in args[:len(skip)]] == skip: continue
+    print(e[2], "us", " ".join(a[:60] for a in args[:3]))' "$@"
+}
+# bounded WANT_RC ARGS...: runs conncap ARGS (output in $T/out, $T/err) with
+# an empty slow log after it. The machine is shared: a call can be
+# descheduled past 1 ms, so a run with slow calls is tried again, up to 3
+# times; a call whose cost grows with the holders (tens of ms here) is slow
+# every time.
+bounded() {
+    local want=$1 rc i; shift
+    for i in 1 2 3; do
+        h_rcli slowlog reset > /dev/null
+        "$CLI" "$1" -c "$T/c.conf" "${@:2}" > "$T/out" 2> "$T/err"; rc=$?
+        [ $rc -eq "$want" ] || h_fail "conncap $*: exit $rc, want $want: $(tail -3 "$T/err")"
+        [ "$(h_rcli slowlog len)" -eq 0 ] && return 0
+        h_note "conncap $*, run $i: slow calls: $(slow | head -5)"
+        [ "$1" = reset ] && fill
+    done
+    h_fail "conncap $*: Redis calls over 1 ms in 3 runs out of 3: $(slow | head -5)"
+}
+
+bounded 0 status --json
+python3 - "$T/out" "$NH" "$NW" <<'PY' || h_fail "status --json at scale: $(head -c 600 "$T/out")"
+import json, sys
+d = json.load(open(sys.argv[1])); nh, nw = int(sys.argv[2]), int(sys.argv[3])
+[s] = d["semaphores"]
+assert s["holders"] == nh and s["waiters"] == nw and s["limit"] == nh, {k: v for k, v in s.items() if k != "list"}
+ids = [h["holder"] for h in s["list"]]
+assert len(ids) == nh and len(set(ids)) == nh, (len(ids), len(set(ids)))
+lefts = [h["lease_left_ms"] for h in s["list"]]
+assert lefts == sorted(lefts) and lefts[0] > 3000000, lefts[:3]
+PY
+bounded 0 status
+[ "$(grep -c 'lease left' "$T/out")" -eq "$NH" ] || h_fail "status lists $(grep -c 'lease left' "$T/out") holders"
+head -1 "$T/out" | grep -q "^big  *$NH/$NH, $NW waiting" || h_fail "status: $(head -1 "$T/out")"
+
+bounded 0 holders big --json
+python3 - "$T/out" "$NH" <<'PY' || h_fail "holders --json at scale: $(head -c 600 "$T/out")"
+import json, sys
+d = json.load(open(sys.argv[1])); nh = int(sys.argv[2])
+hs = d["holders"]
+assert d["total"] == nh and len(hs) == nh and len({h["holder"] for h in hs}) == nh, (d["total"], len(hs))
+ages = [h["age_ms"] for h in hs]
+assert None not in ages and ages == sorted(ages, reverse=True), "oldest first, every age known"
+assert ages[0] - ages[-1] == nh - 1, (ages[0], ages[-1])
+assert all(h["pid"] is not None and h["destination"] == "10.0.0.1:443" for h in hs)
+PY
+bounded 0 holders big
+[ "$(wc -l < "$T/out")" -eq $((NH + 1)) ] || h_fail "holders printed $(wc -l < "$T/out") lines"
+bounded 0 holders big --limit 5
+[ "$(wc -l < "$T/out")" -eq 7 ] && tail -1 "$T/out" | grep -qx "\.\.\. and $((NH - 5)) more" ||
+    h_fail "holders --limit 5: $(cat "$T/out")"
+bounded 0 holders big --json --limit 5
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["total"] == int(sys.argv[2]) and len(d["holders"]) == 5, d' \
+    "$T/out" "$NH" || h_fail "holders --json --limit 5: $(cat "$T/out")"
+
+bounded 0 stats --json
+python3 -c 'import json,sys; [s]=json.load(open(sys.argv[1]))["semaphores"]; assert s["holders"]==int(sys.argv[2]) and s["waiters"]==int(sys.argv[3]), s' \
+    "$T/out" "$NH" "$NW" || h_fail "stats --json: $(cat "$T/out")"
+bounded 0 stats
+bounded 0 metrics
+grep -qx "conncap_holders{semaphore=\"big\"} $NH" "$T/out" && grep -qx "conncap_waiters{semaphore=\"big\"} $NW" "$T/out" ||
+    h_fail "metrics: $(grep -E '^conncap_(holders|waiters)' "$T/out")"
+bounded 0 metrics --json
+
+# the exporter: a scrape of metrics --listen
+h_rcli slowlog reset > /dev/null
+"$CLI" metrics -c "$T/c.conf" --listen 127.0.0.1:0 2> "$T/listen.err" &
+exporter=$!
+_pids+=("$exporter")
+h_wait_file "$T/listen.err" 10 || h_fail "the exporter did not start"
+url=$(grep -o 'http://[^ ]*/metrics' "$T/listen.err")
+for i in 1 2 3; do
+    h_rcli slowlog reset > /dev/null
+    python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=30).read().decode())' \
+        "$url" > "$T/scrape" || h_fail "scrape of $url failed"
+    [ "$(h_rcli slowlog len)" -eq 0 ] && break
+    [ $i -eq 3 ] && h_fail "the exporter's scrape: Redis calls over 1 ms in 3 scrapes: $(slow)"
+done
+grep -qx "conncap_holders{semaphore=\"big\"} $NH" "$T/scrape" || h_fail "scrape: $(head -c 400 "$T/scrape")"
+kill "$exporter"; wait "$exporter" 2>/dev/null
+
+bounded 0 watch --iterations 1 big
+grep -q "$NH/$NH\*\? *$NW" "$T/out" || h_fail "watch: $(head -3 "$T/out")"
+bounded 0 watch --iterations 1 --json
+bounded 0 audit big --count 100
+bounded 0 set-limit big "$NH"
+bounded 0 set-limit big --default
+bounded 0 check
+
+# setup: FUNCTION LOAD compiles the library, a one-off cost that does not
+# depend on the holders (about 1 ms here); it is the only call allowed over 1 ms
+h_rcli slowlog reset > /dev/null
+cli setup > "$T/out" 2> "$T/err" || h_fail "setup: $(cat "$T/err")"
+[ -z "$(slow FUNCTION LOAD)" ] || h_fail "setup: calls over 1 ms: $(slow | head -5)"
+h_note "setup: $(slow | head -1)"
+bounded 0 check
+
+# reset: every holder dropped at once, none of its calls over 1 ms
+bounded 0 reset big --yes --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["dropped"] == int(sys.argv[2]), d' "$T/out" "$NH" ||
+    h_fail "reset --json: $(cat "$T/out")"
+[ "$(h_rcli exists "$(k holders)" "$(k since)")" -eq 0 ] || h_fail "reset left holders or their acquire times"
+[ -z "$(h_rcli --scan --pattern 'conncap:{big}:holders*')" ] || h_fail "reset left a key: $(h_rcli --scan --pattern 'conncap:{big}:*')"
+[ "$(h_rcli hget "$(k stats)" reset_dropped)" -eq "$NH" ] || h_fail "reset_dropped: $(h_rcli hget "$(k stats)" reset_dropped)"
+[ "$(h_rcli zcard "$(k waiters)")" -eq "$NW" ] || h_fail "reset touched the waiters"
+cli audit big --count 1 | grep -q "reset .*dropped=$NH" || h_fail "no reset event: $(cli audit big --count 1)"
+bounded 0 status
+head -1 "$T/out" | grep -q "^big  *0/$NH, $NW waiting" || h_fail "status after reset: $(head -1 "$T/out")"
+echo ok
