@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "keys.h"
 #include "ops.h"
 
 /* Pages of CCAP_OPS_PAGE holders (ZRANGEBYSCORE ... LIMIT) and acquire

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include "cli.h"
+#include "keys.h"
 #include "sem.h"
 
 /* One command-specific option: "--NAME VALUE", "--NAME=VALUE" or "--NAME". */

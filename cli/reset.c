@@ -4,7 +4,6 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
-#include "keys.h"
 #include "log.h"
 #include "ops.h"
 

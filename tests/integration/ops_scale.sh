@@ -10,38 +10,15 @@ chrt -f -a -p 1 "$REDIS_PID" 2>/dev/null || h_note "redis-server not made SCHED_
 CONF_EXTRA='audit = true;' h_conf "$T/c.conf" big "$NH" 3600000 300 "10.0.0.1:443"
 cli() { "$CLI" "$1" -c "$T/c.conf" "${@:2}"; }
 
-# ---- the fill: one EVAL (before the slow log is armed) adds NH holders with
-# an hour's lease and their acquire times, and NW waiters in the waiters
-# set, the queue and the ticket expiries, as the scripts keep them
-cat > "$T/fill.lua" <<'LUA'
-local nh, nw, now, host = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local function flush(key, t) if #t > 0 then redis.call(key == KEYS[2] and 'HSET' or 'ZADD', key, unpack(t)) end end
-local z, h = {}, {}
-for i = 1, nh do
-    local id = host .. '/' .. (1000 + i % 30000) .. '/' .. (3 + i) .. '/10.0.0.1:443/' .. string.format('%x', i) .. '.1'
-    z[#z + 1] = now + 3600000 + i; z[#z + 1] = id
-    h[#h + 1] = id; h[#h + 1] = now - i
-    if #z >= 2000 then flush(KEYS[1], z); flush(KEYS[2], h); z, h = {}, {} end
-end
-flush(KEYS[1], z); flush(KEYS[2], h)
-local w, q, e = {}, {}, {}
-for i = 1, nw do
-    local id = host .. '/' .. (40000 + i) .. '/5/10.0.0.1:443/w' .. string.format('%x', i) .. '.1'
-    w[#w + 1] = now + 3600000; w[#w + 1] = id
-    q[#q + 1] = now * 1000 + i; q[#q + 1] = id
-    e[#e + 1] = now + 3600000; e[#e + 1] = id
-    if #w >= 2000 then flush(KEYS[3], w); flush(KEYS[4], q); flush(KEYS[5], e); w, q, e = {}, {}, {} end
-end
-flush(KEYS[3], w); flush(KEYS[4], q); flush(KEYS[5], e)
-return redis.call('ZCARD', KEYS[1])
-LUA
+# ---- the fill: one EVAL (before the slow log is armed) adds NH holders and
+# NW waiters (tests/lib/scale_fill.lua)
 k() { echo "conncap:{big}:$1"; }
 fill() {
     local now got
     h_rcli config set slowlog-log-slower-than -1 > /dev/null
     h_rcli del "$(k waiters)" "$(k queue)" "$(k qexp)" > /dev/null
     now=$(h_rcli time | head -1)000
-    got=$(h_rcli --eval "$T/fill.lua" "$(k holders)" "$(k since)" "$(k waiters)" "$(k queue)" "$(k qexp)" , \
+    got=$(h_rcli --eval "$ROOT/tests/lib/scale_fill.lua" "$(k holders)" "$(k since)" "$(k waiters)" "$(k queue)" "$(k qexp)" , \
           "$NH" "$NW" "$now" "$(hostname)")
     [ "$got" = "$NH" ] || h_fail "the fill made $got holders"
     h_rcli config set slowlog-log-slower-than 1000 > /dev/null
