@@ -4,9 +4,6 @@
 #include <string.h>
 #include "ops.h"
 
-/* Pages of CCAP_OPS_PAGE holders (ZRANGEBYSCORE ... LIMIT) and acquire
- * times (HMGET): a few hundred microseconds of Redis time each. */
-
 /* Keeps REP (freed with the list); the entries point into it. */
 static int keep_reply(struct ccap_ops_list *l, redisReply *rep)
 {
@@ -32,6 +29,13 @@ static int add_entry(struct ccap_ops_list *l, const char *id, long long expiry)
     }
     l->v[l->n++] = (struct ccap_ops_entry){ id, expiry, -1 };
     return 0;
+}
+
+/* Returns E (-EPROTO: a reply of another shape, or -ENOMEM) with its text in R. */
+static int fail(struct ccap_redis *r, int e)
+{
+    ccap_redis_set_err(r, "%s", e == -ENOMEM ? "out of memory" : "unexpected reply");
+    return e;
 }
 
 /* Where the next page starts: LIMIT OFF entries from score MIN on
@@ -69,7 +73,7 @@ static int add_page(struct ccap_ops_list *l, const redisReply *rep, struct curso
 }
 
 /* Reads every live entry of the sorted set KEY (score > NOW_MS) into L, in
- * pages of CCAP_OPS_PAGE. 0 or -errno. */
+ * pages of CCAP_OPS_PAGE. 0 or -errno, the error text in R. */
 static int read_holders(struct ccap_redis *r, const char *key, long long now_ms, struct ccap_ops_list *l)
 {
     char off[24], count[24];
@@ -80,15 +84,16 @@ static int read_holders(struct ccap_redis *r, const char *key, long long now_ms,
         snprintf(off, sizeof off, "%lld", c.off);
         const char *a[] = { "ZRANGEBYSCORE", key, c.min, "+inf", "WITHSCORES", "LIMIT", off, count };
         redisReply *rep = NULL;
-        if (ccap_redis_command(r, 8, a, &rep) < 0) return -EIO;
+        int rc = ccap_redis_command(r, 8, a, &rep);
+        if (rc < 0) return rc;
         bool ok = rep->type == REDIS_REPLY_ARRAY && rep->elements % 2 == 0;
         if (!ok || keep_reply(l, rep) < 0) {
             freeReplyObject(rep);
-            return ok ? -ENOMEM : -EPROTO;
+            return fail(r, ok ? -ENOMEM : -EPROTO);
         }
         size_t got = rep->elements / 2;
-        int rc = add_page(l, rep, &c);
-        if (rc < 0 || got < CCAP_OPS_PAGE) return rc;
+        rc = add_page(l, rep, &c);
+        if (rc < 0 || got < CCAP_OPS_PAGE) return rc < 0 ? fail(r, rc) : 0;
     }
 }
 
@@ -120,7 +125,8 @@ static void dedupe(struct ccap_ops_list *l)
     qsort(l->v, l->n, sizeof(*l->v), by_expiry);
 }
 
-/* Fills the acquire times of L's entries from the hash KEY (HMGET in pages). */
+/* Fills the acquire times of L's entries from the hash KEY (HMGET in
+ * pages). 0 or -errno, the error text in R. */
 static int read_since(struct ccap_redis *r, const char *key, struct ccap_ops_list *l)
 {
     const char *a[CCAP_OPS_PAGE + 2] = { "HMGET", key };
@@ -128,12 +134,13 @@ static int read_since(struct ccap_redis *r, const char *key, struct ccap_ops_lis
         size_t n = l->n - at < CCAP_OPS_PAGE ? l->n - at : CCAP_OPS_PAGE;
         for (size_t i = 0; i < n; i++) a[i + 2] = l->v[at + i].id;
         redisReply *rep = NULL;
-        if (ccap_redis_command(r, (int)n + 2, a, &rep) < 0) return -EIO;
-        int rc = rep->type == REDIS_REPLY_ARRAY && rep->elements == n ? 0 : -EPROTO;
+        int rc = ccap_redis_command(r, (int)n + 2, a, &rep);
+        if (rc < 0) return rc;
+        rc = rep->type == REDIS_REPLY_ARRAY && rep->elements == n ? 0 : -EPROTO;
         for (size_t i = 0; rc == 0 && i < n; i++)
             if (rep->element[i]->type == REDIS_REPLY_STRING) l->v[at + i].since_ms = atoll(rep->element[i]->str);
         freeReplyObject(rep);
-        if (rc < 0) return rc;
+        if (rc < 0) return fail(r, rc);
     }
     return 0;
 }
@@ -144,15 +151,14 @@ int ccap_ops_list_holders(struct ccap_redis *r, const struct ccap_config *cfg, c
     char hk[600], sk[600];
     memset(out, 0, sizeof(*out));
     if (ccap_sem_key(hk, sizeof hk, cfg->redis.key_prefix, name, CCAP_KEY_HOLDERS) < 0 ||
-        ccap_sem_key(sk, sizeof sk, cfg->redis.key_prefix, name, CCAP_KEY_SINCE) < 0)
+        ccap_sem_key(sk, sizeof sk, cfg->redis.key_prefix, name, CCAP_KEY_SINCE) < 0) {
+        ccap_redis_set_err(r, "key too long");
         return -ENAMETOOLONG;
+    }
     int rc = read_holders(r, hk, now_ms, out);
     if (rc == 0) dedupe(out);
     if (rc == 0 && since) rc = read_since(r, sk, out);
-    if (rc < 0) {
-        if (rc == -EPROTO || rc == -ENOMEM) ccap_redis_set_err(r, "%s", rc == -ENOMEM ? "out of memory" : "unexpected reply");
-        ccap_ops_list_free(out);
-    }
+    if (rc < 0) ccap_ops_list_free(out);
     return rc;
 }
 
