@@ -93,9 +93,10 @@ static int show(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg, co
         ccap_ops_list_free(&l);
         return CCAP_EXIT_USAGE;
     }
+    now = l.end_ms;   /* ages and leases as of the end of the reading */
     for (size_t i = 0; i < l.n; i++) {
-        long long t = l.v[i].since_ms;
-        rows[i] = (struct row){ l.v[i].id, l.v[i].expiry_ms - now, t < 0 ? -1 : now > t ? now - t : 0 };
+        long long t = l.v[i].since_ms, e = l.v[i].expiry_ms;
+        rows[i] = (struct row){ l.v[i].id, e > now ? e - now : 0, t < 0 ? -1 : now > t ? now - t : 0 };
     }
     qsort(rows, l.n, sizeof(*rows), older_first);
     if (json) print_json(name, now, rows, l.n, max);

@@ -158,6 +158,8 @@ int ccap_ops_list_holders(struct ccap_redis *r, const struct ccap_config *cfg, c
     int rc = read_holders(r, hk, now_ms, out);
     if (rc == 0) dedupe(out);
     if (rc == 0 && since) rc = read_since(r, sk, out);
+    if (rc == 0 && (out->end_ms = ccap_ops_server_ms(r)) < 0) rc = -EIO;
+    if (out->end_ms < now_ms) out->end_ms = now_ms;
     if (rc < 0) ccap_ops_list_free(out);
     return rc;
 }

@@ -123,6 +123,8 @@ struct ccap_ops_entry {
 
 /* A listing: V[0..N) ordered by lease end, then id (as ZRANGEBYSCORE). */
 struct ccap_ops_list {
+    long long end_ms;       /* server ms once read: a lease renewed meanwhile
+                             * ends at most one lease after it */
     struct ccap_ops_entry *v;
     size_t n, cap;
     redisReply **pages;     /* owned: the replies V points into */
@@ -136,7 +138,8 @@ struct ccap_ops_list {
  * holders that share one lease-end millisecond at a page's edge. Not one
  * snapshot: a holder that comes or goes while the pages are read may show
  * or not; one renewed meanwhile shows once, with its later lease end.
- * Returns 0 (free *OUT with ccap_ops_list_free), or -errno with the error
+ * OUT->end_ms is the server time (TIME) once the pages are read, to count
+ * leases left from. Returns 0 (free *OUT with ccap_ops_list_free), or -errno with the error
  * in ccap_redis_errstr (*OUT is then empty). */
 int ccap_ops_list_holders(struct ccap_redis *r, const struct ccap_config *cfg, const char *name, long long now_ms,
                           bool since, struct ccap_ops_list *out);

@@ -31,7 +31,7 @@ static int list_holders(struct ccap_redis *r, const struct ccap_config *cfg, con
         return -1;
     }
     for (size_t i = 0; i < l.n; i++) {
-        long long left = l.v[i].expiry_ms - now;
+        long long left = l.v[i].expiry_ms > l.end_ms ? l.v[i].expiry_ms - l.end_ms : 0;
         if (json) {
             printf("%s{\"holder\":", i ? "," : "");
             ccap_ops_json_str(stdout, l.v[i].id);
