@@ -10,6 +10,8 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+# bench/run.sh SECTION: only that section's rows (cli: bench/cli_scale.sh)
+case "${1:-}" in cli) exec bash bench/cli_scale.sh ;; esac
 . tests/lib/harness.sh
 B="$BUILD/bench"
 mkdir -p "$B"
@@ -146,6 +148,9 @@ fi
 read -r _ rss_with < <(shim "$B/bench" mem "$XP" 1000)
 read -r _ rss_without < <("$B/bench" mem "$XP" 1000)
 row "added resident memory, 1000 permits held" "$((rss_with - rss_without)) KiB" "" ""
+
+# 7. the CLI at 100,000 holders and 10,000 waiters: its longest Redis call
+while IFS= read -r l; do rows+=("$l"); done < <(bash bench/cli_scale.sh)
 
 echo
 load=$(cut -d' ' -f1-3 /proc/loadavg)

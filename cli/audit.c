@@ -130,7 +130,7 @@ int ccap_cmd_audit(int argc, char **argv)
     int rc = CCAP_EXIT_USAGE;
     if (ccap_ops_sem(cfg, "audit", ops[0])) {
         char key[600], last[64] = "0-0";
-        ccap_sem_key(key, sizeof key, cfg->redis.key_prefix, ops[0], "audit");
+        ccap_sem_key(key, sizeof key, cfg->redis.key_prefix, ops[0], CCAP_KEY_AUDIT);
         if (!cfg->audit)
             fprintf(stderr, "conncap audit: note: audit is off in %s (audit = true records events)\n", cfg->path);
         if (backlog(r, key, count, o.json, last, sizeof last) == 0 &&

@@ -22,7 +22,7 @@ static const struct ccap_cmd commands[] = {
       ccap_help_status },
     { "explain", ccap_cmd_explain, "explain [-c FILE] [--json] HOST[:PORT]", "which rule and semaphore apply, and why",
       ccap_help_explain },
-    { "holders", ccap_cmd_holders, "holders [-c FILE] [--json] NAME", "each holder: host, pid, fd, destination, age, lease left",
+    { "holders", ccap_cmd_holders, "holders [-c FILE] [--json] [--limit N] NAME", "each holder: host, pid, fd, destination, age, lease left",
       ccap_help_holders },
     { "stats", ccap_cmd_stats, "stats [-c FILE] [--json] [NAME...]", "counters and wait-time percentiles", ccap_help_stats },
     { "metrics", ccap_cmd_metrics, "metrics [-c FILE] [--json | --listen ADDR:PORT]", "Prometheus text exposition (or serve it)",

@@ -5,15 +5,17 @@
 #include "cli.h"
 #include "ops.h"
 
-#define USAGE "holders [-c FILE] [--json] NAME"
+#define USAGE "holders [-c FILE] [--json] [--limit N] NAME"
 
 const char ccap_help_holders[] =
     "Each live holder of semaphore NAME, oldest first: host, pid, fd and\n"
     "destination (from the holder id host/pid/fd/destination/nonce.seq), age\n"
     "(since the permit was granted, or since it was re-registered after Redis\n"
     "lost it) and lease left (renewed every lease/3 by the holder's heartbeat).\n"
-    "  --json   {\"semaphore\", \"now_ms\", \"holders\": [{holder, host, pid, fd,\n"
-    "           destination, age_ms (null if unknown), lease_left_ms}]}\n"
+    "  --limit N  show the N oldest only (then \"... and M more\")\n"
+    "  --json   {\"semaphore\", \"now_ms\", \"total\" (live holders), \"holders\":\n"
+    "           [{holder, host, pid, fd, destination, age_ms (null if unknown),\n"
+    "           lease_left_ms}] (the --limit oldest)}\n"
     "           (host, pid, fd, destination are null for an id of another shape)\n"
     "Exit: 0 ok, 2 usage, config or Redis error.";
 
@@ -29,12 +31,12 @@ static int older_first(const void *a, const void *b)
     return strcmp(x->id, y->id);
 }
 
-static void print_json(const char *name, long long now, const struct row *rows, size_t n)
+static void print_json(const char *name, long long now, const struct row *rows, size_t n, size_t max)
 {
     printf("{\"semaphore\":");
     ccap_ops_json_str(stdout, name);
-    printf(",\"now_ms\":%lld,\"holders\":[", now);
-    for (size_t i = 0; i < n; i++) {
+    printf(",\"now_ms\":%lld,\"total\":%zu,\"holders\":[", now, n);
+    for (size_t i = 0; i < n && i < max; i++) {
         struct ccap_ops_holder h;
         bool ok = ccap_ops_parse_holder(rows[i].id, &h) == 0;
         printf("%s{\"holder\":", i ? "," : "");
@@ -72,58 +74,36 @@ static void print_table(FILE *f, const struct row *rows, size_t n, size_t max)
 }
 
 /* Reads the live holders and their acquire times; prints them to F (JSON,
- * or a table of at most MAX rows). */
+ * or a table), at most MAX of them. */
 static int show(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg, const char *name, bool json, size_t max)
 {
-    char hk[600], sk[600], nowx[32];
     long long now = ccap_ops_server_ms(r);
     if (now < 0) {
         fprintf(stderr, "conncap holders: redis TIME: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
         return CCAP_EXIT_USAGE;
     }
-    ccap_sem_key(hk, sizeof hk, cfg->redis.key_prefix, name, "holders");
-    ccap_sem_key(sk, sizeof sk, cfg->redis.key_prefix, name, "since");
-    snprintf(nowx, sizeof nowx, "(%lld", now);
-    const char *za[] = { "ZRANGEBYSCORE", hk, nowx, "+inf", "WITHSCORES" };
-    redisReply *hs = NULL, *since = NULL;
-    if (ccap_redis_command(r, 5, za, &hs) < 0 || hs->type != REDIS_REPLY_ARRAY) {
-        fprintf(stderr, "conncap holders: %s: %s\n", ccap_ops_esc(name), hs ? "unexpected reply" : ccap_ops_esc(ccap_redis_errstr(r)));
-        if (hs) freeReplyObject(hs);
+    struct ccap_ops_list l;
+    if (ccap_ops_list_holders(r, cfg, name, now, true, &l) < 0) {
+        fprintf(stderr, "conncap holders: %s: %s\n", ccap_ops_esc(name), ccap_ops_esc(ccap_redis_errstr(r)));
         return CCAP_EXIT_USAGE;
     }
-    size_t n = hs->elements / 2;
-    struct row *rows = calloc(n ? n : 1, sizeof(*rows));
-    const char **hm = calloc(n + 2, sizeof(*hm));
-    int rc = rows && hm ? CCAP_EXIT_OK : CCAP_EXIT_USAGE;
-    for (size_t i = 0; rc == CCAP_EXIT_OK && i < n; i++) {
-        rows[i].id = hm[i + 2] = hs->element[2 * i]->str;
-        rows[i].lease_left = atoll(hs->element[2 * i + 1]->str) - now;
-        rows[i].age = -1;
+    struct row *rows = calloc(l.n ? l.n : 1, sizeof(*rows));
+    if (!rows) {
+        fprintf(stderr, "conncap holders: out of memory\n");
+        ccap_ops_list_free(&l);
+        return CCAP_EXIT_USAGE;
     }
-    if (rc == CCAP_EXIT_OK && n) { /* the acquire times, in the same order */
-        hm[0] = "HMGET";
-        hm[1] = sk;
-        if (ccap_redis_command(r, (int)n + 2, hm, &since) < 0 || since->type != REDIS_REPLY_ARRAY ||
-            since->elements != n) {
-            fprintf(stderr, "conncap holders: %s: %s\n", ccap_ops_esc(name), since ? "unexpected reply" : ccap_ops_esc(ccap_redis_errstr(r)));
-            rc = CCAP_EXIT_USAGE;
-        }
-        for (size_t i = 0; rc == CCAP_EXIT_OK && i < n; i++)
-            if (since->element[i]->type == REDIS_REPLY_STRING) {
-                long long t = atoll(since->element[i]->str);
-                rows[i].age = now > t ? now - t : 0;
-            }
+    now = l.end_ms;   /* ages and leases as of the end of the reading */
+    for (size_t i = 0; i < l.n; i++) {
+        long long t = l.v[i].since_ms, e = l.v[i].expiry_ms;
+        rows[i] = (struct row){ l.v[i].id, e > now ? e - now : 0, t < 0 ? -1 : now > t ? now - t : 0 };
     }
-    if (rc == CCAP_EXIT_OK) {
-        qsort(rows, n, sizeof(*rows), older_first);
-        if (json) print_json(name, now, rows, n);
-        else print_table(f, rows, n, max);
-    }
+    qsort(rows, l.n, sizeof(*rows), older_first);
+    if (json) print_json(name, now, rows, l.n, max);
+    else print_table(f, rows, l.n, max);
     free(rows);
-    free(hm);
-    freeReplyObject(hs);
-    if (since) freeReplyObject(since);
-    return rc;
+    ccap_ops_list_free(&l);
+    return CCAP_EXIT_OK;
 }
 
 int ccap_ops_holders_table(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg, const char *name,
@@ -135,8 +115,10 @@ int ccap_ops_holders_table(FILE *f, struct ccap_redis *r, const struct ccap_conf
 int ccap_cmd_holders(int argc, char **argv)
 {
     struct ccap_cli_opts o;
+    long long limit = -1;
     char *names[1];
-    int n = ccap_ops_parse(argc, argv, USAGE, &o, NULL, names, 1);
+    const struct ccap_opt opts[] = { { "limit", CCAP_OPT_INT, &limit, 0, 1e12 }, { NULL } };
+    int n = ccap_ops_parse(argc, argv, USAGE, &o, opts, names, 1);
     if (n < 0) return CCAP_EXIT_USAGE;
     if (n != 1) {
         fprintf(stderr, "conncap holders: which semaphore?\nusage: conncap %s\n", USAGE);
@@ -145,7 +127,7 @@ int ccap_cmd_holders(int argc, char **argv)
     struct ccap_config *cfg;
     struct ccap_redis *r;
     if (ccap_ops_open(&o, 0, &cfg, &r) < 0) return CCAP_EXIT_USAGE;
-    int rc = ccap_ops_sem(cfg, "holders", names[0]) ? show(stdout, r, cfg, names[0], o.json, (size_t)-1) : CCAP_EXIT_USAGE;
+    int rc = ccap_ops_sem(cfg, "holders", names[0]) ? show(stdout, r, cfg, names[0], o.json, limit < 0 ? (size_t)-1 : (size_t)limit) : CCAP_EXIT_USAGE;
     ccap_ops_close(cfg, r);
     return rc;
 }

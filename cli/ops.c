@@ -239,7 +239,7 @@ static void stat_field(struct ccap_ops_sem *out, const char *f, long long v)
 static int read_grace(struct ccap_redis *r, const char *pfx, const char *name, long long now_ms, long long *left)
 {
     char ek[600];
-    if (ccap_sem_key(ek, sizeof ek, pfx, name, "epoch") < 0)
+    if (ccap_sem_key(ek, sizeof ek, pfx, name, CCAP_KEY_EPOCH) < 0)
         return -ENAMETOOLONG;
     const char *get[] = { "GET", ek };
     redisReply *e = cmd(r, 2, get);
@@ -260,8 +260,8 @@ int ccap_ops_read(struct ccap_redis *r, const struct ccap_config *cfg, const str
     out->conf = s;
     out->now_ms = now_ms;
     out->full_since_ms = -1;
-    if (ccap_sem_key(lk, sizeof lk, pfx, s->name, "limit") < 0 || ccap_sem_key(hk, sizeof hk, pfx, s->name, "holders") < 0 ||
-        ccap_sem_key(wk, sizeof wk, pfx, s->name, "waiters") < 0 || ccap_sem_key(sk, sizeof sk, pfx, s->name, "stats") < 0)
+    if (ccap_sem_key(lk, sizeof lk, pfx, s->name, CCAP_KEY_LIMIT) < 0 || ccap_sem_key(hk, sizeof hk, pfx, s->name, CCAP_KEY_HOLDERS) < 0 ||
+        ccap_sem_key(wk, sizeof wk, pfx, s->name, CCAP_KEY_WAITERS) < 0 || ccap_sem_key(sk, sizeof sk, pfx, s->name, CCAP_KEY_STATS) < 0)
         return -ENAMETOOLONG;
     snprintf(nowx, sizeof nowx, "(%lld", now_ms);
     const char *get[] = { "GET", lk }, *zh[] = { "ZCOUNT", hk, nowx, "+inf" }, *zw[] = { "ZCOUNT", wk, nowx, "+inf" },
@@ -399,7 +399,7 @@ int ccap_ops_audit(struct ccap_redis *r, const struct ccap_config *cfg, const ch
     redisReply *rep;
     if (!cfg->audit)
         return 0;
-    if (nkv > 26 || ccap_sem_key(key, sizeof key, cfg->redis.key_prefix, name, "audit") < 0)
+    if (nkv > 26 || ccap_sem_key(key, sizeof key, cfg->redis.key_prefix, name, CCAP_KEY_AUDIT) < 0)
         return -EINVAL;
     snprintf(maxlen, sizeof maxlen, "%d", cfg->audit_maxlen);
     int argc = 0;

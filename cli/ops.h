@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include "cli.h"
+#include "keys.h"
 #include "sem.h"
 
 /* One command-specific option: "--NAME VALUE", "--NAME=VALUE" or "--NAME". */
@@ -108,6 +109,41 @@ struct ccap_ops_holder {
     long pid, fd;
 };
 int ccap_ops_parse_holder(const char *id, struct ccap_ops_holder *h);
+
+/* Holders per Redis call when a listing is read in pages (cli/list.c):
+ * each call costs O(log N + CCAP_OPS_PAGE) of Redis time, whatever N. */
+#define CCAP_OPS_PAGE 256
+
+/* One live holder of a listing. */
+struct ccap_ops_entry {
+    const char *id;         /* points into the listing's replies */
+    long long expiry_ms;    /* lease end, server ms */
+    long long since_ms;     /* acquire time, server ms; -1 unknown or not read */
+};
+
+/* A listing: V[0..N) ordered by lease end, then id (as ZRANGEBYSCORE). */
+struct ccap_ops_list {
+    long long end_ms;       /* server ms once read: a lease renewed meanwhile
+                             * ends at most one lease after it */
+    struct ccap_ops_entry *v;
+    size_t n, cap;
+    redisReply **pages;     /* owned: the replies V points into */
+    size_t n_pages, cap_pages;
+};
+
+/* Reads the live holders of semaphore NAME (lease end after NOW_MS, server
+ * ms) into *OUT, with their acquire times when SINCE, in pages of
+ * CCAP_OPS_PAGE (ZRANGEBYSCORE ... LIMIT resumed after the last score
+ * read, HMGET): no call grows with the number of holders, except by the
+ * holders that share one lease-end millisecond at a page's edge. Not one
+ * snapshot: a holder that comes or goes while the pages are read may show
+ * or not; one renewed meanwhile shows once, with its later lease end.
+ * OUT->end_ms is the server time (TIME) once the pages are read, to count
+ * leases left from. Returns 0 (free *OUT with ccap_ops_list_free), or -errno with the error
+ * in ccap_redis_errstr (*OUT is then empty). */
+int ccap_ops_list_holders(struct ccap_redis *r, const struct ccap_config *cfg, const char *name, long long now_ms,
+                          bool since, struct ccap_ops_list *out);
+void ccap_ops_list_free(struct ccap_ops_list *l);
 
 /* Writes NAME's live holders as `conncap holders` shows them (oldest first,
  * at most MAX_ROWS rows) to F. Returns 0, or -1 after printing the error. */

@@ -1,6 +1,8 @@
 /* reset.c -- `conncap reset NAME --yes`: drop every holder of a semaphore, logged. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli.h"
 #include "log.h"
 #include "ops.h"
@@ -18,6 +20,66 @@ const char ccap_help_reset[] =
     "reset, by user@host) when audit is on.\n"
     "  --json   also print {semaphore, dropped, by} on stdout\n"
     "Exit: 0 done, 2 usage (no --yes), config or Redis error.";
+
+/* Runs ARGV; stores its integer reply in *OUT when OUT. An error reply
+ * containing NOSUCH (may be NULL; "no such key") counts as 0. 0 or -errno
+ * as ccap_redis_command. */
+static int run(struct ccap_redis *r, int argc, const char **argv, long long *out, const char *nosuch)
+{
+    redisReply *rep = NULL;
+    int rc = ccap_redis_command(r, argc, argv, &rep);
+    if (out) *out = rc == 0 && rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
+    if (rc == -EPROTO && nosuch && strstr(ccap_redis_errstr(r), nosuch)) rc = 0;
+    if (rep) freeReplyObject(rep);
+    return rc;
+}
+
+/* Drops every holder of NAME at once: RENAME takes the holders set out of
+ * the acquirers' sight in one O(1) step (no holder granted meanwhile can
+ * be dropped by a later step, so no permit is given twice), ZCARD counts
+ * it, UNLINK frees it and the acquire times off Redis's main thread. Each
+ * call is O(1) for Redis whatever the number of holders. A holder that
+ * acquires between RENAME and UNLINK of the acquire times keeps its permit
+ * and loses its acquire time. Returns the number dropped, or -errno. */
+static long long drop_all(struct ccap_redis *r, const char *pfx, const char *name)
+{
+    char hk[600], sk[600], stk[600], tmp[600], sfx[96];
+    snprintf(sfx, sizeof sfx, "%s:reset:%ld.%lld", CCAP_KEY_HOLDERS, (long)getpid(), ccap_ops_server_ms(r));
+    if (ccap_sem_key(hk, sizeof hk, pfx, name, CCAP_KEY_HOLDERS) < 0 ||
+        ccap_sem_key(sk, sizeof sk, pfx, name, CCAP_KEY_SINCE) < 0 ||
+        ccap_sem_key(stk, sizeof stk, pfx, name, CCAP_KEY_STATS) < 0 || ccap_sem_key(tmp, sizeof tmp, pfx, name, sfx) < 0)
+        return -ENAMETOOLONG;
+    long long n = 0;
+    char num[24];
+    if (run(r, 3, (const char *[]){ "RENAME", hk, tmp }, NULL, "no such key") < 0 ||
+        run(r, 2, (const char *[]){ "ZCARD", tmp }, &n, NULL) < 0 ||
+        run(r, 3, (const char *[]){ "UNLINK", tmp, sk }, NULL, NULL) < 0)
+        return -EIO;
+    snprintf(num, sizeof num, "%lld", n);
+    if (run(r, 3, (const char *[]){ "HDEL", stk, CCAP_STAT_FULL_SINCE }, NULL, NULL) < 0 ||
+        run(r, 4, (const char *[]){ "HINCRBY", stk, CCAP_STAT_RESET_DROPPED, num }, NULL, NULL) < 0)
+        return -EIO;
+    return n;
+}
+
+/* Prints and logs the outcome of a reset of S that dropped N holders. */
+static void report(const struct ccap_config *cfg, const struct ccap_sem_conf *s, long long n, const char *who,
+                   bool json)
+{
+    fprintf(stderr, "conncap reset: dropped %lld holders of %s (by %s)%s\n", n, s->name, who,
+            cfg->audit ? "; recorded in the audit stream" : "");
+    if (json) {
+        printf("{\"semaphore\":");
+        ccap_ops_json_str(stdout, s->name);
+        printf(",\"dropped\":%lld,\"by\":", n);
+        ccap_ops_json_str(stdout, who);
+        printf("}\n");
+    }
+    if (cfg->log_target == CCAP_LOG_SYSLOG) {
+        ccap_log_setup(CCAP_LOG_WARN, CCAP_LOG_SYSLOG);
+        ccap_log(CCAP_LOG_WARN, "reset: dropped %lld holders of %s (by %s)", n, s->name, who);
+    }
+}
 
 int ccap_cmd_reset(int argc, char **argv)
 {
@@ -41,29 +103,18 @@ int ccap_cmd_reset(int argc, char **argv)
     if (ccap_ops_open(&o, 0, &cfg, &r) < 0) return CCAP_EXIT_USAGE;
     const struct ccap_sem_conf *s = ccap_ops_sem(cfg, "reset", ops[0]);
     int rc = CCAP_EXIT_USAGE;
-    if (s) {
-        char who[300];
+    long long dropped = s ? drop_all(r, cfg->redis.key_prefix, s->name) : -1;
+    if (s && dropped < 0) {
+        fprintf(stderr, "conncap reset: %s: %s\n", s->name, ccap_ops_esc(ccap_redis_errstr(r)));
+    } else if (s) {
+        char who[300], num[24];
         ccap_ops_who(who, sizeof who);
-        ccap_sem_set_audit(cfg->audit ? cfg->audit_maxlen : 0);
-        int dropped = ccap_sem_reset(r, cfg->redis.key_prefix, s->name, who);
-        if (dropped < 0) {
-            fprintf(stderr, "conncap reset: %s: %s\n", s->name, ccap_ops_esc(ccap_redis_errstr(r)));
-        } else {
-            rc = CCAP_EXIT_OK;
-            fprintf(stderr, "conncap reset: dropped %d holders of %s (by %s)%s\n", dropped, s->name, who,
-                    cfg->audit ? "; recorded in the audit stream" : "");
-            if (o.json) {
-                printf("{\"semaphore\":");
-                ccap_ops_json_str(stdout, s->name);
-                printf(",\"dropped\":%d,\"by\":", dropped);
-                ccap_ops_json_str(stdout, who);
-                printf("}\n");
-            }
-            if (cfg->log_target == CCAP_LOG_SYSLOG) {
-                ccap_log_setup(CCAP_LOG_WARN, CCAP_LOG_SYSLOG);
-                ccap_log(CCAP_LOG_WARN, "reset: dropped %d holders of %s (by %s)", dropped, s->name, who);
-            }
-        }
+        snprintf(num, sizeof num, "%lld", dropped);
+        const char *kv[] = { "event", "reset", "by", who, "dropped", num };
+        if (ccap_ops_audit(r, cfg, s->name, kv, 6) < 0)
+            fprintf(stderr, "conncap reset: audit stream: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
+        report(cfg, s, dropped, who, o.json);
+        rc = CCAP_EXIT_OK;
     }
     ccap_ops_close(cfg, r);
     return rc;

@@ -21,6 +21,27 @@ const char ccap_help_set_limit[] =
     "           configured_limit, previous_limit, previous_override}\n"
     "Exit: 0 done, 2 usage, config or Redis error.";
 
+/* Prints the new limit of S (V, or -1 after --default) and the one the
+ * limit key OLD (GET's reply) held before. */
+static void print_result(const struct ccap_sem_conf *s, long long v, const redisReply *old, bool json)
+{
+    char was[64];
+    bool def = v < 0, had = old->type == REDIS_REPLY_STRING;
+    if (had) snprintf(was, sizeof was, "%s (runtime override)", old->str);
+    else snprintf(was, sizeof was, "%d (configured)", s->limit);
+    if (json) {
+        printf("{\"semaphore\":");
+        ccap_ops_json_str(stdout, s->name);
+        printf(",\"limit\":%lld,\"override\":%s,\"configured_limit\":%d,\"previous_limit\":%lld,"
+               "\"previous_override\":%s}\n", def ? s->limit : v, def ? "false" : "true", s->limit,
+               had ? atoll(old->str) : s->limit, had ? "true" : "false");
+    } else {
+        if (def) printf("%s: limit %d (configured; override removed), was %s\n", s->name, s->limit, was);
+        else printf("%s: limit %lld (runtime override; configured %d), was %s\n", s->name, v, s->limit, was);
+        printf("running programs apply it at their next acquire\n");
+    }
+}
+
 int ccap_cmd_set_limit(int argc, char **argv)
 {
     struct ccap_cli_opts o;
@@ -50,7 +71,7 @@ int ccap_cmd_set_limit(int argc, char **argv)
     char key[600], val[24], who[300];
     redisReply *old = NULL, *rep = NULL;
     if (s) {
-        ccap_sem_key(key, sizeof key, cfg->redis.key_prefix, s->name, "limit");
+        ccap_sem_key(key, sizeof key, cfg->redis.key_prefix, s->name, CCAP_KEY_LIMIT);
         snprintf(val, sizeof val, "%lld", v);
         const char *get[] = { "GET", key }, *set[] = { "SET", key, val }, *del[] = { "DEL", key };
         if (ccap_redis_command(r, 2, get, &old) < 0 ||
@@ -60,21 +81,7 @@ int ccap_cmd_set_limit(int argc, char **argv)
         }
     }
     if (rc == CCAP_EXIT_OK) {
-        char was[64];
-        if (old->type == REDIS_REPLY_STRING) snprintf(was, sizeof was, "%s (runtime override)", old->str);
-        else snprintf(was, sizeof was, "%d (configured)", s->limit);
-        bool had = old->type == REDIS_REPLY_STRING;
-        if (o.json) {
-            printf("{\"semaphore\":");
-            ccap_ops_json_str(stdout, s->name);
-            printf(",\"limit\":%lld,\"override\":%s,\"configured_limit\":%d,\"previous_limit\":%lld,"
-                   "\"previous_override\":%s}\n", def ? s->limit : v, def ? "false" : "true", s->limit,
-                   had ? atoll(old->str) : s->limit, had ? "true" : "false");
-        } else {
-            if (def) printf("%s: limit %d (configured; override removed), was %s\n", s->name, s->limit, was);
-            else printf("%s: limit %lld (runtime override; configured %d), was %s\n", s->name, v, s->limit, was);
-            printf("running programs apply it at their next acquire\n");
-        }
+        print_result(s, def ? -1 : v, old, o.json);
         const char *kv[] = { "event", "set-limit", "by", ccap_ops_who(who, sizeof who), "limit", def ? "default" : val };
         if (ccap_ops_audit(r, cfg, s->name, kv, 6) < 0)
             fprintf(stderr, "conncap set-limit: audit stream: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));

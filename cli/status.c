@@ -25,27 +25,22 @@ const char ccap_help_status[] =
 static int list_holders(struct ccap_redis *r, const struct ccap_config *cfg, const struct ccap_sem_conf *s,
                         long long now, bool json)
 {
-    char hk[600], nowx[32];
-    ccap_sem_key(hk, sizeof(hk), cfg->redis.key_prefix, s->name, "holders");
-    snprintf(nowx, sizeof nowx, "(%lld", now);
-    const char *za[] = { "ZRANGEBYSCORE", hk, nowx, "+inf", "WITHSCORES" };
-    redisReply *hs = NULL;
-    if (ccap_redis_command(r, 5, za, &hs) < 0 || hs->type != REDIS_REPLY_ARRAY) {
-        fprintf(stderr, "conncap status: %s: %s\n", ccap_ops_esc(s->name), hs ? "unexpected reply" : ccap_ops_esc(ccap_redis_errstr(r)));
-        if (hs) freeReplyObject(hs);
+    struct ccap_ops_list l;
+    if (ccap_ops_list_holders(r, cfg, s->name, now, false, &l) < 0) {
+        fprintf(stderr, "conncap status: %s: %s\n", ccap_ops_esc(s->name), ccap_ops_esc(ccap_redis_errstr(r)));
         return -1;
     }
-    for (size_t i = 0; i + 1 < hs->elements; i += 2) {
-        long long left = atoll(hs->element[i + 1]->str) - now;
+    for (size_t i = 0; i < l.n; i++) {
+        long long left = l.v[i].expiry_ms > l.end_ms ? l.v[i].expiry_ms - l.end_ms : 0;
         if (json) {
             printf("%s{\"holder\":", i ? "," : "");
-            ccap_ops_json_str(stdout, hs->element[i]->str);
+            ccap_ops_json_str(stdout, l.v[i].id);
             printf(",\"lease_left_ms\":%lld}", left);
         } else {
-            printf("  %-64s lease left %lld ms\n", ccap_ops_esc(hs->element[i]->str), left);
+            printf("  %-64s lease left %lld ms\n", ccap_ops_esc(l.v[i].id), left);
         }
     }
-    freeReplyObject(hs);
+    ccap_ops_list_free(&l);
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "cli.h"
+#include "clock.h"
 #include "ops.h"
 
 #define USAGE "watch [-c FILE] [--json] [--interval SECONDS] [--iterations N] [NAME]"
@@ -60,11 +61,9 @@ static void tty_restore(void)
 /* Waits MS or until q is pressed or a signal stops us. Returns true to quit. */
 static bool pause_or_quit(long long ms)
 {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long long end = ccap_now_ms() + ms;
     for (;;) {
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        long long left = ms - ((t1.tv_sec - t0.tv_sec) * 1000LL + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+        long long left = end - ccap_now_ms();
         if (ccap_ops_stop) return true;
         if (left <= 0) return false;
         struct pollfd p = { 0, POLLIN, 0 };
@@ -192,14 +191,72 @@ static void draw(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg, c
     }
 }
 
+/* What one watch run shows: options and the two frames it alternates. */
+struct view {
+    const struct ccap_config *cfg;
+    const char *only;        /* NAME, or NULL for every semaphore */
+    bool json, tty;
+    double interval;         /* s */
+    long long iterations;    /* 0: until q, Ctrl-C or SIGTERM */
+};
+
+/* Holder rows of `watch NAME` that fit on the terminal (at least 3). */
+static size_t holder_rows(const struct view *v)
+{
+    struct winsize ws = { 0 };
+    long room = v->tty && ioctl(1, TIOCGWINSZ, &ws) == 0 ? (long)ws.ws_row - 6 - (long)v->cfg->n_sems : 1000;
+    return room > 3 ? (size_t)room : 3;
+}
+
+/* Draws one frame into CUR (against PREV) and writes it to stdout at once.
+ * Returns false when out of memory. */
+static bool show_frame(const struct view *v, struct ccap_redis *r, struct frame *cur, const struct frame *prev)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return false;
+    if (v->json) draw_json(f, r, v->cfg, v->only, cur, prev);
+    else draw(f, r, v->cfg, v->only, cur, prev, v->interval, holder_rows(v));
+    fclose(f);
+    if (v->tty) fputs("\033[H\033[2J", stdout);
+    fwrite(text, 1, len, stdout);
+    if (!v->tty && !v->json) fputc('\n', stdout);
+    fflush(stdout);
+    free(text);
+    return true;
+}
+
+/* Draws frames until the end V asks for; returns whether Redis answered
+ * the last one, or -1 when out of memory. */
+static int run_frames(const struct view *v, struct ccap_redis *r)
+{
+    size_t ns = v->cfg->n_sems ? v->cfg->n_sems : 1;
+    struct frame a = { calloc(ns, sizeof(struct ccap_ops_sem)), false }, b = { calloc(ns, sizeof(struct ccap_ops_sem)), false };
+    struct frame *cur = &a, *prev = NULL;
+    int last_ok = a.st && b.st ? 0 : -1;
+    for (long long it = 0; last_ok >= 0 && !ccap_ops_stop; it++) {
+        if (!show_frame(v, r, cur, prev)) break;
+        last_ok = cur->ok;
+        if (v->iterations && it + 1 >= v->iterations) break;
+        if (cur->ok) { /* the next frame compares with this one */
+            prev = cur;
+            cur = cur == &a ? &b : &a;
+        }
+        if (pause_or_quit((long long)(v->interval * 1000))) break;
+    }
+    free(a.st);
+    free(b.st);
+    return last_ok;
+}
+
 int ccap_cmd_watch(int argc, char **argv)
 {
     struct ccap_cli_opts o;
-    double interval = 1;
-    long long iterations = 0;
+    struct view v = { .interval = 1, .iterations = 0 };
     char *ops[1];
-    const struct ccap_opt opts[] = { { "interval", CCAP_OPT_NUM, &interval, 0.1, 3600 },
-                                     { "iterations", CCAP_OPT_INT, &iterations, 0, 1e9 }, { NULL } };
+    const struct ccap_opt opts[] = { { "interval", CCAP_OPT_NUM, &v.interval, 0.1, 3600 },
+                                     { "iterations", CCAP_OPT_INT, &v.iterations, 0, 1e9 }, { NULL } };
     int n = ccap_ops_parse(argc, argv, USAGE, &o, opts, ops, 1);
     if (n < 0) return CCAP_EXIT_USAGE;
     /* Not connected up front: started while Redis is down, it shows that and
@@ -216,51 +273,24 @@ int ccap_cmd_watch(int argc, char **argv)
         ccap_ops_close(cfg, r);
         return CCAP_EXIT_USAGE;
     }
-    const char *only = n == 1 ? ops[0] : NULL;
-    size_t ns = cfg->n_sems ? cfg->n_sems : 1;
-    struct frame a = { calloc(ns, sizeof(struct ccap_ops_sem)), false }, b = { calloc(ns, sizeof(struct ccap_ops_sem)), false };
-    bool tty = isatty(1) && !o.json;
+    v.cfg = cfg;
+    v.only = n == 1 ? ops[0] : NULL;
+    v.json = o.json;
+    v.tty = isatty(1) && !o.json;
     ccap_ops_catch_signals();
-    if (tty) {
+    if (v.tty) {
         tty_raw();
         fputs("\033[?25l", stdout); /* hide the cursor */
     }
-    struct frame *cur = &a, *prev = NULL;
-    bool last_ok = false;
-    for (long long it = 0; a.st && b.st && !ccap_ops_stop; it++) {
-        struct winsize ws = { 0 };
-        long room = tty && ioctl(1, TIOCGWINSZ, &ws) == 0 ? (long)ws.ws_row - 6 - (long)cfg->n_sems : 1000;
-        size_t rows = room > 3 ? (size_t)room : 3;  /* holder rows that fit on the screen */
-        char *text = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&text, &len);
-        if (!f) break;
-        if (o.json) draw_json(f, r, cfg, only, cur, prev);
-        else draw(f, r, cfg, only, cur, prev, interval, rows);
-        last_ok = cur->ok;
-        fclose(f);
-        if (tty) fputs("\033[H\033[2J", stdout);
-        fwrite(text, 1, len, stdout);
-        if (!tty && !o.json) fputc('\n', stdout);
-        fflush(stdout);
-        free(text);
-        if (iterations && it + 1 >= iterations) break;
-        if (cur->ok) { /* the next frame compares with this one */
-            prev = cur;
-            cur = cur == &a ? &b : &a;
-        }
-        if (pause_or_quit((long long)(interval * 1000))) break;
-    }
-    if (tty) {
+    int last_ok = run_frames(&v, r);
+    if (v.tty) {
         fputs("\033[?25h", stdout);
         fflush(stdout);
         tty_restore();
     }
     /* the last frame drawn tells: Redis unreachable to the end is an error */
-    int rc = a.st && b.st && !last_ok ? CCAP_EXIT_USAGE : CCAP_EXIT_OK;
+    int rc = last_ok == 0 ? CCAP_EXIT_USAGE : CCAP_EXIT_OK;
     if (rc != CCAP_EXIT_OK) ccap_cli_redis_error(cfg, r);
-    free(a.st);
-    free(b.st);
     ccap_ops_close(cfg, r);
     return rc;
 }
