@@ -44,8 +44,7 @@ int ccap_cmd_reset(int argc, char **argv)
     if (s) {
         char who[300];
         ccap_ops_who(who, sizeof who);
-        ccap_sem_set_audit(cfg->audit ? cfg->audit_maxlen : 0);
-        int dropped = ccap_sem_reset(r, cfg->redis.key_prefix, s->name, who);
+        int dropped = ccap_sem_reset(r, cfg->redis.key_prefix, s->name, who, cfg->audit ? cfg->audit_maxlen : 0);
         if (dropped < 0) {
             fprintf(stderr, "conncap reset: %s: %s\n", s->name, ccap_ops_esc(ccap_redis_errstr(r)));
         } else {

@@ -171,7 +171,6 @@ static void init_once(void)
         return;
     }
     ccap_log_setup(cfg->log_level, cfg->log_target);
-    ccap_sem_set_audit(cfg->audit ? cfg->audit_maxlen : 0);
     g.redis = ccap_redis_new(&cfg->redis);
     g.local_used = calloc(ccap_live_sem_slots(cfg), sizeof(*g.local_used)); /* indices survive reloads */
     g.held = calloc(ccap_live_sem_slots(cfg), sizeof(*g.held));
@@ -364,6 +363,12 @@ static void circuit_note(int rc)
     else if (rc != -EINVAL && rc != -ENOMEM && rc != -ENAMETOOLONG) circuit_failure(rc);
 }
 
+/* The audit stream's MAXLEN for the scripts: 0 when audit is off. */
+static int audit_maxlen(void)
+{
+    return g.cfg->audit ? g.cfg->audit_maxlen : 0;
+}
+
 /* One acquire attempt Q under rlock. Returns 1 granted, 0 denied (*RES
  * tells when to re-check), -errno. */
 static int try_acquire(const struct ccap_sem_conf *s, const struct ccap_sem_req *q, struct ccap_sem_result *res)
@@ -371,7 +376,7 @@ static int try_acquire(const struct ccap_sem_conf *s, const struct ccap_sem_req 
     pthread_mutex_lock(&g.rlock);
     int rc = -ECONNREFUSED;
     if (!circuit_open()) {
-        rc = ccap_sem_acquire_fair(g.redis, g.cfg->redis.key_prefix, s->name, q, res);
+        rc = ccap_sem_acquire(g.redis, g.cfg->redis.key_prefix, s->name, q, res);
         circuit_note(rc);
     }
     pthread_mutex_unlock(&g.rlock);
@@ -408,7 +413,8 @@ static int redis_down(const struct ccap_sem_conf *s, size_t sem, struct ccap_per
 static void report_timeout(const struct ccap_sem_conf *s, const char *holder, long long waited)
 {
     pthread_mutex_lock(&g.rlock);
-    if (!circuit_open() && ccap_sem_timeout(g.redis, g.cfg->redis.key_prefix, s->name, holder, waited) < 0)
+    if (!circuit_open() && ccap_sem_timeout(g.redis, g.cfg->redis.key_prefix, s->name, holder, waited,
+                                            audit_maxlen()) < 0)
         ccap_log(CCAP_LOG_DEBUG, "timeout of %s not counted: %s", holder, ccap_redis_errstr(g.redis));
     pthread_mutex_unlock(&g.rlock);
 }
@@ -419,8 +425,8 @@ static void report_timeout(const struct ccap_sem_conf *s, const char *holder, lo
 static void release_kept(const char *sem, int i, const char *holder, long long until)
 {
     bool send = !circuit_open();
-    int rc = ccap_sem_release_defer(g.redis, g.cfg->redis.key_prefix, sem, holder,
-                                    i >= 0 ? g.cfg->sems[i].limit : -1, until, send);
+    struct ccap_sem_rel rel = { holder, i >= 0 ? g.cfg->sems[i].limit : -1, audit_maxlen() };
+    int rc = ccap_sem_release_defer(g.redis, g.cfg->redis.key_prefix, sem, &rel, until, send);
     if (rc < 0 && send) {   /* kept (but for -ENOMEM): sent again when redis answers */
         circuit_note(rc);
         ccap_log(CCAP_LOG_INFO, "release of %s not sent (%s): %s", holder, strerror(-rc),
@@ -520,7 +526,8 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
     long long start = now_ms(), deadline = start + wait_ms;
     struct ccap_sem_req q = { .holder = p->holder, .lease_ms = s->lease_ms, .limit = s->limit,
                               .ticket_ttl_ms = wait_ms > 0 ? ticket_ttl_ms() : 0, .rate = s->rate,
-                              .burst = s->burst, .grace_ms = s->restart_grace_ms };
+                              .burst = s->burst, .grace_ms = s->restart_grace_ms,
+                              .max_waiters = s->max_waiters, .audit_maxlen = audit_maxlen() };
     struct ccap_sem_result res;
     struct ccap_redis *wc = NULL;
     char wake[640] = "";    /* made before the first block: most connects never wait */
@@ -544,6 +551,12 @@ static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cca
         bool left_queue = q.flags & CCAP_SEM_LEAVE;
         q.flags = 0;
         if (rc == 1) break;
+        if (rc == 0 && res.queue_full) {    /* max_waiters queued already: shed at once */
+            ccap_log(CCAP_LOG_WARN, "queue of %s full (max_waiters %d): connect fails at once with %s", s->name,
+                     s->max_waiters, ccap_errno_name(fail_errno));
+            rc = -fail_errno;
+            break;
+        }
         /* may Redis keep a ticket or a permit of this id? */
         in_redis = rc < 0 ? in_redis || may_have_run(rc) : q.ticket_ttl_ms > 0 && !left_queue;
         t = now_ms();

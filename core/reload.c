@@ -413,7 +413,6 @@ static void apply(struct ccap_config *new, long long now)
     if (atomic_load(&L.first_round) != 1)
         first_round_done();
     ccap_log_setup(new->log_level, new->log_target);
-    ccap_sem_set_audit(new->audit ? new->audit_maxlen : 0);
     ccap_log(CCAP_LOG_INFO, "reloaded %s: %zu semaphores, %zu rules", L.path, new->n_sems, new->n_rules);
 }
 
