@@ -88,7 +88,7 @@ int ccap_sem_key(char *out, size_t outlen, const char *prefix, const char *name,
  * waiters as permits the call freed. */
 #define CCAP_SEM_SWEEP_MAX 100
 /* ccap_sem_renew sends at most this many holders per script call. */
-#define CCAP_SEM_RENEW_BATCH 500
+#define CCAP_SEM_RENEW_BATCH 100
 
 /* One acquire attempt of a (possibly waiting) connect. */
 struct ccap_sem_req {

@@ -130,22 +130,26 @@ limit = limit and tonumber(limit) or tonumber(ARGV[3]) or 0
 -- added and removed together, with the same TTL).
 -- The queue state is plain locals, and the wake list prefix is made where it
 -- is used: the fast path builds no table, closure or string for it.
--- FREED counts the permits and queue places this call frees: it wakes at
--- most that many waiters.
+-- FREED counts the permits this call frees, PLACES the queue places: it
+-- wakes at most that many waiters (places count only when the queue is
+-- longer than the free permits: otherwise every waiter may go already).
 local queue = KEYS[7] -- qexp KEYS[8], rate KEYS[9]; wake lists: queue minus 'queue', plus 'wake:'
-local flags, rate, retry, hint, freed, queued, pos, qlen = ARGV[8] or '', 0, 0, -1, n_swept, false, 0, 0
+local flags, rate, retry, hint, freed, places, queued, pos = ARGV[8] or '', 0, 0, -1, n_swept, 0, false, 0
 if ARGV[9] ~= '0' and ARGV[9] ~= '0.000000' then rate = tonumber(ARGV[9]) or 0 end -- (sem.c's %.6f)
-qlen = redis.call('ZCARD', queue)
+local qlen = redis.call('ZCARD', queue)
+local qlen0 = qlen
 if qlen > 0 then
     -- tickets not refreshed in time: their waiters are gone
     local qexp, base = KEYS[8], string.sub(queue, 1, -6) .. 'wake:'
     local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now_s, 'LIMIT', 0, SWEEP)
-    for _, d in ipairs(dead) do
-        qlen = qlen - redis.call('ZREM', queue, d)
-        redis.call('ZREM', qexp, d)
-        redis.call('DEL', base .. d)
+    if #dead > 0 then
+        local wake = {}
+        for i, d in ipairs(dead) do wake[i] = base .. d end
+        qlen = qlen - redis.call('ZREM', queue, unpack(dead))
+        redis.call('ZREM', qexp, unpack(dead))
+        redis.call('DEL', unpack(wake))
+        places = #dead
     end
-    freed = freed + #dead
     -- ZRANK's nil reply is false in Lua: a caller without a ticket
     -- is not queued (and leaves nothing, wakes nobody)
     local rank = redis.call('ZRANK', queue, holder)
@@ -305,7 +309,7 @@ do
             -- a waiter that gives up frees a place: the one behind may go;
             -- one that takes its permit passes the wake-up on (a limit
             -- raised by set-limit lets the queue in one by one, not at once)
-            freed = freed + 1
+            if granted == 1 then freed = freed + 1 else places = places + 1 end
         end
         -- a caller that never held a ticket nor waited has no wake list
         if queued or flags ~= '' or wait_ms > 0 then
@@ -326,7 +330,9 @@ do
     -- permits freed by lease expiry, or queue places freed: the first
     -- (limit - count) waiters may go; wake the last FREED of them, the ones
     -- this call let in (each list holds one token)
-    local top = math.min(limit - count, qlen)
+    local free = limit - count
+    local top = math.min(free, qlen)
+    if free < qlen0 then freed = freed + places end
     if freed > 0 and top > 0 then
         local base = string.sub(queue, 1, -6) .. 'wake:'
         for _, w in ipairs(redis.call('ZRANGE', queue, math.max(0, top - freed), top - 1)) do

@@ -51,7 +51,8 @@ if removed == 1 then
     end
 end
 -- wake-ups: hand the freed permit to the first waiters --
-if redis.call('ZCARD', KEYS[6]) > 0 then
+local qlen0 = redis.call('ZCARD', KEYS[6])
+if qlen0 > 0 then
     local holders, queue, qexp = KEYS[1], KEYS[6], KEYS[7]
     local base = string.sub(queue, 1, -6) .. 'wake:'
     local t = redis.call('TIME')
@@ -60,20 +61,25 @@ if redis.call('ZCARD', KEYS[6]) > 0 then
     redis.call('ZREM', qexp, ARGV[1])
     redis.call('DEL', base .. ARGV[1])
     local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now, 'LIMIT', 0, 100)
-    for _, d in ipairs(dead) do
-        redis.call('ZREM', queue, d)
-        redis.call('ZREM', qexp, d)
-        redis.call('DEL', base .. d)
+    if #dead > 0 then
+        local wake = {}
+        for i, d in ipairs(dead) do wake[i] = base .. d end
+        redis.call('ZREM', queue, unpack(dead))
+        redis.call('ZREM', qexp, unpack(dead))
+        redis.call('DEL', unpack(wake))
     end
-    local freed = removed + left + #dead
-    if freed > 0 then
+    if removed + left + #dead > 0 then
         -- live holders only; the expired ones are swept by the next acquire
         local live = redis.call('ZCOUNT', holders, '(' .. now, '+inf')
         local limit = tonumber(redis.call('GET', KEYS[5])) or tonumber(ARGV[3]) or -1
-        local top = removed
-        if limit >= 0 then top = limit - live end
-        top = math.min(top, redis.call('ZCARD', queue))
-        if top > 0 then
+        local free = removed
+        if limit >= 0 then free = limit - live end
+        -- queue places freed let a waiter in only when the queue was longer
+        -- than the free permits
+        local freed = removed
+        if free < qlen0 then freed = freed + left + #dead end
+        local top = math.min(free, redis.call('ZCARD', queue))
+        if freed > 0 and top > 0 then
             for _, w in ipairs(redis.call('ZRANGE', queue, math.max(0, top - freed), top - 1)) do
                 local e = tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)
                 redis.call('LPUSH', base .. w, 'w')

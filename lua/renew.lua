@@ -51,7 +51,15 @@ if n > 0 then
     end
     if #zadd > 2 then redis.call(unpack(zadd)) end
     if add_missing and missing > 0 then
-        for _, id in ipairs(lost) do redis.call('HSETNX', since, id, now_s) end
+        -- an acquire time Redis still has stays (HSETNX, one call for all)
+        local known, hset = redis.call('HMGET', since, unpack(lost)), { 'HSET', since }
+        for i, id in ipairs(lost) do
+            if not known[i] then
+                hset[#hset + 1] = id
+                hset[#hset + 1] = now_s
+            end
+        end
+        if #hset > 2 then redis.call(unpack(hset)) end
         redis.call('HINCRBY', stats, 'reregistered', missing)
     end
 end

@@ -1257,7 +1257,7 @@ static void test_sweep_bounded_reask(void **state)
 }
 
 /* renew drops at most a sweep's worth of expired holders per call, and
- * renews in batches: 1,200 holders, three script calls, all renewed. */
+ * renews in batches: 1,200 holders, several script calls, all renewed. */
 static void test_renew_bounded(void **state)
 {
     enum { N = 1200 };
@@ -1272,7 +1272,7 @@ static void test_renew_bounded(void **state)
     }
     assert_int_equal(renew("brn", h, N, 10000, 1), N);  /* all missing: re-added */
     assert_int_equal(stat_of("brn", CCAP_STAT_REREGISTERED), N);
-    /* each of the three batches swept up to 100 of the 150 */
+    /* each batch swept up to CCAP_SEM_SWEEP_MAX of the 150 */
     assert_int_equal(stat_of("brn", CCAP_STAT_RECLAIMED), 150);
     assert_int_equal(cli_int("ZCARD " PFX "{brn}:holders"), N);
     assert_int_equal(renew("brn", h, N, 10000, 0), 0);
