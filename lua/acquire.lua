@@ -263,16 +263,19 @@ do
         redis.call('HINCRBY', stats, 'denied', '1')
         if full == 1 then redis.call('HINCRBY', stats, 'queue_full', '1') end
     end
-    -- a number given to redis.call is written as its %.17g; a %d (cheaper)
-    -- is the very same text for a positive integer (not for -0)
+    -- the limit and full_since gauges: one read, and a write only when one
+    -- changed. A number given to redis.call is written as its %.17g; a %d
+    -- (cheaper) is the very same text for a positive integer (not for -0)
+    local g = redis.call('HMGET', stats, 'limit', 'full_since')
     if limit > 0 and limit < 1e15 and limit % 1 == 0 then
-        redis.call('HSET', stats, 'limit', string.format('%d', limit))
+        local text = string.format('%d', limit)
+        if g[1] ~= text then redis.call('HSET', stats, 'limit', text) end
     else
         redis.call('HSET', stats, 'limit', limit)
     end
     if count >= limit then
-        redis.call('HSETNX', stats, 'full_since', now_s)
-    else
+        if not g[2] then redis.call('HSET', stats, 'full_since', now_s) end
+    elseif g[2] then
         redis.call('HDEL', stats, 'full_since')
     end
     -- waiters: only a caller that was refused (or may have been: it waited,
