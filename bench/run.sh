@@ -52,7 +52,7 @@ instr() {
     valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$out" "$@" >/dev/null 2>&1 || { echo -1; return; }
     awk '/^(summary|totals):/ {print $2; exit}' "$out"
 }
-# ROWS=name,...: only those sections (core: rows 1-6; scale: bench/scale.sh); all by default
+# ROWS=name,...: only those sections (core: rows 1-6; scale, fleet: bench/scale.sh); all by default
 only() { [ -z "${ROWS:-}" ] || [[ ",$ROWS," == *",$1,"* ]]; }
 rows=()
 row() { rows+=("$(printf '| %-60s | %-24s | %-8s | %-8s |' "$1" "$2" "$3" "$4")"); }
@@ -153,6 +153,7 @@ fi
 
 . bench/scale.sh
 only scale && scale_rows
+only fleet && scale_fleet
 
 echo
 load=$(cut -d' ' -f1-3 /proc/loadavg)

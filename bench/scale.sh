@@ -19,7 +19,6 @@ scale_rows() {
     read -r ours rs ctr < <("$B/scale" "$REDIS_SOCK" pairs 3000 2>/dev/null)
     row "Redis time per acquire+release pair: conncap" "${ours:-?} us ($(awk -v a="$ours" -v b="$rs" 'BEGIN {printf "%.2fx", a / b}') of redis-semaphore)" "1.5x" "$(verdict "$(awk -v a="$ours" -v b="$rs" 'BEGIN {print a / b}')" 1.5)"
     rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "redis-semaphore ops / counter script, us per pair" "${rs:-?} / ${ctr:-?}" "" "")")
-    scale_fleet
     REDIS_SOCK=$main_sock REDIS_PID=$main_pid
 }
 
@@ -27,7 +26,8 @@ scale_rows() {
 # limit 10: the server-seen maximum, connects per second against limit /
 # hold, Redis CPU per connect (INFO cpu), Redis connections (INFO clients).
 scale_fleet() {
-    local procs=100 iters=${FLEET_ITERS:-10} hold=5 limit=10
+    local procs=100 iters=${FLEET_ITERS:-20} hold=5 limit=10 main_sock=${REDIS_SOCK:-} main_pid=${REDIS_PID:-}
+    h_redis_start fleet
     h_server_start 60000
     cat >"$T/fleet.conf" <<CONF
 redis = { socket = "$REDIS_SOCK"; command_timeout_ms = 1000; key_prefix = "fleet:"; };
@@ -52,4 +52,19 @@ CONF
     rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "connects/s vs ideal limit/hold (2000/s)" "$rate ($(awk -v r="$rate" 'BEGIN {printf "%.0f%%", r / 20}'))" "" "")")
     rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "Redis CPU per connect (INFO cpu)" "$(awk -v a="$cpu0" -v b="$cpu1" -v n="$ok" 'BEGIN {printf "%.1f us", (b - a) * 1e6 / (n > 0 ? n : 1)}')" "" "")")
     rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "Redis connections: most at once / opened" "$maxc / $((conn1 - conn0))" "" "")")
+    REDIS_SOCK=$main_sock REDIS_PID=$main_pid
 }
+
+# Run directly (bash bench/scale.sh fleet), the fleet row alone, for any
+# BUILD: e.g. an older build, to compare.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    set -u
+    ROOT=$(cd "$(dirname "$0")/.." && pwd)
+    cd "$ROOT"
+    . tests/lib/harness.sh
+    rows=()
+    row() { rows+=("$(printf '| %-60s | %-24s | %-8s | %-8s |' "$1" "$2" "$3" "$4")"); }
+    verdict() { awk -v v="$1" -v t="$2" 'BEGIN {print (v <= t) ? "ok" : "MISSED"}'; }
+    scale_fleet
+    printf '%s\n' "${rows[@]}"
+fi
