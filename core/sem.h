@@ -86,7 +86,7 @@ int ccap_sem_key(char *out, size_t outlen, const char *prefix, const char *name,
  * the unexpired ones) so a dead holder's permit is free again at the end of
  * its lease whether or not it was swept yet, and wakes at most as many
  * waiters as permits the call freed. */
-#define CCAP_SEM_SWEEP_MAX 100
+#define CCAP_SEM_SWEEP_MAX 100 /* SWEEP in lua/acquire.lua and lua/renew.lua: the same number */
 /* ccap_sem_renew sends at most this many holders per script call. */
 #define CCAP_SEM_RENEW_BATCH 100
 

@@ -53,8 +53,8 @@
 -- dead holder's permit is free at the end of its lease whether or not it
 -- was dropped yet, and each acquire or renew drops SWEEP more.
 -- Time is the server's (TIME), never the client's. Expired holders (score <=
--- now) are dropped first, so a crashed holder's permit comes back after its
--- lease whatever other holders do. The holders key's TTL is at least the
+-- now) are dropped first (at most SWEEP, the rest not counted), so a crashed
+-- holder's permit comes back after its lease whatever other holders do. The holders key's TTL is at least the
 -- longest remaining lease: a grant that finds less than its own lease left
 -- on it (or a new key) sets it to (latest lease expiry - now) + lease, so it
 -- never expires while a lease is live, and an idle semaphore (nobody
