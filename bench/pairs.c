@@ -36,9 +36,9 @@ static int child(const char *sock, double secs, int limit)
         snprintf(holder, sizeof(holder), "bench/%d/%ld", (int)getpid(), n);
         struct ccap_sem_req q = { .holder = holder, .lease_ms = 30000, .limit = limit, .ticket_ttl_ms = 5000 };
         struct ccap_sem_result res;
-        if (ccap_sem_acquire_fair(r, "bench:", "pairs", &q, &res) < 0) return 1;
+        if (ccap_sem_acquire(r, "bench:", "pairs", &q, &res) < 0) return 1;
         if (!res.granted) continue;     /* contended: try again (the bench uses an uncontended limit) */
-        if (ccap_sem_release_wake(r, "bench:", "pairs", holder, limit) < 0) return 1;
+        if (ccap_sem_release(r, "bench:", "pairs", &(struct ccap_sem_rel){ holder, limit, 0 }) < 0) return 1;
         n++;
     }
     printf("%ld\n", n);

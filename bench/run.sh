@@ -54,13 +54,15 @@ instr() {
     valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$out" "$@" >/dev/null 2>&1 || { echo -1; return; }
     awk '/^(summary|totals):/ {print $2; exit}' "$out"
 }
+# ROWS=name,...: only those sections (core: rows 1-6; scale, fleet: bench/scale.sh); all by default
+only() { [ -z "${ROWS:-}" ] || [[ ",$ROWS," == *",$1,"* ]]; }
 rows=()
 row() { rows+=("$(printf '| %-60s | %-24s | %-8s | %-8s |' "$1" "$2" "$3" "$4")"); }
 verdict() { awk -v v="$1" -v t="$2" 'BEGIN {print (v <= t) ? "ok" : "MISSED"}'; }
 
 # ---- calibration: instructions per ns of this machine ----
 ipns=""
-if [ $have_valgrind = 1 ]; then
+if [ $have_valgrind = 1 ] && only core; then
     sn=20000000
     ns_per=$(for i in 1 2 3 4 5; do "$B/bench" spin $sn; done | fastest)
     ir=$(instr "$B/bench" spin $sn)
@@ -84,6 +86,7 @@ cheap() { # NAME TARGET ARGS... (ARGS: the bench mode, N per op last)
     rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "wall clock, fastest ns/op without / with" "$without / $with" "" "")")
 }
 
+if only core; then
 # 1. unmatched connect+close; 2. close() of a non-socket descriptor
 OPS=2000 cheap "unmatched connect+close, with vs without the shim" 1.03 conn "$LP" 2000
 OPS=50000 cheap "close() of a non-socket descriptor, with vs without" 1.05 close 10000 5
@@ -148,6 +151,11 @@ fi
 read -r _ rss_with < <(shim "$B/bench" mem "$XP" 1000)
 read -r _ rss_without < <("$B/bench" mem "$XP" 1000)
 row "added resident memory, 1000 permits held" "$((rss_with - rss_without)) KiB" "" ""
+fi
+
+. bench/scale.sh
+only scale && scale_rows
+only fleet && scale_fleet
 
 # 7. the CLI at 100,000 holders and 10,000 waiters: its longest Redis call
 while IFS= read -r l; do rows+=("$l"); done < <(bash bench/cli_scale.sh)

@@ -20,6 +20,7 @@ const struct ccap_ops_counter ccap_ops_counters[CCAP_OPS_N_COUNTERS] = {
     { CCAP_STAT_REREGISTERED, "conncap_reregistered_total", "Holders Redis had lost, registered again by their heartbeat." },
     { CCAP_STAT_FALLBACK, "conncap_fallback_granted_total", "Permits granted while Redis was down, counted once registered." },
     { CCAP_STAT_RESET_DROPPED, "conncap_reset_dropped_total", "Holders dropped by conncap reset." },
+    { CCAP_STAT_QUEUE_FULL, "conncap_queue_full_total", "Connects refused at once: max_waiters were queued already." },
 };
 
 const int ccap_ops_bounds_ms[CCAP_WAIT_N_BOUNDS] = CCAP_WAIT_BOUNDS_MS;

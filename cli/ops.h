@@ -41,7 +41,7 @@ void ccap_ops_close(struct ccap_config *cfg, struct ccap_redis *r);
 long long ccap_ops_server_ms(struct ccap_redis *r);
 
 /* The counters of the stats hash, in the order of ccap_ops_counters. */
-enum { CCAP_OPS_N_COUNTERS = 8 };
+enum { CCAP_OPS_N_COUNTERS = 9 };
 struct ccap_ops_counter {
     const char *field;      /* in <prefix>{name}:stats */
     const char *metric;     /* Prometheus name (a counter: ends in _total) */

@@ -39,7 +39,7 @@ static const char *const redis_keys[] = {"host", "port", "socket", "db", "connec
 static const char *const tls_keys[] = {"ca_file", "ca_dir", "cert_file", "key_file", "server_name", "verify",
                                        "sentinels", NULL};
 static const char *const sem_keys[] = {"name", "limit", "lease_ms", "wait_timeout_ms", "rate", "burst",
-                                       "local_limit", "restart_grace_ms", NULL};
+                                       "local_limit", "restart_grace_ms", "max_waiters", NULL};
 static const char *const rule_keys[] = {"semaphore", "match", "resolve", "resolve_interval_s", NULL};
 
 #define KEY_PREFIX_MAX 64
@@ -693,28 +693,17 @@ static bool valid_sem_name(const char *v)
     return true;
 }
 
-static int load_sem(struct ctx *c, const config_setting_t *g, size_t idx, struct ccap_config *cfg)
+/* Reads semaphores[IDX]'s name from G into SC, refusing a bad or duplicate
+ * name (PRE: "semaphores[IDX]", FILE: G's file). Returns 0 or -errno. */
+static int load_sem_name(struct ctx *c, const config_setting_t *g, size_t idx, const char *pre, const char *file,
+                         struct ccap_config *cfg)
 {
     struct ccap_sem_conf *sc = &cfg->sems[idx];
-    char pre[32], path[64];
+    const config_setting_t *s_name;
     const char *name = NULL;
-    const config_setting_t *s_name, *s;
-    int rc;
-
-    snprintf(pre, sizeof pre, "semaphores[%zu]", idx);
-    if (config_setting_type(g) != CONFIG_TYPE_GROUP)
-        return fail(c, g, pre, "must be a group, as in { name = \"api\"; limit = 4; }, not %s",
-                    type_name(g));
-    if ((rc = check_known(c, g, pre, sem_keys)) < 0)
-        return rc;
+    char path[64];
     unsigned line;
-    const char *file = where(c, g, &line);
-    sc->line = (int)line;
-    sc->lease_ms = 30000;
-    sc->wait_timeout_ms = 5000;
-    sc->limit = -1;
-    sc->local_limit = -1;
-    sc->burst = -1;
+    int rc;
 
     if ((rc = get_str(c, g, pre, "name", false, &name, &s_name)) < 0)
         return rc;
@@ -730,8 +719,15 @@ static int load_sem(struct ctx *c, const config_setting_t *g, size_t idx, struct
                         name, strcmp(first, file) ? first : "line", strcmp(first, file) ? ":" : " ",
                         cfg->sems[j].line);
         }
-    if (!(sc->name = strdup(name)))
-        return -ENOMEM;
+    return (sc->name = strdup(name)) ? 0 : -ENOMEM;
+}
+
+/* Reads the integer settings of semaphore group G (PRE in messages) into
+ * SC, whose defaults are set. Returns 0 or -errno. */
+static int load_sem_ints(struct ctx *c, const config_setting_t *g, const char *pre, struct ccap_sem_conf *sc)
+{
+    char path[64];
+    int rc;
 
     if ((rc = get_int(c, g, pre, "limit", 0, INT_MAX, "an integer >= 0", &sc->limit)) < 0 ||
         (rc = get_int(c, g, pre, "lease_ms", 300, INT_MAX, "an integer >= 300", &sc->lease_ms)) < 0 ||
@@ -739,7 +735,9 @@ static int load_sem(struct ctx *c, const config_setting_t *g, size_t idx, struct
                       &sc->wait_timeout_ms)) < 0 ||
         (rc = get_int(c, g, pre, "burst", 1, INT_MAX, "an integer >= 1", &sc->burst)) < 0 ||
         (rc = get_int(c, g, pre, "local_limit", 0, INT_MAX, "an integer >= 0", &sc->local_limit)) < 0 ||
-        (rc = get_int(c, g, pre, "restart_grace_ms", 0, INT_MAX, "an integer >= 0", &sc->restart_grace_ms)) < 0)
+        (rc = get_int(c, g, pre, "restart_grace_ms", 0, INT_MAX, "an integer >= 0", &sc->restart_grace_ms)) < 0 ||
+        (rc = get_int(c, g, pre, "max_waiters", 0, INT_MAX, "an integer >= 0 (0: no bound)",
+                      &sc->max_waiters)) < 0)
         return rc;
     if (sc->limit < 0)
         return fail(c, g, join(path, sizeof path, pre, "limit"), "is required");
@@ -748,6 +746,17 @@ static int load_sem(struct ctx *c, const config_setting_t *g, size_t idx, struct
                     join(path, sizeof path, pre, "restart_grace_ms"),
                     "%d is longer than lease_ms (%d): every lease has ended by then; lease_ms / 2 is enough",
                     sc->restart_grace_ms, sc->lease_ms);
+    if (sc->local_limit < 0)
+        sc->local_limit = sc->limit;
+    return 0;
+}
+
+/* Reads the rate and burst of semaphore group G (PRE in messages) into SC.
+ * Returns 0 or -errno. */
+static int load_sem_rate(struct ctx *c, const config_setting_t *g, const char *pre, struct ccap_sem_conf *sc)
+{
+    const config_setting_t *s;
+    char path[64];
 
     if ((s = config_setting_get_member(g, "rate"))) {
         join(path, sizeof path, pre, "rate");
@@ -771,9 +780,34 @@ static int load_sem(struct ctx *c, const config_setting_t *g, size_t idx, struct
     else if (sc->rate == 0)
         return fail(c, config_setting_get_member(g, "burst"), join(path, sizeof path, pre, "burst"),
                     "has no effect without a rate > 0");
-    if (sc->local_limit < 0)
-        sc->local_limit = sc->limit;
     return 0;
+}
+
+/* Reads semaphores[IDX] (group G) into CFG->sems[IDX]. Returns 0 or -errno
+ * (the message in C). */
+static int load_sem(struct ctx *c, const config_setting_t *g, size_t idx, struct ccap_config *cfg)
+{
+    struct ccap_sem_conf *sc = &cfg->sems[idx];
+    char pre[32];
+    unsigned line;
+    int rc;
+
+    snprintf(pre, sizeof pre, "semaphores[%zu]", idx);
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP)
+        return fail(c, g, pre, "must be a group, as in { name = \"api\"; limit = 4; }, not %s",
+                    type_name(g));
+    if ((rc = check_known(c, g, pre, sem_keys)) < 0)
+        return rc;
+    const char *file = where(c, g, &line);
+    sc->line = (int)line;
+    sc->lease_ms = 30000;
+    sc->wait_timeout_ms = 5000;
+    sc->limit = -1;
+    sc->local_limit = -1;
+    sc->burst = -1;
+    if ((rc = load_sem_name(c, g, idx, pre, file, cfg)) < 0 || (rc = load_sem_ints(c, g, pre, sc)) < 0)
+        return rc;
+    return load_sem_rate(c, g, pre, sc);
 }
 
 /* ---- rules ---- */

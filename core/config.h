@@ -62,6 +62,8 @@ struct ccap_sem_conf {
     int burst;                /* token-bucket burst; default max(1, ceil(rate)) */
     int local_limit;          /* per-process cap when on_redis_down = "local"; default limit */
     int restart_grace_ms;     /* 0..lease_ms, default 0: after Redis lost the semaphore, new grants wait this long */
+    int max_waiters;          /* >= 0, default 0 (no bound): a connect that would queue behind this many
+                               * waiters fails at once with on_timeout's errno (counted as queue_full) */
     int line;                 /* line in the file it is in, for messages */
 };
 

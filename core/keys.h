@@ -5,7 +5,7 @@
 /* Every key of semaphore NAME is "<key_prefix>{<NAME>}:<suffix>"
  * (ccap_sem_key builds it). The braces are a Redis Cluster hash tag: all of
  * a semaphore's keys live in one slot, so one script may touch them all.
- * lua/*.lua receive these keys in KEYS[] and never spell a suffix
+ * the scripts (lua/) receive these keys in KEYS[] and never spell a suffix
  * themselves, except the wake lists, derived from the queue key (its name
  * minus CCAP_KEY_QUEUE plus CCAP_KEY_WAKE and the holder id). */
 #define CCAP_KEY_HOLDERS "holders" /* zset: holder id -> lease expiry (ms, server TIME) */

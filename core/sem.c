@@ -3,27 +3,14 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define CCAP_KEY_MAX 512
 
-static atomic_int audit_maxlen; /* 0: audit off */
-
-void ccap_sem_set_audit(int maxlen)
-{
-    atomic_store_explicit(&audit_maxlen, maxlen > 0 ? maxlen : 0, memory_order_relaxed);
-}
-
-static void audit_arg(char *buf)
-{
-    ccap_fmt_ll(buf, atomic_load_explicit(&audit_maxlen, memory_order_relaxed));
-}
-
 /* Three memcpy, not snprintf: a matched connect+close builds 17 keys, and
- * snprintf cost about 900 instructions each (callgrind; issue 6). */
+ * snprintf is several times dearer per key. */
 int ccap_sem_key(char *out, size_t outlen, const char *prefix, const char *name, const char *suffix)
 {
     size_t lp = prefix ? strlen(prefix) : 0, ln = strlen(name), ls = strlen(suffix);
@@ -84,58 +71,75 @@ int ccap_sem_parse_int(struct ccap_redis *r, const char *what, const redisReply 
 
 int ccap_sem_parse_acquire(struct ccap_redis *r, const redisReply *rep, struct ccap_sem_result *res)
 {
-    long long g, c, l;
+    long long g, c, l, full;
 
-    if (!rep || rep->type != REDIS_REPLY_ARRAY || (rep->elements != 3 && rep->elements != 5)) {
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 6) {
         if (rep && rep->type == REDIS_REPLY_ARRAY)
-            ccap_redis_set_err(r, "redis: acquire reply: an array of %zu, not of 3 or 5", rep->elements);
+            ccap_redis_set_err(r, "redis: acquire reply: an array of %zu, not of 6", rep->elements);
         else
             ccap_redis_set_err(r, "redis: acquire reply: %s, not an array", type_name(rep));
         return -EPROTO;
     }
     if (ccap_sem_parse_int(r, "acquire reply: granted", rep->element[0], 0, 1, &g) ||
         ccap_sem_parse_int(r, "acquire reply: count", rep->element[1], 0, INT_MAX, &c) ||
-        ccap_sem_parse_int(r, "acquire reply: limit", rep->element[2], LLONG_MIN, LLONG_MAX, &l))
-        return -EPROTO;
-    res->retry_ms = 0; /* wait: retry_ms and wake_ms, when the queue keys were passed */
-    res->wake_ms = -1;
-    if (rep->elements == 5 &&
-        (ccap_sem_parse_int(r, "acquire reply: retry_ms", rep->element[3], 0, CCAP_SEM_MS_MAX, &res->retry_ms) ||
-         ccap_sem_parse_int(r, "acquire reply: wake_ms", rep->element[4], -1, CCAP_SEM_MS_MAX, &res->wake_ms)))
+        ccap_sem_parse_int(r, "acquire reply: limit", rep->element[2], LLONG_MIN, LLONG_MAX, &l) ||
+        ccap_sem_parse_int(r, "acquire reply: retry_ms", rep->element[3], 0, CCAP_SEM_MS_MAX, &res->retry_ms) ||
+        ccap_sem_parse_int(r, "acquire reply: wake_ms", rep->element[4], -1, CCAP_SEM_MS_MAX, &res->wake_ms) ||
+        ccap_sem_parse_int(r, "acquire reply: queue_full", rep->element[5], 0, 1, &full))
         return -EPROTO;
     res->granted = (int)g;
     res->count = c;
     res->limit = l;
+    res->queue_full = (int)full;
     return 0;
 }
 
-int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
-                     int lease_ms, int limit, struct ccap_sem_result *res)
+/* Writes FLAGS (CCAP_SEM_*) as acquire.lua's flag letters into OUT (4). */
+static void flag_arg(char *out, int flags)
 {
-    return ccap_sem_acquire_wait(r, prefix, name, holder, lease_ms, limit, 0, 0, res);
+    int n = 0;
+
+    if (flags & CCAP_SEM_UNBLOCK)
+        out[n++] = 'u';
+    if (flags & CCAP_SEM_LEAVE)
+        out[n++] = 'l';
+    out[n] = '\0';
 }
 
-int ccap_sem_acquire_wait(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
-                          int lease_ms, int limit, long long waited_ms, long long wait_left_ms,
-                          struct ccap_sem_result *res)
+int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_req *q,
+                     struct ccap_sem_result *res)
 {
-    static const char *const suffix[6] = { "holders", "limit", "stats", "since", "waiters", "audit" };
-    char keys[6][CCAP_KEY_MAX], lease[16], lim[16], waited[24], left[24], audit[16];
-    const char *args[12] = { [6] = holder, lease, lim, waited, left, audit };
+    static const char *const suffix[10] = { CCAP_KEY_HOLDERS, CCAP_KEY_LIMIT, CCAP_KEY_STATS, CCAP_KEY_SINCE,
+                                            CCAP_KEY_WAITERS, CCAP_KEY_AUDIT, CCAP_KEY_QUEUE, CCAP_KEY_QEXP,
+                                            CCAP_KEY_RATE, CCAP_KEY_EPOCH };
+    char keys[10][CCAP_KEY_MAX], num[10][24], flags[4], rate[32];
+    const char *args[22];
     redisReply *rep;
     int rc;
 
-    if (lease_ms <= 0 || !holder)
+    if (!q || q->lease_ms <= 0 || !q->holder || !(q->rate >= 0) || q->ticket_ttl_ms < 0 || q->grace_ms < 0 ||
+        q->max_waiters < 0)
         return -EINVAL;
-    if (sem_keys(keys, args, suffix, 6, prefix, name) < 0)
+    if (sem_keys(keys, args, suffix, 10, prefix, name) < 0)
         return -ENAMETOOLONG;
-    ccap_fmt_ll(lease, lease_ms);
-    ccap_fmt_ll(lim, limit);
-    ccap_fmt_ll(waited, waited_ms > 0 ? waited_ms : 0);
-    ccap_fmt_ll(left, wait_left_ms > 0 ? wait_left_ms : 0);
-    audit_arg(audit);
-
-    rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, 6, 12, args, &rep);
+    args[10] = q->holder;
+    args[11] = ccap_fmt_ll(num[0], q->lease_ms);
+    args[12] = ccap_fmt_ll(num[1], q->limit);
+    args[13] = ccap_fmt_ll(num[2], q->waited_ms > 0 ? q->waited_ms : 0);
+    args[14] = ccap_fmt_ll(num[3], q->wait_left_ms > 0 ? q->wait_left_ms : 0);
+    args[15] = ccap_fmt_ll(num[4], q->audit_maxlen > 0 ? q->audit_maxlen : 0);
+    args[16] = ccap_fmt_ll(num[5], q->ticket_ttl_ms);
+    flag_arg(flags, q->flags);
+    args[17] = flags;
+    if (q->rate > 0)
+        snprintf(rate, sizeof rate, "%.6f", q->rate);
+    else
+        strcpy(rate, "0");
+    args[18] = rate;
+    args[19] = ccap_fmt_ll(num[6], q->burst > 0 ? q->burst : 1);
+    args[20] = ccap_fmt_ll(num[7], q->grace_ms);
+    args[21] = ccap_fmt_ll(num[8], q->max_waiters);
+    rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, 10, 22, args, &rep);
     if (rc < 0)
         return rc;
     rc = ccap_sem_parse_acquire(r, rep, res);
@@ -143,21 +147,35 @@ int ccap_sem_acquire_wait(struct ccap_redis *r, const char *prefix, const char *
     return rc;
 }
 
-int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name, const char *holder)
+/* release.lua's keys and arguments for REL on NAME into KEYS, ARGS (10)
+ * and NUM. Returns 0, -EINVAL or -ENAMETOOLONG. */
+static int release_args(char (*keys)[CCAP_KEY_MAX], const char **args, char (*num)[16], const char *prefix,
+                        const char *name, const struct ccap_sem_rel *rel)
 {
-    static const char *const suffix[4] = { "holders", "stats", "since", "audit" };
-    char keys[4][CCAP_KEY_MAX], audit[16];
-    const char *args[6] = { [4] = holder, audit };
+    static const char *const suffix[7] = { CCAP_KEY_HOLDERS, CCAP_KEY_STATS, CCAP_KEY_SINCE, CCAP_KEY_AUDIT,
+                                           CCAP_KEY_LIMIT, CCAP_KEY_QUEUE, CCAP_KEY_QEXP };
+
+    if (!rel || !rel->holder)
+        return -EINVAL;
+    if (sem_keys(keys, args, suffix, 7, prefix, name) < 0)
+        return -ENAMETOOLONG;
+    args[7] = rel->holder;
+    args[8] = ccap_fmt_ll(num[0], rel->audit_maxlen > 0 ? rel->audit_maxlen : 0);
+    args[9] = ccap_fmt_ll(num[1], rel->limit);
+    return 0;
+}
+
+int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_rel *rel)
+{
+    char keys[7][CCAP_KEY_MAX], num[2][16];
+    const char *args[10];
     redisReply *rep;
     long long v;
     int rc;
 
-    if (!holder)
-        return -EINVAL;
-    if (sem_keys(keys, args, suffix, 4, prefix, name) < 0)
-        return -ENAMETOOLONG;
-    audit_arg(audit);
-    rc = ccap_redis_script(r, CCAP_SCRIPT_RELEASE, 4, 6, args, &rep);
+    if ((rc = release_args(keys, args, num, prefix, name, rel)) < 0)
+        return rc;
+    rc = ccap_redis_script(r, CCAP_SCRIPT_RELEASE, 7, 10, args, &rep);
     if (rc < 0)
         return rc;
     rc = ccap_sem_parse_int(r, "release reply", rep, 0, 1, &v);
@@ -165,35 +183,30 @@ int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name,
     return rc < 0 ? rc : (int)v;
 }
 
-int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, const char *const *holders,
-                   size_t n, int lease_ms, int add_missing)
+int ccap_sem_release_defer(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_rel *rel,
+                           long long until_ms, bool send)
 {
-    static const char *const suffix[3] = { "holders", "stats", "since" };
-    char keys[3][CCAP_KEY_MAX], lease[16];
-    const char **args;
+    char keys[7][CCAP_KEY_MAX], num[2][16];
+    const char *args[10];
+    int rc;
+
+    if ((rc = release_args(keys, args, num, prefix, name, rel)) < 0)
+        return rc;
+    return ccap_redis_script_defer(r, CCAP_SCRIPT_RELEASE, 7, 10, args, until_ms, send);
+}
+
+/* One renew.lua call for the N (<= CCAP_SEM_RENEW_BATCH) HOLDERS, with
+ * ARGS (n + 5 slots) whose keys and lease are filled. Returns the number
+ * missing or -errno. */
+static int renew_batch(struct ccap_redis *r, const char **args, const char *const *holders, size_t n)
+{
     redisReply *rep;
     long long v;
     int rc;
 
-    if (lease_ms <= 0 || (n && !holders) || n > (size_t)(1 << 20))
-        return -EINVAL;
-    if (n == 0)
-        return 0;
-    args = malloc(sizeof *args * (n + 5));
-    if (!args)
-        return -ENOMEM;
-    if (sem_keys(keys, args, suffix, 3, prefix, name) < 0) {
-        free(args);
-        return -ENAMETOOLONG;
-    }
-    ccap_fmt_ll(lease, lease_ms);
-    args[3] = lease;
-    args[4] = add_missing ? "1" : "0";
     for (size_t i = 0; i < n; i++)
         args[5 + i] = holders[i];
-
     rc = ccap_redis_script(r, CCAP_SCRIPT_RENEW, 3, (int)(n + 5), args, &rep);
-    free(args);
     if (rc < 0)
         return rc;
     rc = ccap_sem_parse_int(r, "renew reply", rep, 0, (long long)n, &v);
@@ -201,10 +214,34 @@ int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, c
     return rc < 0 ? rc : (int)v;
 }
 
-int ccap_sem_timeout(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
-                     long long waited_ms)
+int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, const char *const *holders,
+                   size_t n, int lease_ms, int add_missing)
 {
-    static const char *const suffix[3] = { "stats", "waiters", "audit" };
+    static const char *const suffix[3] = { CCAP_KEY_HOLDERS, CCAP_KEY_STATS, CCAP_KEY_SINCE };
+    char keys[3][CCAP_KEY_MAX], lease[16];
+    const char *args[CCAP_SEM_RENEW_BATCH + 5];
+    int missing = 0;
+
+    if (lease_ms <= 0 || (n && !holders) || n > (size_t)(1 << 20))
+        return -EINVAL;
+    if (sem_keys(keys, args, suffix, 3, prefix, name) < 0)
+        return -ENAMETOOLONG;
+    args[3] = ccap_fmt_ll(lease, lease_ms);
+    args[4] = add_missing ? "1" : "0";
+    for (size_t i = 0; i < n; i += CCAP_SEM_RENEW_BATCH) {
+        size_t m = n - i < CCAP_SEM_RENEW_BATCH ? n - i : CCAP_SEM_RENEW_BATCH;
+        int rc = renew_batch(r, args, holders + i, m);
+        if (rc < 0)
+            return rc;
+        missing += rc;
+    }
+    return missing;
+}
+
+int ccap_sem_timeout(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
+                     long long waited_ms, int audit_maxlen)
+{
+    static const char *const suffix[3] = { CCAP_KEY_STATS, CCAP_KEY_WAITERS, CCAP_KEY_AUDIT };
     char keys[3][CCAP_KEY_MAX], waited[24], audit[16];
     const char *args[6] = { [3] = holder, waited, audit };
     redisReply *rep;
@@ -215,7 +252,7 @@ int ccap_sem_timeout(struct ccap_redis *r, const char *prefix, const char *name,
     if (sem_keys(keys, args, suffix, 3, prefix, name) < 0)
         return -ENAMETOOLONG;
     ccap_fmt_ll(waited, waited_ms > 0 ? waited_ms : 0);
-    audit_arg(audit);
+    ccap_fmt_ll(audit, audit_maxlen > 0 ? audit_maxlen : 0);
     rc = ccap_redis_script(r, CCAP_SCRIPT_TIMEOUT, 3, 6, args, &rep);
     if (rc < 0)
         return rc;
@@ -232,7 +269,7 @@ int ccap_sem_count_fallback(struct ccap_redis *r, const char *prefix, const char
 
     if (n <= 0)
         return n < 0 ? -EINVAL : 0;
-    if (ccap_sem_key(skey, sizeof skey, prefix, name, "stats") < 0)
+    if (ccap_sem_key(skey, sizeof skey, prefix, name, CCAP_KEY_STATS) < 0)
         return -ENAMETOOLONG;
     ccap_fmt_ll(num, n);
     rc = ccap_redis_script(r, CCAP_SCRIPT_FALLBACK, 1, 2, args, &rep);
@@ -261,9 +298,9 @@ static int sem_cmd(struct ccap_redis *r, const char *what, int argc, const char 
 /* Plain commands, not a script: the library holds only what a worker may
  * run, and an operator needs no Lua rights. ZREMRANGEBYRANK removes and
  * counts the holders in one step; the rest follows it. */
-int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, const char *who)
+int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, const char *who, int audit_maxlen)
 {
-    static const char *const suffix[4] = { "holders", "since", "stats", "audit" };
+    static const char *const suffix[4] = { CCAP_KEY_HOLDERS, CCAP_KEY_SINCE, CCAP_KEY_STATS, CCAP_KEY_AUDIT };
     char keys[4][CCAP_KEY_MAX], audit[16], num[24];
     const char *k[4];
     long long n;
@@ -271,7 +308,7 @@ int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, c
 
     if (sem_keys(keys, k, suffix, 4, prefix, name) < 0)
         return -ENAMETOOLONG;
-    audit_arg(audit);
+    ccap_fmt_ll(audit, audit_maxlen > 0 ? audit_maxlen : 0);
     if ((rc = sem_cmd(r, "ZREMRANGEBYRANK reply", 4, (const char *[]){ "ZREMRANGEBYRANK", k[0], "0", "-1" },
                       &n)) < 0)
         return rc;
@@ -287,119 +324,11 @@ int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, c
     return n > INT_MAX ? INT_MAX : (int)n;
 }
 
-/* ---- waiting: fair queue, wake-ups, rate limit (issue 6) ---- */
-
 int ccap_sem_wake_key(char *out, size_t outlen, const char *prefix, const char *name, const char *holder)
 {
     char suffix[CCAP_KEY_MAX];
 
-    if ((size_t)snprintf(suffix, sizeof suffix, "wake:%s", holder) >= sizeof suffix)
+    if ((size_t)snprintf(suffix, sizeof suffix, CCAP_KEY_WAKE "%s", holder) >= sizeof suffix)
         return -ENAMETOOLONG;
     return ccap_sem_key(out, outlen, prefix, name, suffix);
-}
-
-int ccap_sem_acquire_fair(struct ccap_redis *r, const char *prefix, const char *name,
-                          const struct ccap_sem_req *q, struct ccap_sem_result *res)
-{
-    static const char *const suffix[10] = { "holders", "limit", "stats", "since", "waiters", "audit",
-                                            "queue", "qexp", "rate", "epoch" };
-    char keys[10][CCAP_KEY_MAX], lease[16], lim[16], waited[24], left[24], audit[16];
-    char ttl[16], flags[4], rate[32], burst[16], grace[16];
-    const char *args[21];
-    redisReply *rep;
-    int rc, nf = 0;
-
-    if (!q || q->lease_ms <= 0 || !q->holder || q->rate < 0 || q->ticket_ttl_ms < 0 || q->grace_ms < 0)
-        return -EINVAL;
-    if (sem_keys(keys, args, suffix, 10, prefix, name) < 0)
-        return -ENAMETOOLONG;
-    ccap_fmt_ll(lease, q->lease_ms);
-    ccap_fmt_ll(lim, q->limit);
-    ccap_fmt_ll(waited, q->waited_ms > 0 ? q->waited_ms : 0);
-    ccap_fmt_ll(left, q->wait_left_ms > 0 ? q->wait_left_ms : 0);
-    audit_arg(audit);
-    ccap_fmt_ll(ttl, q->ticket_ttl_ms);
-    if (q->flags & CCAP_SEM_UNBLOCK)
-        flags[nf++] = 'u';
-    if (q->flags & CCAP_SEM_LEAVE)
-        flags[nf++] = 'l';
-    flags[nf] = '\0';
-    if (q->rate > 0)
-        snprintf(rate, sizeof rate, "%.6f", q->rate);
-    else
-        strcpy(rate, "0");
-    ccap_fmt_ll(burst, q->burst > 0 ? q->burst : 1);
-    ccap_fmt_ll(grace, q->grace_ms);
-    args[10] = q->holder;
-    args[11] = lease;
-    args[12] = lim;
-    args[13] = waited;
-    args[14] = left;
-    args[15] = audit;
-    args[16] = ttl;
-    args[17] = flags;
-    args[18] = rate;
-    args[19] = burst;
-    args[20] = grace;
-
-    rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, 10, 21, args, &rep);
-    if (rc < 0)
-        return rc;
-    rc = ccap_sem_parse_acquire(r, rep, res);
-    if (rc == 0 && rep->elements != 5) {
-        ccap_redis_set_err(r, "redis: acquire reply: 3 elements, not the 5 of a wait");
-        rc = -EPROTO;
-    }
-    freeReplyObject(rep);
-    return rc;
-}
-
-/* release.lua's keys and arguments for HOLDER of NAME (LIMIT: the
- * configured one, -1 unknown) into KEYS, ARGS (10), AUDIT and LIM. */
-static int release_args(char (*keys)[CCAP_KEY_MAX], const char **args, char *audit, char *lim,
-                        const char *prefix, const char *name, const char *holder, int limit)
-{
-    static const char *const suffix[7] = { "holders", "stats", "since", "audit", "limit", "queue", "qexp" };
-
-    if (!holder)
-        return -EINVAL;
-    if (sem_keys(keys, args, suffix, 7, prefix, name) < 0)
-        return -ENAMETOOLONG;
-    audit_arg(audit);
-    ccap_fmt_ll(lim, limit);
-    args[7] = holder;
-    args[8] = audit;
-    args[9] = lim;
-    return 0;
-}
-
-int ccap_sem_release_wake(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
-                          int limit)
-{
-    char keys[7][CCAP_KEY_MAX], audit[16], lim[16];
-    const char *args[10];
-    redisReply *rep;
-    long long v;
-    int rc;
-
-    if ((rc = release_args(keys, args, audit, lim, prefix, name, holder, limit)) < 0)
-        return rc;
-    rc = ccap_redis_script(r, CCAP_SCRIPT_RELEASE, 7, 10, args, &rep);
-    if (rc < 0)
-        return rc;
-    rc = ccap_sem_parse_int(r, "release reply", rep, 0, 1, &v);
-    freeReplyObject(rep);
-    return rc < 0 ? rc : (int)v;
-}
-
-int ccap_sem_release_defer(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
-                           int limit, long long until_ms, bool send)
-{
-    char keys[7][CCAP_KEY_MAX], audit[16], lim[16];
-    const char *args[10];
-    int rc;
-
-    if ((rc = release_args(keys, args, audit, lim, prefix, name, holder, limit)) < 0)
-        return rc;
-    return ccap_redis_script_defer(r, CCAP_SCRIPT_RELEASE, 7, 10, args, until_ms, send);
 }

@@ -3,6 +3,7 @@
 #define CCAP_SEM_H
 
 #include <stddef.h>
+#include "keys.h"
 #include "redis.h"
 
 /* Key layout, with a hash tag so a semaphore's keys share a cluster slot:
@@ -30,15 +31,15 @@ struct ccap_sem_result {
     long long count;    /* holders after the call, 0..INT_MAX */
     long long limit;    /* limit in force (override or configured): any integer, as the limit key
                          * may say (it is shown, never computed with) */
-    long long retry_ms; /* ccap_sem_acquire_fair: > 0 the rate says not yet, next slot in that many ms
+    long long retry_ms; /* > 0 the rate or the restart grace says not yet, next slot in that many ms
                          * (0..CCAP_SEM_MS_MAX) */
-    long long wake_ms;  /* ccap_sem_acquire_fair: ms until the earliest lease ends (re-check then), -1 none
-                         * (-1..CCAP_SEM_MS_MAX) */
+    long long wake_ms;  /* ms until the earliest lease ends (re-check then), -1 none (-1..CCAP_SEM_MS_MAX) */
+    int queue_full;     /* 1: refused at once, the queue holds max_waiters tickets (not queued) */
 };
 
-/* Parses acquire.lua's reply REP: an array {granted 0|1, count, limit} or
- * {..., retry_ms, wake_ms}, each an integer within the range its field
- * states. Returns 0 and fills *RES, or -EPROTO with R's error (R may be
+/* Parses acquire.lua's reply REP: an array {granted 0|1, count, limit,
+ * retry_ms, wake_ms, queue_full 0|1}, each an integer within the range its
+ * field states. Returns 0 and fills *RES, or -EPROTO with R's error (R may be
  * NULL) saying which element was wrong and how. Pure; does not free REP. */
 int ccap_sem_parse_acquire(struct ccap_redis *r, const redisReply *rep, struct ccap_sem_result *res);
 
@@ -56,6 +57,7 @@ int ccap_sem_parse_int(struct ccap_redis *r, const char *what, const redisReply 
 #define CCAP_STAT_REREGISTERED "reregistered"  /* holders re-added by renew */
 #define CCAP_STAT_FALLBACK "fallback_granted"  /* granted while Redis was down, counted on recovery */
 #define CCAP_STAT_RESET_DROPPED "reset_dropped"/* holders dropped by conncap reset */
+#define CCAP_STAT_QUEUE_FULL "queue_full"      /* connects refused at once: max_waiters tickets queued */
 #define CCAP_STAT_FULL_SINCE "full_since"      /* gauge: ms (server TIME) since no permit is free; absent if one is */
 #define CCAP_STAT_LIMIT "limit"                /* gauge: limit in force at the last acquire */
 #define CCAP_STAT_WAIT_COUNT "wait_count"      /* waits ended (granted or timed out) */
@@ -66,66 +68,11 @@ int ccap_sem_parse_int(struct ccap_redis *r, const char *what, const redisReply 
 #define CCAP_WAIT_BOUNDS_MS { 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000 }
 #define CCAP_WAIT_N_BOUNDS 12
 
-/* Writes "<prefix>{<name>}:<suffix>" into OUT. Returns its length, or
- * -ENAMETOOLONG when OUTLEN is too small. */
+/* Writes "<prefix>{<name>}:<suffix>" into OUT (SUFFIX: a CCAP_KEY_* of
+ * keys.h). Returns its length, or -ENAMETOOLONG when OUTLEN is too small. */
 int ccap_sem_key(char *out, size_t outlen, const char *prefix, const char *name, const char *suffix);
 
-/* Tries once to acquire a permit for HOLDER on semaphore NAME with a lease
- * of LEASE_MS and configured LIMIT (the limit key wins when set). Expired
- * holders are dropped first. If HOLDER already holds one, its lease is
- * renewed and granted is 1. Returns 0 and fills *RES, or -errno as
- * ccap_redis_script. Never waits. */
-int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
-                     int lease_ms, int limit, struct ccap_sem_result *res);
-
-/* As ccap_sem_acquire, for an acquirer that has waited WAITED_MS so far
- * (its own monotonic clock) and gives up in WAIT_LEFT_MS (0: it will not
- * wait). A grant feeds the wait histogram with WAITED_MS and counts
- * acquired; a refusal counts denied and lists HOLDER in the waiters set
- * until it gets a permit, times out, or WAIT_LEFT_MS + 1 s pass. */
-int ccap_sem_acquire_wait(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
-                          int lease_ms, int limit, long long waited_ms, long long wait_left_ms,
-                          struct ccap_sem_result *res);
-
-/* HOLDER gave up waiting for NAME after WAITED_MS: counts timed_out, feeds
- * the wait histogram, takes HOLDER off the waiters set, and appends a timeout
- * event to the audit stream when audit is on. Returns 0 or -errno as
- * ccap_redis_script. */
-int ccap_sem_timeout(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
-                     long long waited_ms);
-
-/* Adds N to NAME's fallback_granted counter (permits granted while Redis
- * was down, now registered), with lua/fallback.lua (a worker's user needs
- * no plain write command). Returns 0 or -errno as ccap_redis_script. */
-int ccap_sem_count_fallback(struct ccap_redis *r, const char *prefix, const char *name, int n);
-
-/* Drops every holder of NAME (and their acquire times); counters stay.
- * Appends a reset event naming WHO when audit is on. Plain commands (an
- * operator's, not in the workers' function library), one after the other:
- * a holder that acquires meanwhile may lose its acquire time (not its
- * permit). Returns the number of holders dropped, or -errno as
- * ccap_redis_command. */
-int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, const char *who);
-
-/* Audit: MAXLEN > 0 makes acquire, release, timeout and reset append events
- * to <prefix>{<name>}:audit (XADD MAXLEN ~ MAXLEN); 0 turns it off (the
- * default). Process-wide; thread-safe (an atomic). */
-void ccap_sem_set_audit(int maxlen);
-
-/* Releases HOLDER's permit on NAME. Idempotent; removes no other holder.
- * Returns 1 if a permit was removed, 0 if HOLDER held none, or -errno. */
-int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name, const char *holder);
-
-/* Extends the leases of N holders of NAME to now + LEASE_MS in one call.
- * If ADD_MISSING is non-zero, a holder missing from the set (lost by a
- * Redis restart or failover) is added again, even above the limit.
- * Returns the number of holders that were missing (re-added or not), or
- * -errno. */
-int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, const char *const *holders,
-                   size_t n, int lease_ms, int add_missing);
-
-/* ---- waiting: fair queue, wake-ups, rate limit (issue 6) ----
- * More keys, same hash tag:
+/* More keys, same hash tag (keys.h):
  *   <prefix>{<name>}:queue       sorted set: waiting holder id -> arrival (us of TIME)
  *   <prefix>{<name>}:qexp        sorted set: waiting holder id -> ticket expiry (ms)
  *   <prefix>{<name>}:wake:<id>   list of at most one token: BLPOPed by that waiter
@@ -133,7 +80,15 @@ int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, c
  * Fairness: waiters are admitted in arrival order (Redis in Action 6.3.2's
  * fair semaphore, as a queue): with the queue not empty, only its first
  * (limit - count) live tickets may take a permit, a newcomer lines up last.
- * Rate: GCRA (one permit per 1/rate s, BURST at once), on server time. */
+ * Rate: GCRA (one permit per 1/rate s, BURST at once), on server time.
+ * Bounded work: every script drops at most CCAP_SEM_SWEEP_MAX expired holders
+ * (and as many dead tickets) per call, counts only live holders (ZCOUNT of
+ * the unexpired ones) so a dead holder's permit is free again at the end of
+ * its lease whether or not it was swept yet, and wakes at most as many
+ * waiters as permits the call freed. */
+#define CCAP_SEM_SWEEP_MAX 100 /* SWEEP in lua/acquire.lua and lua/renew.lua: the same number */
+/* ccap_sem_renew sends at most this many holders per script call. */
+#define CCAP_SEM_RENEW_BATCH 100
 
 /* One acquire attempt of a (possibly waiting) connect. */
 struct ccap_sem_req {
@@ -149,32 +104,78 @@ struct ccap_sem_req {
     int burst;              /* >= 1 */
     int grace_ms;           /* > 0: when the semaphore's epoch key is missing (first use, or Redis
                              * lost its data), new grants wait this long: holders re-register first */
+    int max_waiters;        /* > 0: a caller that would queue behind this many tickets is refused at
+                             * once (res->queue_full) and counted; 0: no bound */
+    int audit_maxlen;       /* > 0: a grant appends an event to the audit stream (XADD MAXLEN ~) */
 };
 #define CCAP_SEM_UNBLOCK 1  /* push a token to HOLDER's own wake list (ends its pending BLPOP) */
 #define CCAP_SEM_LEAVE 2    /* leave the queue if not admitted now (the last attempt) */
 
 /* One attempt: admits REQ->holder if the limit, the queue order and the rate
- * allow; otherwise queues or refreshes its ticket (ticket_ttl_ms > 0) and
- * tells when to re-check (res->retry_ms, res->wake_ms). Wakes the waiters
- * that may go when expired leases or tickets were swept. Returns 0 and *RES,
- * or -errno as ccap_redis_script. Never waits. Not thread-safe on R. */
-int ccap_sem_acquire_fair(struct ccap_redis *r, const char *prefix, const char *name,
-                          const struct ccap_sem_req *req, struct ccap_sem_result *res);
+ * allow (a holder asking again keeps its permit, its lease renewed);
+ * otherwise queues or refreshes its ticket (ticket_ttl_ms > 0) unless the
+ * queue is full (res->queue_full: not queued, counted as queue_full), and
+ * tells when to re-check (res->retry_ms, res->wake_ms). A grant feeds the
+ * wait histogram with waited_ms; a refusal counts denied and lists HOLDER in
+ * the waiters set for wait_left_ms + 1 s. Wakes the waiters that may go
+ * when expired leases or tickets were swept. Returns 0 and *RES, or -errno
+ * as ccap_redis_script (-EINVAL for a bad REQ). Never waits. Not
+ * thread-safe on R. */
+int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_req *req,
+                     struct ccap_sem_result *res);
 
-/* As ccap_sem_release, and then wakes the first (LIMIT - live holders)
- * waiters (LIMIT is the configured limit; the limit key wins; -1 unknown:
- * one waiter per permit freed). Also takes HOLDER out of the queue. */
-int ccap_sem_release_wake(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
-                          int limit);
+/* HOLDER gave up waiting for NAME after WAITED_MS: counts timed_out, feeds
+ * the wait histogram, takes HOLDER off the waiters set, and appends a timeout
+ * event to the audit stream when AUDIT_MAXLEN > 0. Returns 0 or -errno as
+ * ccap_redis_script. */
+int ccap_sem_timeout(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
+                     long long waited_ms, int audit_maxlen);
 
-/* ccap_sem_release_wake without waiting for Redis's reply (the shim's
- * close() path): sent at once when SEND, else only kept; either way kept
- * until Redis answered that it ran, and run again after a lost connection
- * or an error reply (see ccap_redis_script_defer), until UNTIL_MS
- * (monotonic ms: the end of the lease, when Redis drops the holder
- * anyway). Returns 0 or -errno as ccap_redis_script_defer. */
-int ccap_sem_release_defer(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,
-                           int limit, long long until_ms, bool send);
+/* Adds N to NAME's fallback_granted counter (permits granted while Redis
+ * was down, now registered), with lua/fallback.lua (a worker's user needs
+ * no plain write command). Returns 0 or -errno as ccap_redis_script. */
+int ccap_sem_count_fallback(struct ccap_redis *r, const char *prefix, const char *name, int n);
+
+/* Drops every holder of NAME (and their acquire times); counters stay.
+ * Appends a reset event naming WHO when AUDIT_MAXLEN > 0. Plain commands
+ * (an operator's, not in the workers' function library), one after the
+ * other: a holder that acquires meanwhile may lose its acquire time (not
+ * its permit). Returns the number of holders dropped, or -errno as
+ * ccap_redis_command. */
+int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, const char *who, int audit_maxlen);
+
+/* One release: the holder, the configured LIMIT of its semaphore (the limit
+ * key wins; -1 unknown: one waiter woken per permit freed) and the audit
+ * stream's MAXLEN (0: no audit). */
+struct ccap_sem_rel {
+    const char *holder;
+    int limit;
+    int audit_maxlen;
+};
+
+/* Releases REL->holder's permit on NAME and takes it out of the queue;
+ * idempotent, removes no other holder; then wakes at most as many of the
+ * first waiters as permits are free. Returns 1 if a permit was removed, 0
+ * if the holder held none, or -errno as ccap_redis_script. */
+int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_rel *rel);
+
+/* ccap_sem_release without waiting for Redis's reply (the shim's close()
+ * path): sent at once when SEND, else only kept; either way kept until
+ * Redis answered that it ran, and run again after a lost connection or an
+ * error reply (see ccap_redis_script_defer), until UNTIL_MS (monotonic ms:
+ * the end of the lease, when Redis drops the holder anyway). Returns 0 or
+ * -errno as ccap_redis_script_defer. */
+int ccap_sem_release_defer(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_rel *rel,
+                           long long until_ms, bool send);
+
+/* Extends the leases of N holders of NAME to now + LEASE_MS, in script
+ * calls of at most CCAP_SEM_RENEW_BATCH holders each (one Redis call never
+ * grows with N). If ADD_MISSING is non-zero, a holder missing from the set
+ * (lost by a Redis restart or failover) is added again, even above the
+ * limit. Returns the number of holders that were missing (re-added or not),
+ * or -errno of the first call that failed (the batches before it ran). */
+int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, const char *const *holders,
+                   size_t n, int lease_ms, int add_missing);
 
 /* Writes the wake list key of waiter HOLDER on NAME into OUT. Returns its
  * length or -ENAMETOOLONG. */

@@ -5,51 +5,56 @@
 -- KEYS[2]  <prefix>{name}:limit    optional runtime override of the limit. It is
 --                                  ops state written by `conncap set-limit` and
 --                                  deliberately has no TTL: it stays until DEL.
--- ARGV[1]  holder id
--- ARGV[2]  lease in ms (> 0)
--- ARGV[3]  configured limit (used when the limit key is absent or not a number)
--- stats (ops, issue 7): keys and args appended after the above --
 -- KEYS[3]  <prefix>{name}:stats    hash of counters, no TTL (see below)
 -- KEYS[4]  <prefix>{name}:since    hash: holder id -> acquire time (ms, TIME)
 -- KEYS[5]  <prefix>{name}:waiters  sorted set: holder id -> when its wait ends
 -- KEYS[6]  <prefix>{name}:audit    stream of events (only when ARGV[6] > 0)
--- ARGV[4]  ms this acquirer has waited so far (client clock), for the histogram
--- ARGV[5]  ms until this acquirer gives up (0: it will not wait), for waiters
--- ARGV[6]  audit stream MAXLEN ~ (0: no audit)
--- -- end stats --
--- wait (fair queue, wake-ups, rate limit; issue 6): appended after the above --
 -- KEYS[7]  <prefix>{name}:queue    sorted set: waiting holder id -> arrival
 --                                  (us of TIME); the FIFO order of waiters
 -- KEYS[8]  <prefix>{name}:qexp     sorted set: waiting holder id -> ticket
 --                                  expiry (ms): a waiter that stops re-checking
 --                                  (crashed) drops out of the queue then
 -- KEYS[9]  <prefix>{name}:rate     string: GCRA theoretical arrival time (us)
+-- KEYS[10] <prefix>{name}:epoch    string, no TTL: server ms from which new
+--                                  grants are allowed (restart grace, below)
+-- ARGV[1]  holder id
+-- ARGV[2]  lease in ms (> 0)
+-- ARGV[3]  configured limit (used when the limit key is absent or not a number)
+-- ARGV[4]  ms this acquirer has waited so far (client clock), for the histogram
+-- ARGV[5]  ms until this acquirer gives up (0: it will not wait), for waiters
+-- ARGV[6]  audit stream MAXLEN ~ (0: no audit)
 -- ARGV[7]  ticket TTL in ms: > 0 queues HOLDER when not admitted (or refreshes
 --          its ticket); 0 tries once without queueing
 -- ARGV[8]  flags: "u" push a token to HOLDER's own wake list (ends its pending
 --          BLPOP on another connection); "l" leave the queue if not admitted
 -- ARGV[9]  rate: new permits per second over the fleet (0: no rate limit)
 -- ARGV[10] burst (>= 1): permits the rate lets through at once
--- KEYS[10] <prefix>{name}:epoch    string, no TTL: server ms from which new
---                                  grants are allowed (restart grace, below)
 -- ARGV[11] restart grace in ms (0: off): when KEYS[10] is missing -- Redis
 --          never saw this semaphore, or lost its data (a restart without
 --          persistence, a flush) -- it is set to now + grace, and until then
 --          only holders asking again keep permits: the holders of before the
 --          loss re-register with their next heartbeat (renew.lua) meanwhile,
---          so the fleet never counts from zero. Optional (KEYS[10] absent).
+--          so the fleet never counts from zero.
+-- ARGV[12] max_waiters (0: no bound): a caller that is not admitted, holds no
+--          ticket and would queue (ARGV[7] > 0) behind this many tickets is
+--          not queued; it is counted (stats queue_full) and told so (below)
 -- Wake lists <prefix>{name}:wake:<holder id> (a list of at most one token) are
 -- derived from KEYS[7]; they share its hash tag, so its cluster slot.
--- With these keys the reply has two more elements: retry_ms (> 0: admitted by
--- the limit and the queue, but the rate or the restart grace says not yet:
--- the next slot is in that many ms) and wake_ms (ms until the earliest lease ends, when a waiter must
--- re-check even if nobody wakes it; -1: none).
--- -- end wait --
--- Returns {granted (0/1), count after the call, limit in force}.
+-- Returns {granted (0/1), count after the call, limit in force, retry_ms,
+-- wake_ms, queue_full (0/1)}: retry_ms > 0: admitted by the limit and the
+-- queue, but the rate or the restart grace says not yet: the next slot is in
+-- that many ms; wake_ms: ms until the earliest live lease ends, when a waiter
+-- must re-check even if nobody wakes it (-1: none).
 --
+-- Bounded work: one call drops at most SWEEP expired holders and SWEEP dead
+-- tickets, and wakes at most as many waiters as it freed permits or queue
+-- places. The count is of live holders (lease end > now): while more than
+-- SWEEP expired ones wait to be dropped, ZCOUNT counts the live ones, so a
+-- dead holder's permit is free at the end of its lease whether or not it
+-- was dropped yet, and each acquire or renew drops SWEEP more.
 -- Time is the server's (TIME), never the client's. Expired holders (score <=
--- now) are dropped first, so a crashed holder's permit comes back after its
--- lease whatever other holders do. The holders key's TTL is at least the
+-- now) are dropped first (at most SWEEP, the rest not counted), so a crashed
+-- holder's permit comes back after its lease whatever other holders do. The holders key's TTL is at least the
 -- longest remaining lease: a grant that finds less than its own lease left
 -- on it (or a new key) sets it to (latest lease expiry - now) + lease, so it
 -- never expires while a lease is live, and an idle semaphore (nobody
@@ -61,23 +66,11 @@
 -- made anew (its TTL -1) gets one at once. Releasing the last holder
 -- deletes the key at once.
 --
--- Cost: on the fast path (a free permit, empty queue, no rate, no audit, a
--- caller that never waited) this is 13 redis.call: TIME, ZCARD, the sweep's
--- read, GET limit, ZCARD queue, ZADD, HSET since, PTTL since, 3 HINCRBY,
--- HSET limit, HDEL full_since; a lone holder (an empty set: no sweep read)
--- has two PEXPIRE for the PTTL, 13 too. The rest runs only when there is
--- work to do, and the fast path builds no table, closure or string for it:
--- in Redis the calls cost about 0.25-0.6 us each, and a call to a Lua
--- library function (tonumber, string.*, math.*) about 0.05-0.15 us, a new
--- string or table more (it is garbage to collect). Arguments are strings
--- where they can be: a string.format('%d') costs less than the %.17g that
--- redis.call makes of a number (the limit field too: the same text for an
--- integer). The counters stay HINCRBY: one HMGET + one HSET of them, even
--- with HSET limit and HDEL full_since folded in, costs more (its reply's
--- strings and the formats) than the five calls. Measured (a lone holder's
--- acquire + release in a loop inside one EVAL, fastest of 60 runs of 1000
--- pairs on a 2-core VM): about 11.0 us per pair, 12.3-12.9 us before these
--- trims, of which the redis.call alone (literal arguments) take about 8.6.
+-- Cost: the fast path (a free permit, empty queue, no rate, no audit, a
+-- caller that never waited) makes few redis.call (each costs far more than
+-- Lua's own work) and builds no table, closure or string for the rest.
+-- Arguments are strings where they can be: a string.format('%d') costs less
+-- than the %.17g that redis.call makes of a number.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local holders, holder = KEYS[1], ARGV[1]
@@ -97,23 +90,35 @@ if ARGV[4] and ARGV[4] ~= '0' then
     wait_s = string.format('%d', wait_ms)
 end
 
--- the holders the sweep drops (their lease ended): none in an empty set,
--- else usually none, so one read
-local count = redis.call('ZCARD', holders) -- kept up to date from here on, not read again
+-- the holders the sweep drops (their lease ended), at most SWEEP: none in
+-- an empty set, else usually none, so one read
+local SWEEP = 100
+local count = redis.call('ZCARD', holders) -- live holders, kept up to date from here on
 local swept, n_swept = nil, 0
 if count > 0 then
-    swept = redis.call('ZRANGEBYSCORE', holders, '-inf', now_s)
+    swept = redis.call('ZRANGEBYSCORE', holders, '-inf', now_s, 'LIMIT', 0, SWEEP)
     n_swept = #swept
     if n_swept > 0 then
-        redis.call('ZREMRANGEBYSCORE', holders, '-inf', now_s)
+        redis.call('ZREM', holders, unpack(swept))
         count = count - n_swept
+    end
+    if n_swept == SWEEP then
+        -- more may have expired: count the live ones, and drop HOLDER's own
+        -- ended lease now, so that it asks again as a newcomer
+        count = redis.call('ZCOUNT', holders, '(' .. now_s, '+inf')
+        local mine = redis.call('ZSCORE', holders, holder)
+        if mine and tonumber(mine) <= now then
+            redis.call('ZREM', holders, holder)
+            n_swept = n_swept + 1
+            swept[n_swept] = holder
+        end
     end
 end
 
 local limit = redis.call('GET', KEYS[2])
 limit = limit and tonumber(limit) or tonumber(ARGV[3]) or 0
 
--- wait: fair queue and rate limit (issue 6) --
+-- fair queue and rate limit --
 -- Fairness is the "fair semaphore" of Redis in Action 6.3.2 (and of the
 -- redis-semaphore package's fair variant) turned into a queue: waiters hold
 -- tickets ordered by arrival, and a permit freed while the queue is not empty
@@ -124,36 +129,37 @@ limit = limit and tonumber(limit) or tonumber(ARGV[3]) or 0
 -- ZCARD is all the queue work then (queue and qexp hold the same members,
 -- added and removed together, with the same TTL).
 -- The queue state is plain locals, and the wake list prefix is made where it
--- is used: the fast path builds no table, closure or string for it. Without
--- the queue keys (QUEUE nil) rate and pos stay 0: the limit alone decides.
+-- is used: the fast path builds no table, closure or string for it.
+-- FREED counts the permits this call frees, PLACES the queue places: it
+-- wakes at most that many waiters (places count only when the queue is
+-- longer than the free permits: otherwise every waiter may go already).
 local queue = KEYS[7] -- qexp KEYS[8], rate KEYS[9]; wake lists: queue minus 'queue', plus 'wake:'
-local flags, rate, retry, hint, changed, queued, pos, qlen = '', 0, 0, -1, n_swept > 0, false, 0, 0
-if queue then
-    flags = ARGV[8] or ''
-    if ARGV[9] ~= '0.000000' then rate = tonumber(ARGV[9]) or 0 end -- (sem.c's %.6f of no rate)
-    qlen = redis.call('ZCARD', queue)
-    if qlen > 0 then
-        -- tickets not refreshed in time: their waiters are gone
-        local qexp, base = KEYS[8], string.sub(queue, 1, -6) .. 'wake:'
-        local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now_s, 'LIMIT', 0, 100)
-        for _, d in ipairs(dead) do
-            qlen = qlen - redis.call('ZREM', queue, d)
-            redis.call('ZREM', qexp, d)
-            redis.call('DEL', base .. d)
-        end
-        changed = changed or #dead > 0
-        -- ZRANK's nil reply is false in Lua: a caller without a ticket
-        -- is not queued (and leaves nothing, wakes nobody)
-        local rank = redis.call('ZRANK', queue, holder)
-        queued = rank ~= false and rank ~= nil
-        pos = rank or qlen
+local flags, rate, retry, hint, freed, places, queued, pos = ARGV[8] or '', 0, 0, -1, n_swept, 0, false, 0
+if ARGV[9] ~= '0' and ARGV[9] ~= '0.000000' then rate = tonumber(ARGV[9]) or 0 end -- (sem.c's %.6f)
+local qlen = redis.call('ZCARD', queue)
+local qlen0 = qlen
+if qlen > 0 then
+    -- tickets not refreshed in time: their waiters are gone
+    local qexp, base = KEYS[8], string.sub(queue, 1, -6) .. 'wake:'
+    local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now_s, 'LIMIT', 0, SWEEP)
+    if #dead > 0 then
+        local wake = {}
+        for i, d in ipairs(dead) do wake[i] = base .. d end
+        qlen = qlen - redis.call('ZREM', queue, unpack(dead))
+        redis.call('ZREM', qexp, unpack(dead))
+        redis.call('DEL', unpack(wake))
+        places = #dead
     end
+    -- ZRANK's nil reply is false in Lua: a caller without a ticket
+    -- is not queued (and leaves nothing, wakes nobody)
+    local rank = redis.call('ZRANK', queue, holder)
+    queued = rank ~= false and rank ~= nil
+    pos = rank or qlen
 end
--- end wait --
 
 -- restart grace (opt-in): ms left before new grants, 0 when none
 local grace = 0
-if KEYS[10] and ARGV[11] and ARGV[11] ~= '0' then
+if ARGV[11] and ARGV[11] ~= '0' then
     local opens = tonumber(redis.call('GET', KEYS[10]))
     if not opens then
         opens = now + (tonumber(ARGV[11]) or 0)
@@ -189,19 +195,26 @@ elseif grace == 0 and count < limit and rate > 0 and pos < limit - count then
         redis.call('ZADD', holders, expiry, holder)
         granted = 1
     end
-elseif grace > 0 and queue then
+elseif grace > 0 then
     retry = math.max(retry, grace) -- a waiter tries again when the grace ends
 end
 local fresh = granted == 1 and not was_holder -- a new grant
 if fresh then count = count + 1 end
+-- the queue's bound: a newcomer that would wait behind max_waiters tickets
+local ticket_ttl = granted == 0 and (tonumber(ARGV[7]) or 0) or 0
+local leave = flags ~= '' and string.find(flags, 'l', 1, true)
+local full = 0
+if ticket_ttl > 0 and not queued and not leave and ARGV[12] ~= '0' then
+    local maxw = tonumber(ARGV[12]) or 0
+    if maxw > 0 and qlen >= maxw then full, ticket_ttl = 1, 0 end
+end
 
--- stats: acquire times (the since hash) --
+-- acquire times (the since hash) --
 local since = KEYS[4]
 for i = 1, n_swept, 1000 do
     redis.call('HDEL', since, unpack(swept, i, math.min(i + 999, n_swept)))
 end
 if fresh then redis.call('HSET', since, holder, now_s) end
--- end stats --
 -- TTL of the holders key (and of since, which always has the same TTL: both
 -- are set together, here and in renew.lua). A grant needs the key to outlive
 -- its lease; when less than one lease is left (or the key, or since, is new
@@ -221,7 +234,7 @@ if granted == 1 then
         redis.call('PEXPIRE', since, ttl)
     end
 end
--- stats: counters, wait histogram, waiters, audit --
+-- counters, wait histogram, waiters, audit --
 -- The stats hash has no TTL: its counters are monotonic (Prometheus
 -- counters), so it outlives idle periods. since and waiters live as long as
 -- the holders key / the longest wait; both stay O(1) per call when nothing
@@ -248,30 +261,35 @@ do
         ev = 'acquire'
     elseif granted == 0 then
         redis.call('HINCRBY', stats, 'denied', '1')
+        if full == 1 then redis.call('HINCRBY', stats, 'queue_full', '1') end
     end
-    -- a number given to redis.call is written as its %.17g; a %d (cheaper)
-    -- is the very same text for a positive integer (not for -0)
+    -- the limit and full_since gauges: one read, and a write only when one
+    -- changed. A number given to redis.call is written as its %.17g; a %d
+    -- (cheaper) is the very same text for a positive integer (not for -0)
+    local g = redis.call('HMGET', stats, 'limit', 'full_since')
     if limit > 0 and limit < 1e15 and limit % 1 == 0 then
-        redis.call('HSET', stats, 'limit', string.format('%d', limit))
+        local text = string.format('%d', limit)
+        if g[1] ~= text then redis.call('HSET', stats, 'limit', text) end
     else
         redis.call('HSET', stats, 'limit', limit)
     end
     if count >= limit then
-        redis.call('HSETNX', stats, 'full_since', now_s)
-    else
+        if not g[2] then redis.call('HSET', stats, 'full_since', now_s) end
+    elseif g[2] then
         redis.call('HDEL', stats, 'full_since')
     end
     -- waiters: only a caller that was refused (or may have been: it waited,
     -- or holds or held a ticket) is or was listed there
-    if granted == 0 or wait_ms > 0 or not queue or queued or flags ~= '' then
+    if granted == 0 or wait_ms > 0 or queued or flags ~= '' then
         local waiters = KEYS[5]
         local wait_left = math.max(0, math.floor(tonumber(ARGV[5]) or 0))
-        if fresh then
+        if fresh or full == 1 then
             redis.call('ZREM', waiters, holder)
         elseif granted == 0 and wait_left > 0 then
             redis.call('ZADD', waiters, string.format('%d', now + wait_left + 1000), holder)
         end
-        redis.call('ZREMRANGEBYSCORE', waiters, '-inf', now_s)
+        local gone = redis.call('ZRANGEBYSCORE', waiters, '-inf', now_s, 'LIMIT', 0, SWEEP)
+        if #gone > 0 then redis.call('ZREM', waiters, unpack(gone)) end
         local wtop = redis.call('ZRANGE', waiters, -1, -1, 'WITHSCORES')
         if wtop[2] then
             redis.call('PEXPIRE', waiters, string.format('%d', tonumber(wtop[2]) - now + 1))
@@ -283,17 +301,18 @@ do
                    'wait_ms', wait_ms, 'count', count, 'limit', limit)
     end
 end
--- end stats --
--- wait: queue bookkeeping, wake-ups (issue 6) --
-if queue then
+-- queue bookkeeping, wake-ups --
+do
     local qexp = KEYS[8]
-    local leave = flags ~= '' and string.find(flags, 'l', 1, true)
-    local ttl = granted == 0 and (tonumber(ARGV[7]) or 0) or 0
-    if granted == 1 or ttl <= 0 or leave then
+    if granted == 1 or ticket_ttl <= 0 or leave then
         if queued then
             redis.call('ZREM', queue, holder)
             redis.call('ZREM', qexp, holder)
-            changed = true
+            qlen = qlen - 1
+            -- a waiter that gives up frees a place: the one behind may go;
+            -- one that takes its permit passes the wake-up on (a limit
+            -- raised by set-limit lets the queue in one by one, not at once)
+            if granted == 1 then freed = freed + 1 else places = places + 1 end
         end
         -- a caller that never held a ticket nor waited has no wake list
         if queued or flags ~= '' or wait_ms > 0 then
@@ -302,21 +321,24 @@ if queue then
     else
         qlen = qlen + redis.call('ZADD', queue, 'NX',
                                  string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])), holder)
-        redis.call('ZADD', qexp, string.format('%d', now + ttl), holder)
+        redis.call('ZADD', qexp, string.format('%d', now + ticket_ttl), holder)
         for _, k in ipairs({ queue, qexp }) do
-            if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, string.format('%d', ttl)) end
+            if redis.call('PTTL', k) < ticket_ttl then redis.call('PEXPIRE', k, string.format('%d', ticket_ttl)) end
         end
         if retry == 0 and count > 0 then
-            local first = redis.call('ZRANGE', holders, 0, 0, 'WITHSCORES')
-            hint = math.max(0, tonumber(first[2]) - now)
+            local first = redis.call('ZRANGEBYSCORE', holders, '(' .. now_s, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+            if first[2] then hint = math.max(0, tonumber(first[2]) - now) end
         end
     end
     -- permits freed by lease expiry, or queue places freed: the first
-    -- (limit - count) waiters may now go; wake them (each list holds one token)
+    -- (limit - count) waiters may go; wake the last FREED of them, the ones
+    -- this call let in (each list holds one token)
     local free = limit - count
-    if changed and free > 0 and qlen > 0 then
+    local top = math.min(free, qlen)
+    if free < qlen0 then freed = freed + places end
+    if freed > 0 and top > 0 then
         local base = string.sub(queue, 1, -6) .. 'wake:'
-        for _, w in ipairs(redis.call('ZRANGE', queue, 0, free - 1)) do
+        for _, w in ipairs(redis.call('ZRANGE', queue, math.max(0, top - freed), top - 1)) do
             if w ~= holder then
                 local e = tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)
                 redis.call('LPUSH', base .. w, 'w')
@@ -331,7 +353,5 @@ if queue then
         redis.call('LTRIM', mykey, 0, 0)
         redis.call('PEXPIRE', mykey, string.format('%d', math.max(tonumber(ARGV[7]) or 0, 1000)))
     end
-    return {granted, count, limit, retry, hint}
 end
--- end wait --
-return {granted, count, limit}
+return {granted, count, limit, retry, hint, full}

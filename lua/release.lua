@@ -1,19 +1,16 @@
 -- release.lua -- gives back exactly one holder's permit; idempotent.
 --
 -- KEYS[1]  <prefix>{name}:holders  (see acquire.lua)
+-- KEYS[2]  <prefix>{name}:stats    KEYS[3] <prefix>{name}:since
+-- KEYS[4]  <prefix>{name}:audit    KEYS[5] <prefix>{name}:limit
+-- KEYS[6]  <prefix>{name}:queue    KEYS[7] <prefix>{name}:qexp  (see acquire.lua)
 -- ARGV[1]  holder id
--- stats (ops, issue 7): keys and args appended after the above --
--- KEYS[2]  <prefix>{name}:stats  KEYS[3] <prefix>{name}:since
--- KEYS[4]  <prefix>{name}:audit  (see acquire.lua)
 -- ARGV[2]  audit stream MAXLEN ~ (0: no audit)
--- -- end stats --
--- wait (wake-ups; issue 6): appended after the above --
--- KEYS[5]  <prefix>{name}:limit  KEYS[6] <prefix>{name}:queue
--- KEYS[7]  <prefix>{name}:qexp   (see acquire.lua)
 -- ARGV[3]  configured limit (-1: unknown, wake one waiter per permit freed)
--- Takes HOLDER out of the queue too (a waiter giving up), then wakes the
--- first (limit - live holders) waiters by pushing a token to their wake lists.
--- -- end wait --
+-- Takes HOLDER out of the queue too (a waiter giving up), then wakes at most
+-- as many waiters as this call freed permits or queue places: the last of
+-- the first (limit - live holders), the ones it let in, by pushing a token
+-- to their wake lists.
 -- Returns 1 if the holder was removed, 0 if it held no permit.
 --
 -- Only this member is removed, never another holder. The TTL invariant (the
@@ -29,7 +26,7 @@
 -- (at most a spent token of its own, which expires by itself).
 if redis.replicate_commands then redis.replicate_commands() end
 local removed = redis.call('ZREM', KEYS[1], ARGV[1])
--- stats: released counter, acquire time, full_since, audit --
+-- released counter, acquire time, full_since, audit --
 if removed == 1 then
     local stats = KEYS[2]
     redis.call('HINCRBY', stats, 'released', '1')
@@ -41,7 +38,9 @@ if removed == 1 then
     if redis.call('HGET', stats, 'full_since') then
         local lim = tonumber(redis.call('HGET', stats, 'limit'))
         if lim then
-            count = redis.call('ZCARD', KEYS[1])
+            -- live holders: expired ones may wait to be swept (acquire.lua)
+            local t = redis.call('TIME')
+            count = redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%d', t[1] * 1000 + math.floor(t[2] / 1000)), '+inf')
             if count < lim then redis.call('HDEL', stats, 'full_since') end
         end
     end
@@ -51,9 +50,9 @@ if removed == 1 then
                    'count', count or redis.call('ZCARD', KEYS[1]))
     end
 end
--- end stats --
--- wait: hand the freed permit to the first waiters (issue 6) --
-if KEYS[7] and redis.call('ZCARD', KEYS[6]) > 0 then
+-- wake-ups: hand the freed permit to the first waiters --
+local qlen0 = redis.call('ZCARD', KEYS[6])
+if qlen0 > 0 then
     local holders, queue, qexp = KEYS[1], KEYS[6], KEYS[7]
     local base = string.sub(queue, 1, -6) .. 'wake:'
     local t = redis.call('TIME')
@@ -62,19 +61,26 @@ if KEYS[7] and redis.call('ZCARD', KEYS[6]) > 0 then
     redis.call('ZREM', qexp, ARGV[1])
     redis.call('DEL', base .. ARGV[1])
     local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now, 'LIMIT', 0, 100)
-    for _, d in ipairs(dead) do
-        redis.call('ZREM', queue, d)
-        redis.call('ZREM', qexp, d)
-        redis.call('DEL', base .. d)
+    if #dead > 0 then
+        local wake = {}
+        for i, d in ipairs(dead) do wake[i] = base .. d end
+        redis.call('ZREM', queue, unpack(dead))
+        redis.call('ZREM', qexp, unpack(dead))
+        redis.call('DEL', unpack(wake))
     end
-    if removed == 1 or left == 1 or #dead > 0 then
+    if removed + left + #dead > 0 then
         -- live holders only; the expired ones are swept by the next acquire
         local live = redis.call('ZCOUNT', holders, '(' .. now, '+inf')
         local limit = tonumber(redis.call('GET', KEYS[5])) or tonumber(ARGV[3]) or -1
         local free = removed
         if limit >= 0 then free = limit - live end
-        if free > 0 then
-            for _, w in ipairs(redis.call('ZRANGE', queue, 0, free - 1)) do
+        -- queue places freed let a waiter in only when the queue was longer
+        -- than the free permits
+        local freed = removed
+        if free < qlen0 then freed = freed + left + #dead end
+        local top = math.min(free, redis.call('ZCARD', queue))
+        if freed > 0 and top > 0 then
+            for _, w in ipairs(redis.call('ZRANGE', queue, math.max(0, top - freed), top - 1)) do
                 local e = tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)
                 redis.call('LPUSH', base .. w, 'w')
                 redis.call('LTRIM', base .. w, 0, 0)
@@ -83,5 +89,4 @@ if KEYS[7] and redis.call('ZCARD', KEYS[6]) > 0 then
         end
     end
 end
--- end wait --
 return removed

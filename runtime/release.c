@@ -41,8 +41,8 @@ void ccap_rt_release(struct ccap_permit *p)
 void ccap_rt_release_kept(const char *sem, int i, const char *holder, long long until)
 {
     bool send = !ccap_breaker_open();
-    int rc = ccap_sem_release_defer(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, sem, holder,
-                                    i >= 0 ? ccap_rt.cfg->sems[i].limit : -1, until, send);
+    struct ccap_sem_rel rel = { holder, i >= 0 ? ccap_rt.cfg->sems[i].limit : -1, ccap_rt_audit_maxlen() };
+    int rc = ccap_sem_release_defer(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, sem, &rel, until, send);
     if (rc < 0 && send) {   /* kept (but for -ENOMEM): sent again when redis answers */
         ccap_breaker_note(rc);
         ccap_log(CCAP_LOG_INFO, "release of %s not sent (%s): %s", holder, strerror(-rc),

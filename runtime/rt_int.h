@@ -27,10 +27,13 @@ extern struct ccap_rt_state ccap_rt;
 /* state.c: the configuration in force, loading it on first use (NULL: not
  * usable). Thread-safe. */
 const struct ccap_config *ccap_rt_config(void);
+/* state.c: the audit stream's MAXLEN the scripts are given with each
+ * call under the configuration in force: 0 when audit is off. */
+int ccap_rt_audit_maxlen(void);
 /* state.c: the index of semaphore NAME in the configuration in force, or -1. */
 int ccap_rt_sem_index(const char *name);
 /* state.c: applies what a newly loaded configuration CFG sets process-wide
- * (log level and target, the audit stream's length). Called for the first
+ * (log level and target). Called for the first
  * configuration and by every reload (reload.c): the one place that sets them. */
 void ccap_rt_config_applied(const struct ccap_config *cfg);
 /* state.c: after fork, in the child (its rlock already made afresh): the

@@ -11,7 +11,12 @@ struct ccap_rt_state ccap_rt = { .once = PTHREAD_ONCE_INIT, .rlock = PTHREAD_MUT
 void ccap_rt_config_applied(const struct ccap_config *cfg)
 {
     ccap_log_setup(cfg->log_level, cfg->log_target);
-    ccap_sem_set_audit(cfg->audit ? cfg->audit_maxlen : 0);
+}
+
+int ccap_rt_audit_maxlen(void)
+{
+    const struct ccap_config *cfg = ccap_rt.cfg;
+    return cfg && cfg->audit ? cfg->audit_maxlen : 0;
 }
 
 /* The first load: the file, the Redis client, the counters (sized for any

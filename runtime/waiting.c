@@ -30,7 +30,7 @@ static int try_acquire(const struct ccap_sem_conf *s, const struct ccap_sem_req 
     pthread_mutex_lock(&ccap_rt.rlock);
     int rc = -ECONNREFUSED;
     if (!ccap_breaker_open()) {
-        rc = ccap_sem_acquire_fair(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, s->name, q, res);
+        rc = ccap_sem_acquire(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, s->name, q, res);
         ccap_breaker_note(rc);
     }
     pthread_mutex_unlock(&ccap_rt.rlock);
@@ -67,7 +67,8 @@ static int redis_down(const struct ccap_sem_conf *s, size_t sem, struct ccap_per
 static void report_timeout(const struct ccap_sem_conf *s, const char *holder, long long waited)
 {
     pthread_mutex_lock(&ccap_rt.rlock);
-    if (!ccap_breaker_open() && ccap_sem_timeout(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, s->name, holder, waited) < 0)
+    if (!ccap_breaker_open() && ccap_sem_timeout(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, s->name, holder, waited,
+                                                  ccap_rt_audit_maxlen()) < 0)
         ccap_log(CCAP_LOG_DEBUG, "timeout of %s not counted: %s", holder, ccap_redis_errstr(ccap_rt.redis));
     pthread_mutex_unlock(&ccap_rt.rlock);
 }
@@ -161,7 +162,8 @@ int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cc
     long long start = ccap_now_ms(), deadline = start + wait_ms;
     struct ccap_sem_req q = { .holder = p->holder, .lease_ms = s->lease_ms, .limit = s->limit,
                               .ticket_ttl_ms = wait_ms > 0 ? ticket_ttl_ms() : 0, .rate = s->rate,
-                              .burst = s->burst, .grace_ms = s->restart_grace_ms };
+                              .burst = s->burst, .grace_ms = s->restart_grace_ms,
+                              .max_waiters = s->max_waiters, .audit_maxlen = ccap_rt_audit_maxlen() };
     struct ccap_sem_result res;
     struct ccap_redis *wc = NULL;
     char wake[640] = "";    /* made before the first block: most connects never wait */
@@ -185,6 +187,12 @@ int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cc
         bool left_queue = q.flags & CCAP_SEM_LEAVE;
         q.flags = 0;
         if (rc == 1) break;
+        if (rc == 0 && res.queue_full) {    /* max_waiters queued already: shed at once */
+            ccap_log(CCAP_LOG_WARN, "queue of %s full (max_waiters %d): connect fails at once with %s", s->name,
+                     s->max_waiters, ccap_errno_name(fail_errno));
+            rc = -fail_errno;
+            break;
+        }
         /* may Redis keep a ticket or a permit of this id? */
         in_redis = rc < 0 ? in_redis || may_have_run(rc) : q.ticket_ttl_ms > 0 && !left_queue;
         t = ccap_now_ms();

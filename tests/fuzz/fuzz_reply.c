@@ -25,6 +25,7 @@ static void check_reply(const redisReply *rep)
         assert(res.retry_ms >= 0 && res.retry_ms <= CCAP_SEM_MS_MAX);
         assert(res.wake_ms >= -1 && res.wake_ms <= CCAP_SEM_MS_MAX);
         assert(res.wake_ms + 1 > res.wake_ms); /* the sum runtime/waiting.c computes */
+        assert(res.queue_full == 0 || res.queue_full == 1);
     }
     if (ccap_sem_parse_int(NULL, "reply", rep, 0, 1, &v) == 0)
         assert(v == 0 || v == 1);

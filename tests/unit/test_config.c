@@ -130,6 +130,7 @@ static void test_defaults(void **state)
     assert_int_equal(s->burst, 1);
     assert_int_equal(s->local_limit, 4);
     assert_int_equal(s->restart_grace_ms, 0);
+    assert_int_equal(s->max_waiters, 0);
     assert_int_equal(s->line, 1);
     assert_int_equal(cfg->n_rules, 1);
     assert_int_equal(cfg->rules[0].sem, 0);
@@ -155,7 +156,7 @@ static void test_full(void **state)
              "};\n"
              "semaphores = (\n"
              "  { name = \"partner-api\"; limit = 4; lease_ms = 300; wait_timeout_ms = 0;\n"
-             "    rate = 2.5; local_limit = 2; restart_grace_ms = 150; },\n"
+             "    rate = 2.5; local_limit = 2; restart_grace_ms = 150; max_waiters = 7; },\n"
              "  { name = \"db.main_1\"; limit = 0L; rate = 10; burst = 3; }\n"
              ");\n"
              "rules = (\n"
@@ -191,6 +192,8 @@ static void test_full(void **state)
     assert_int_equal(cfg->sems[0].burst, 3); /* ceil(2.5) */
     assert_int_equal(cfg->sems[0].local_limit, 2);
     assert_int_equal(cfg->sems[0].restart_grace_ms, 150);
+    assert_int_equal(cfg->sems[0].max_waiters, 7);
+    assert_int_equal(cfg->sems[1].max_waiters, 0);
     assert_int_equal(cfg->sems[0].line, 9);
     assert_string_equal(cfg->sems[1].name, "db.main_1");
     assert_int_equal(cfg->sems[1].limit, 0);
@@ -490,6 +493,8 @@ static void test_ranges(void **state)
                   "semaphores[0].lease_ms: must be an integer >= 300, not 299");
     load_bad_line("semaphores = ( { name = \"a\"; limit = 1; wait_timeout_ms = -1; } );\n", 1,
                   "semaphores[0].wait_timeout_ms: must be an integer >= 0, not -1");
+    load_bad_line("semaphores = ( { name = \"a\"; limit = 1; max_waiters = -2; } );\n", 1,
+                  "semaphores[0].max_waiters: must be an integer >= 0 (0: no bound), not -2");
     load_bad_line("semaphores = ( { name = \"a\"; limit = 1; rate = -0.5; } );\n", 1,
                   "semaphores[0].rate: must be a number 0-1e9");
     load_bad_line("semaphores = ( { name = \"a\"; limit = 1; burst = 5; } );\n", 1,

@@ -16,6 +16,7 @@
 #include "redis.h"
 #include "redis_int.h"
 #include "sem.h"
+#include "semcall.h"
 #include "redis_fixture.h"
 
 #define PFX "ccapdefer:"
@@ -77,7 +78,7 @@ static void acq(const char *name, const char *holder)
 {
     struct ccap_sem_result res;
 
-    assert_int_equal(ccap_sem_acquire(R, PFX, name, holder, 30000, 1000, &res), 0);
+    assert_int_equal(t_acquire(R, PFX, name, holder, 30000, 1000, &res), 0);
     assert_int_equal(res.granted, 1);
 }
 
@@ -100,7 +101,7 @@ static void test_sent_without_waiting(void **state)
     (void)state;
     acq("s", "A");
     acq("s", "B");
-    assert_int_equal(ccap_sem_release_defer(R, PFX, "s", "A", 100, FAR, true), 0);
+    assert_int_equal(t_release_defer(R, PFX, "s", "A", 100, FAR, true), 0);
     assert_int_equal(ccap_redis_deferred(R), 1);
     wait_holders("s", 1);
     acq("s", "C");      /* reads A's reply first, then its own */
@@ -114,7 +115,7 @@ static void test_kept_until_flush(void **state)
 {
     (void)state;
     acq("k", "A");
-    assert_int_equal(ccap_sem_release_defer(R, PFX, "k", "A", 100, FAR, false), 0);
+    assert_int_equal(t_release_defer(R, PFX, "k", "A", 100, FAR, false), 0);
     fx_sleep_ms(50);
     assert_int_equal(n_holders("k"), 1);
     assert_int_equal(ccap_redis_flush(R), 0);
@@ -128,7 +129,7 @@ static void test_expired_dropped_unsent(void **state)
 {
     (void)state;
     acq("x", "A");
-    assert_int_equal(ccap_sem_release_defer(R, PFX, "x", "A", 100, fx_now_ms() - 1, false), 0);
+    assert_int_equal(t_release_defer(R, PFX, "x", "A", 100, fx_now_ms() - 1, false), 0);
     assert_int_equal(ccap_redis_flush(R), 0);
     assert_int_equal(n_holders("x"), 1);
     assert_int_equal(ccap_redis_deferred(R), 0);
@@ -140,9 +141,9 @@ static void test_noscript_run_again(void **state)
 {
     (void)state;
     acq("n", "A");
-    assert_int_equal(ccap_sem_release_wake(R, PFX, "n", "Z", 100), 0);  /* release known loaded here */
+    assert_int_equal(t_release_wake(R, PFX, "n", "Z", 100), 0);  /* release known loaded here */
     cli_ok("SCRIPT FLUSH");
-    assert_int_equal(ccap_sem_release_defer(R, PFX, "n", "A", 100, FAR, true), 0);
+    assert_int_equal(t_release_defer(R, PFX, "n", "A", 100, FAR, true), 0);
     fx_sleep_ms(50);
     assert_int_equal(n_holders("n"), 1);   /* NOSCRIPT: it did not run */
     acq("n", "B");
@@ -159,7 +160,7 @@ static void test_connection_lost(void **state)
     acq("c", "A");
     acq("c", "B");
     cli_ok("CLIENT PAUSE 300 WRITE");      /* A's release is read but not run until the kill */
-    assert_int_equal(ccap_sem_release_defer(R, PFX, "c", "A", 100, FAR, true), 0);
+    assert_int_equal(t_release_defer(R, PFX, "c", "A", 100, FAR, true), 0);
     rep = redisCommand(CLI, "CLIENT KILL TYPE normal SKIPME yes");
     assert_non_null(rep);
     freeReplyObject(rep);
@@ -178,7 +179,7 @@ static void test_kept_while_down(void **state)
     redisFree(CLI);
     CLI = NULL;
     redis_fixture_kill(&fx);
-    int rc = ccap_sem_release_defer(R, PFX, "d", "A", 100, FAR, true);
+    int rc = t_release_defer(R, PFX, "d", "A", 100, FAR, true);
     assert_true(rc == 0 || rc < 0);          /* written into a dead socket, or refused */
     assert_true(ccap_redis_flush(R) < 0);
     assert_int_equal(ccap_redis_deferred(R), 1);
@@ -206,10 +207,10 @@ static void test_release_after_stalled_acquire(void **state)
     c.connect_timeout_ms = 300;
     c.command_timeout_ms = 300;
     assert_non_null(r = ccap_redis_new(&c));
-    assert_int_equal(ccap_sem_acquire(r, PFX, "st", "W", 30000, 10, &res), 0); /* loads the script */
+    assert_int_equal(t_acquire(r, PFX, "st", "W", 30000, 10, &res), 0); /* loads the script */
     assert_int_equal(kill(fx.pid, SIGSTOP), 0);
-    assert_int_equal(ccap_sem_acquire(r, PFX, "st", "A", 30000, 10, &res), -ETIMEDOUT);
-    assert_int_equal(ccap_sem_release_defer(r, PFX, "st", "A", 10, FAR, false), 0);
+    assert_int_equal(t_acquire(r, PFX, "st", "A", 30000, 10, &res), -ETIMEDOUT);
+    assert_int_equal(t_release_defer(r, PFX, "st", "A", 10, FAR, false), 0);
     assert_int_equal(kill(fx.pid, SIGCONT), 0);
     assert_int_equal(ccap_redis_flush(r), 0);
     ccap_redis_free(r);
@@ -233,7 +234,7 @@ static void test_many_without_reading(void **state)
     }
     for (int i = 0; i < 600; i++) {
         snprintf(h, sizeof h, "H%d", i);
-        assert_int_equal(ccap_sem_release_defer(R, PFX, "m", h, 100, FAR, true), 0);
+        assert_int_equal(t_release_defer(R, PFX, "m", h, 100, FAR, true), 0);
     }
     assert_true(ccap_redis_deferred(R) <= 256);
     wait_holders("m", 0);
@@ -248,7 +249,7 @@ static void test_fork_child_drops(void **state)
     pid_t pid;
     (void)state;
     acq("f", "A");
-    assert_int_equal(ccap_sem_release_defer(R, PFX, "f", "A", 100, FAR, false), 0);
+    assert_int_equal(t_release_defer(R, PFX, "f", "A", 100, FAR, false), 0);
     pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -274,7 +275,7 @@ static void test_no_sigpipe(void **state)
     CLI = NULL;
     redis_fixture_kill(&fx);
     for (int i = 0; i < 5; i++)    /* the first write may pass; the next ones hit EPIPE */
-        (void)ccap_sem_release_defer(R, PFX, "p", "A", 100, FAR, true);
+        (void)t_release_defer(R, PFX, "p", "A", 100, FAR, true);
     sigaction(SIGPIPE, &old, NULL);
     assert_int_equal(redis_fixture_restart(&fx), 0);
     assert_non_null(CLI = redis_fixture_cli(&fx));
@@ -291,13 +292,13 @@ static void test_rerun_behind_owed(void **state)
     acq("o", "X");
     acq("o", "Y");
     acq("o", "Z");
-    assert_int_equal(ccap_sem_release_defer(R, PFX, "o", "X", 100, FAR, true), 0);    /* owed */
-    assert_int_equal(ccap_sem_release_defer(R, PFX, "o", "Y", 100, FAR, false), 0);   /* unsent */
+    assert_int_equal(t_release_defer(R, PFX, "o", "X", 100, FAR, true), 0);    /* owed */
+    assert_int_equal(t_release_defer(R, PFX, "o", "Y", 100, FAR, false), 0);   /* unsent */
     assert_int_equal(ccap_redis_deferred(R), 2);
     ccap_defer_retry(R);
     assert_int_equal(ccap_redis_deferred(R), 0);
     assert_int_equal(n_holders("o"), 1);    /* Z */
-    assert_int_equal(ccap_sem_release_defer(R, PFX, "o", "Z", 100, FAR, true), 0);
+    assert_int_equal(t_release_defer(R, PFX, "o", "Z", 100, FAR, true), 0);
     assert_int_equal(ccap_redis_flush(R), 0);
     assert_int_equal(n_holders("o"), 0);
 }
@@ -307,7 +308,7 @@ static int try_acq(const char *name, const char *holder, int limit)
 {
     struct ccap_sem_result res;
 
-    assert_int_equal(ccap_sem_acquire(R, PFX, name, holder, 30000, limit, &res), 0);
+    assert_int_equal(t_acquire(R, PFX, name, holder, 30000, limit, &res), 0);
     return res.granted;
 }
 
@@ -322,7 +323,7 @@ static void test_lost_release_goes_first(void **state)
 
     assert_true(try_acq("g", "A", 1));
     cli_ok("CLIENT PAUSE 300 WRITE");       /* A's release is read, not run, until the kill */
-    assert_int_equal(ccap_sem_release_defer(R, PFX, "g", "A", 100, FAR, true), 0);
+    assert_int_equal(t_release_defer(R, PFX, "g", "A", 100, FAR, true), 0);
     rep = redisCommand(CLI, "CLIENT KILL TYPE normal SKIPME yes");
     assert_non_null(rep);
     freeReplyObject(rep);
@@ -332,9 +333,9 @@ static void test_lost_release_goes_first(void **state)
 
     /* the same after SCRIPT FLUSH: B's release gets NOSCRIPT, read while C's
      * acquire (sent behind it) gets NOSCRIPT too */
-    assert_int_equal(ccap_sem_release_wake(R, PFX, "g", "Z", 1), 0);   /* release loaded here */
+    assert_int_equal(t_release_wake(R, PFX, "g", "Z", 1), 0);   /* release loaded here */
     cli_ok("SCRIPT FLUSH");
-    assert_int_equal(ccap_sem_release_defer(R, PFX, "g", "B", 100, FAR, true), 0);
+    assert_int_equal(t_release_defer(R, PFX, "g", "B", 100, FAR, true), 0);
     assert_true(try_acq("g", "C", 1));
     assert_int_equal(ccap_redis_deferred(R), 0);
     assert_int_equal(n_holders("g"), 1);
@@ -354,11 +355,11 @@ static void test_owed_reply_timeout_text(void **state)
     c.connect_timeout_ms = 1000;
     c.command_timeout_ms = 200;
     assert_non_null(r = ccap_redis_new(&c));
-    assert_int_equal(ccap_sem_acquire(r, PFX, "t", "A", 30000, 10, &res), 0);
-    assert_int_equal(ccap_sem_release_wake(r, PFX, "t", "Z", 10), 0);
+    assert_int_equal(t_acquire(r, PFX, "t", "A", 30000, 10, &res), 0);
+    assert_int_equal(t_release_wake(r, PFX, "t", "Z", 10), 0);
     cli_ok("CLIENT PAUSE 1000 ALL");
-    assert_int_equal(ccap_sem_release_defer(r, PFX, "t", "A", 100, FAR, true), 0);
-    assert_int_equal(ccap_sem_acquire(r, PFX, "t", "B", 30000, 10, &res), -ETIMEDOUT);
+    assert_int_equal(t_release_defer(r, PFX, "t", "A", 100, FAR, true), 0);
+    assert_int_equal(t_acquire(r, PFX, "t", "B", 30000, 10, &res), -ETIMEDOUT);
     assert_non_null(strstr(ccap_redis_errstr(r), "EVALSHA: timed out after 200 ms"));
     assert_null(strstr(ccap_redis_errstr(r), "deferred"));
     fx_sleep_ms(1100);

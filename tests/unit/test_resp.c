@@ -118,13 +118,15 @@ static redisReply *int_reply(long long v)
     return r;
 }
 
-static redisReply *acquire_reply(long long g, long long c, long long l, long long retry, long long wake)
+static redisReply *acquire_reply(long long g, long long c, long long l, long long retry, long long wake,
+                                 long long full)
 {
     redisReply *r = calloc(1, sizeof *r);
 
     r->type = REDIS_REPLY_ARRAY;
-    r->elements = 5;
-    r->element = calloc(5, sizeof *r->element);
+    r->elements = 6;
+    r->element = calloc(6, sizeof *r->element);
+    r->element[5] = int_reply(full);
     r->element[0] = int_reply(g);
     r->element[1] = int_reply(c);
     r->element[2] = int_reply(l);
@@ -133,9 +135,19 @@ static redisReply *acquire_reply(long long g, long long c, long long l, long lon
     return r;
 }
 
+static int parse_full(long long g, long long c, long long l, long long retry, long long wake, long long full,
+                      struct ccap_sem_result *res)
+{
+    redisReply *r = acquire_reply(g, c, l, retry, wake, full);
+    int rc = ccap_sem_parse_acquire(NULL, r, res);
+
+    freeReplyObject(r);
+    return rc;
+}
+
 static int parse(long long g, long long c, long long l, long long retry, long long wake, struct ccap_sem_result *res)
 {
-    redisReply *r = acquire_reply(g, c, l, retry, wake);
+    redisReply *r = acquire_reply(g, c, l, retry, wake, 0);
     int rc = ccap_sem_parse_acquire(NULL, r, res);
 
     freeReplyObject(r);
@@ -163,6 +175,10 @@ static void test_acquire_ranges(void **state)
     /* the limit is shown as the limit key says, whatever it is */
     assert_int_equal(parse(0, 1, -3, 0, 0, &res), 0);
     assert_int_equal(res.limit, -3);
+    assert_int_equal(parse_full(0, 1, 1, 0, 0, 1, &res), 0);
+    assert_int_equal(res.queue_full, 1);
+    assert_int_equal(parse_full(0, 1, 1, 0, 0, 2, &res), -EPROTO);
+    assert_int_equal(parse_full(0, 1, 1, 0, 0, -1, &res), -EPROTO);
 }
 
 static void test_parse_int(void **state)

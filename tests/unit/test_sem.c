@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "sem.h"
+#include "semcall.h"
 #include "redis_fixture.h"
 
 #define PFX "ccaptest:"
@@ -141,7 +142,7 @@ static struct ccap_sem_result acq(const char *name, const char *holder, int leas
 {
     struct ccap_sem_result res = { -1, -1, -1 };
 
-    assert_int_equal(ccap_sem_acquire(R, PFX, name, holder, lease_ms, limit, &res), 0);
+    assert_int_equal(t_acquire(R, PFX, name, holder, lease_ms, limit, &res), 0);
     return res;
 }
 
@@ -171,12 +172,12 @@ static void test_bad_args(void **state)
     char longname[600];
     (void)state;
 
-    assert_int_equal(ccap_sem_acquire(R, PFX, "s", "a", 0, 3, &res), -EINVAL);
+    assert_int_equal(t_acquire(R, PFX, "s", "a", 0, 3, &res), -EINVAL);
     assert_int_equal(ccap_sem_renew(R, PFX, "s", NULL, 0, 1000, 1), 0);
     memset(longname, 'n', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
-    assert_int_equal(ccap_sem_acquire(R, PFX, longname, "a", 1000, 3, &res), -ENAMETOOLONG);
-    assert_int_equal(ccap_sem_release(R, PFX, longname, "a"), -ENAMETOOLONG);
+    assert_int_equal(t_acquire(R, PFX, longname, "a", 1000, 3, &res), -ENAMETOOLONG);
+    assert_int_equal(t_release(R, PFX, longname, "a"), -ENAMETOOLONG);
 }
 
 static void test_limit(void **state)
@@ -219,19 +220,19 @@ static void test_release(void **state)
     assert_int_equal(acq("rel", "A", 10000, 5).granted, 1);
     assert_int_equal(acq("rel", "B", 10000, 5).granted, 1);
 
-    assert_int_equal(ccap_sem_release(R, PFX, "rel", "B"), 1);
+    assert_int_equal(t_release(R, PFX, "rel", "B"), 1);
     assert_true(has_holder("rel", "A"));
     assert_false(has_holder("rel", "B"));
-    assert_int_equal(ccap_sem_release(R, PFX, "rel", "B"), 0);
-    assert_int_equal(ccap_sem_release(R, PFX, "rel", "never"), 0);
+    assert_int_equal(t_release(R, PFX, "rel", "B"), 0);
+    assert_int_equal(t_release(R, PFX, "rel", "never"), 0);
     assert_int_equal(n_holders("rel"), 1);
     assert_true(has_holder("rel", "A"));
     assert_ttl_covers_leases("rel");
 
     /* Released the last: the key is gone. */
-    assert_int_equal(ccap_sem_release(R, PFX, "rel", "A"), 1);
+    assert_int_equal(t_release(R, PFX, "rel", "A"), 1);
     assert_false(key_exists("rel"));
-    assert_int_equal(ccap_sem_release(R, PFX, "rel", "A"), 0);
+    assert_int_equal(t_release(R, PFX, "rel", "A"), 0);
 }
 
 static void test_lease_expiry(void **state)
@@ -318,7 +319,7 @@ static void test_noscript(void **state)
     assert_int_equal(ccap_redis_command(R, 2, flush, &rep), 0);
     freeReplyObject(rep);
     assert_int_equal(renew("ns", h, 1, 10000, 0), 0);
-    assert_int_equal(ccap_sem_release(R, PFX, "ns", "a"), 1);
+    assert_int_equal(t_release(R, PFX, "ns", "a"), 1);
     assert_true(script_exists(CCAP_SCRIPT_RENEW));
     assert_true(script_exists(CCAP_SCRIPT_RELEASE));
     assert_string_equal(ccap_redis_errstr(R), "");
@@ -360,8 +361,8 @@ static void test_functions(void **state)
     assert_int_equal(acq("fn", "a", 10000, 1).granted, 1);
     assert_int_equal(acq("fn", "b", 10000, 1).granted, 0);
     assert_int_equal(renew("fn", h, 1, 10000, 0), 0);
-    assert_int_equal(ccap_sem_timeout(R, PFX, "fn", "b", 5), 0);
-    assert_int_equal(ccap_sem_release_defer(R, PFX, "fn", "a", 1, 1LL << 60, true), 0);
+    assert_int_equal(ccap_sem_timeout(R, PFX, "fn", "b", 5, t_audit), 0);
+    assert_int_equal(t_release_defer(R, PFX, "fn", "a", 1, 1LL << 60, true), 0);
     assert_int_equal(ccap_redis_flush(R), 0);
     assert_int_equal(ccap_sem_count_fallback(R, PFX, "fn", 2), 0);
     assert_int_equal(cli_int("ZCARD " PFX "{fn}:holders"), 0);
@@ -386,7 +387,7 @@ static void test_functions(void **state)
 
     cli_ok("FUNCTION FLUSH");
     assert_int_equal(acq("fn", "c", 10000, 1).granted, 1);
-    assert_int_equal(ccap_sem_release(R, PFX, "fn", "c"), 1);
+    assert_int_equal(t_release(R, PFX, "fn", "c"), 1);
     assert_true(script_exists(CCAP_SCRIPT_ACQUIRE));
     assert_true(cmd_calls("evalsha") >= 2);
     assert_string_equal(ccap_redis_errstr(R), "");
@@ -414,7 +415,7 @@ static void test_ttl_covers_leases(void **state)
 
     /* Release of the longest holder: the rest stay covered. */
     assert_int_equal(acq("ttl", "C", 8000, 10).granted, 1);
-    assert_int_equal(ccap_sem_release(R, PFX, "ttl", "A"), 1);
+    assert_int_equal(t_release(R, PFX, "ttl", "A"), 1);
     assert_ttl_covers_leases("ttl");
 
     /* A later acquire with a short lease, after sweeping B. */
@@ -455,7 +456,7 @@ static void test_crashed_holder_reclaimed(void **state)
     t0 = fx_now_ms();
     assert_int_equal(acq("crash", "X", 10000, 2).granted, 1);
     assert_int_equal(acq("crash", "Y", 10000, 2).granted, 0); /* C still counts */
-    assert_int_equal(ccap_sem_release(R, PFX, "crash", "X"), 1);
+    assert_int_equal(t_release(R, PFX, "crash", "X"), 1);
 
     /* Steady traffic through and past C's lease. */
     while (fx_now_ms() - t0 < 1600 || rounds < 10) {
@@ -464,8 +465,8 @@ static void test_crashed_holder_reclaimed(void **state)
         res = acq("crash", "Y", 10000, 2);
         assert_true(res.count <= 2);
         if (res.granted)
-            assert_int_equal(ccap_sem_release(R, PFX, "crash", "Y"), 1);
-        assert_int_equal(ccap_sem_release(R, PFX, "crash", "X"), 1);
+            assert_int_equal(t_release(R, PFX, "crash", "Y"), 1);
+        assert_int_equal(t_release(R, PFX, "crash", "X"), 1);
         rounds++;
         fx_sleep_ms(20);
     }
@@ -563,9 +564,9 @@ static void test_wrong_type(void **state)
     (void)state;
 
     cli_ok("SET " PFX "{wt}:holders notazset");
-    assert_int_equal(ccap_sem_acquire(R, PFX, "wt", "a", 1000, 3, &res), -EPROTO);
+    assert_int_equal(t_acquire(R, PFX, "wt", "a", 1000, 3, &res), -EPROTO);
     assert_non_null(strstr(ccap_redis_errstr(R), "WRONGTYPE"));
-    assert_int_equal(ccap_sem_release(R, PFX, "wt", "a"), -EPROTO);
+    assert_int_equal(t_release(R, PFX, "wt", "a"), -EPROTO);
 }
 
 static void test_server_restart(void **state)
@@ -650,27 +651,31 @@ static void test_malformed_replies(void **state)
         ":1\r\n",
         "*-1\r\n",                             /* nil array */
         "*3\r\n*0\r\n:1\r\n:1\r\n",            /* nested */
+        "*3\r\n:1\r\n:2\r\n:3\r\n",            /* the short reply of an older script */
+        "*6\r\n:1\r\n:2\r\n:3\r\n:0\r\n:-1\r\n:2\r\n", /* queue_full not 0/1 */
+        "*6\r\n:1\r\n:2\r\n:3\r\n:0\r\n:-2\r\n:0\r\n", /* wake_ms below -1 */
     };
     for (size_t i = 0; i < sizeof bad_acquire / sizeof *bad_acquire; i++) {
         canned = bad_acquire[i];
-        assert_int_equal(ccap_sem_acquire(fr, PFX, "s", "a", 1000, 3, &res), -EPROTO);
+        assert_int_equal(t_acquire(fr, PFX, "s", "a", 1000, 3, &res), -EPROTO);
     }
-    canned = "*3\r\n:1\r\n:2\r\n:3\r\n"; /* well-formed: the same link still works */
-    assert_int_equal(ccap_sem_acquire(fr, PFX, "s", "a", 1000, 3, &res), 0);
-    assert_int_equal(res.granted, 1);
+    canned = "*6\r\n:0\r\n:2\r\n:3\r\n:0\r\n:-1\r\n:1\r\n"; /* well-formed: the same link still works */
+    assert_int_equal(t_acquire(fr, PFX, "s", "a", 1000, 3, &res), 0);
+    assert_int_equal(res.granted, 0);
     assert_int_equal(res.count, 2);
     assert_int_equal(res.limit, 3);
+    assert_int_equal(res.queue_full, 1);
 
     canned = "-ERR boom\r\n";
-    assert_int_equal(ccap_sem_acquire(fr, PFX, "s", "a", 1000, 3, &res), -EPROTO);
+    assert_int_equal(t_acquire(fr, PFX, "s", "a", 1000, 3, &res), -EPROTO);
     assert_string_equal(ccap_redis_errstr(fr), "ERR boom");
 
     canned = ":2\r\n";
-    assert_int_equal(ccap_sem_release(fr, PFX, "s", "a"), -EPROTO);
+    assert_int_equal(t_release(fr, PFX, "s", "a"), -EPROTO);
     canned = "+OK\r\n";
-    assert_int_equal(ccap_sem_release(fr, PFX, "s", "a"), -EPROTO);
+    assert_int_equal(t_release(fr, PFX, "s", "a"), -EPROTO);
     canned = "$-1\r\n";
-    assert_int_equal(ccap_sem_release(fr, PFX, "s", "a"), -EPROTO);
+    assert_int_equal(t_release(fr, PFX, "s", "a"), -EPROTO);
 
     canned = ":3\r\n"; /* more missing than asked about */
     assert_int_equal(ccap_sem_renew(fr, PFX, "s", ab, 2, 1000, 1), -EPROTO);
@@ -683,7 +688,7 @@ static void test_malformed_replies(void **state)
 
     /* A bad SCRIPT LOAD answer after NOSCRIPT is an error, not a loop. */
     canned = "-NOSCRIPT No matching script.\r\n";
-    assert_int_equal(ccap_sem_release(fr, PFX, "s", "a"), -EPROTO);
+    assert_int_equal(t_release(fr, PFX, "s", "a"), -EPROTO);
 
     ccap_redis_free(fr);
     shutdown(fake_lfd, SHUT_RDWR);
@@ -735,7 +740,7 @@ static struct ccap_sem_result acq_wait(const char *name, const char *holder, int
 {
     struct ccap_sem_result res = { -1, -1, -1 };
 
-    assert_int_equal(ccap_sem_acquire_wait(R, PFX, name, holder, 10000, limit, waited, left, &res), 0);
+    assert_int_equal(t_acquire_wait(R, PFX, name, holder, 10000, limit, waited, left, &res), 0);
     return res;
 }
 
@@ -761,7 +766,7 @@ static void test_stats_counters(void **state)
     assert_int_equal(stat_of("st", CCAP_STAT_DENIED), 2);
     assert_int_equal(cli_int("ZCARD " PFX "{st}:waiters"), 1);
     assert_true(cli_int("PTTL " PFX "{st}:waiters") > 0);
-    assert_int_equal(ccap_sem_timeout(R, PFX, "st", "B", 700), 0);
+    assert_int_equal(ccap_sem_timeout(R, PFX, "st", "B", 700, t_audit), 0);
     assert_int_equal(stat_of("st", CCAP_STAT_TIMED_OUT), 1);
     assert_int_equal(stat_of("st", "wait_le_1000"), 1);
     assert_int_equal(stat_of("st", CCAP_STAT_WAIT_COUNT), 2);
@@ -775,8 +780,8 @@ static void test_stats_counters(void **state)
 
     /* A waiter that gets its permit leaves the waiters set, its wait counted. */
     assert_int_equal(acq_wait("st", "D", 1, 0, 5000).granted, 0);
-    assert_int_equal(ccap_sem_release(R, PFX, "st", "A"), 1);
-    assert_int_equal(ccap_sem_release(R, PFX, "st", "A"), 0);
+    assert_int_equal(t_release(R, PFX, "st", "A"), 1);
+    assert_int_equal(t_release(R, PFX, "st", "A"), 0);
     assert_int_equal(stat_of("st", CCAP_STAT_RELEASED), 1);
     assert_int_equal(acq_wait("st", "D", 1, 42, 4958).granted, 1);
     assert_int_equal(cli_int("EXISTS " PFX "{st}:waiters"), 0);
@@ -793,7 +798,7 @@ static void test_stats_counters(void **state)
 
     /* Counters are monotonic (Prometheus counters): the hash has no TTL. */
     assert_int_equal(cli_int("PTTL " PFX "{st}:stats"), -1);
-    assert_int_equal(ccap_sem_release(R, PFX, "st", "D"), 1);
+    assert_int_equal(t_release(R, PFX, "st", "D"), 1);
     assert_false(key_exists("st"));
     assert_int_equal(stat_of("st", CCAP_STAT_ACQUIRED), 2);
     assert_int_equal(stat_of("st", CCAP_STAT_RELEASED), 2);
@@ -813,7 +818,7 @@ static void test_stats_histogram_bounds(void **state)
         snprintf(h, sizeof h, "g%d", i);
         assert_int_equal(acq_wait("hist", h, 1000, bounds[i], 0).granted, 1);
         snprintf(h, sizeof h, "t%d", i);
-        assert_int_equal(ccap_sem_timeout(R, PFX, "hist", h, bounds[i] + 1), 0);
+        assert_int_equal(ccap_sem_timeout(R, PFX, "hist", h, bounds[i] + 1, t_audit), 0);
         sum += 2LL * bounds[i] + 1;
         n += 2;
     }
@@ -859,7 +864,7 @@ static void test_stats_since_and_reclaimed(void **state)
     /* It lives exactly as long as the holders key. */
     assert_true(cli_int("PTTL " PFX "{since}:since") > 0);
     assert_true(cli_int("PTTL " PFX "{since}:since") <= cli_int("PTTL " PFX "{since}:holders") + 50);
-    assert_int_equal(ccap_sem_release(R, PFX, "since", "Y"), 1);
+    assert_int_equal(t_release(R, PFX, "since", "Y"), 1);
     assert_int_equal(cli_int("EXISTS " PFX "{since}:since"), 0);
 }
 
@@ -900,7 +905,7 @@ static void test_stats_full_since(void **state)
     fx_sleep_ms(20);
     assert_int_equal(acq("full", "C", 10000, 2).granted, 0);
     assert_int_equal(stat_of("full", CCAP_STAT_FULL_SINCE), fs); /* kept, not moved */
-    assert_int_equal(ccap_sem_release(R, PFX, "full", "B"), 1);
+    assert_int_equal(t_release(R, PFX, "full", "B"), 1);
     assert_int_equal(stat_of("full", CCAP_STAT_FULL_SINCE), -1);
     assert_int_equal(acq("full", "B", 10000, 2).granted, 1);
     assert_true(stat_of("full", CCAP_STAT_FULL_SINCE) > 0);
@@ -913,7 +918,7 @@ static void test_stats_full_since(void **state)
     cli_ok("SET " PFX "{full}:limit 1");
     assert_int_equal(acq("full", "D", 10000, 2).granted, 0);
     assert_true(stat_of("full", CCAP_STAT_FULL_SINCE) > 0);
-    assert_int_equal(ccap_sem_release(R, PFX, "full", "C"), 1);
+    assert_int_equal(t_release(R, PFX, "full", "C"), 1);
     assert_true(stat_of("full", CCAP_STAT_FULL_SINCE) > 0);
 }
 
@@ -925,7 +930,7 @@ static struct ccap_sem_result acq_fair(const char *name, const char *holder, int
     struct ccap_sem_req q = { .holder = holder, .lease_ms = lease_ms, .limit = limit };
     struct ccap_sem_result res = { -1, -1, -1, -1, -2 };
 
-    assert_int_equal(ccap_sem_acquire_fair(R, PFX, name, &q, &res), 0);
+    assert_int_equal(ccap_sem_acquire(R, PFX, name, &q, &res), 0);
     return res;
 }
 
@@ -1063,7 +1068,7 @@ static void test_reclaimed_on_refusal(void **state)
     assert_int_equal(cli_int("HEXISTS " PFX "{recl}:since L"), 1);
     assert_true(stat_of("recl", CCAP_STAT_FULL_SINCE) > 0);
     assert_since_ttl_matches("recl");
-    assert_int_equal(ccap_sem_release_wake(R, PFX, "recl", "L", 1), 1);
+    assert_int_equal(t_release_wake(R, PFX, "recl", "L", 1), 1);
     assert_int_equal(stat_of("recl", CCAP_STAT_FULL_SINCE), -1);
     assert_int_equal(stat_of("recl", CCAP_STAT_RELEASED), 1);
     assert_false(key_exists("recl"));
@@ -1132,13 +1137,13 @@ static void test_reset(void **state)
         assert_int_equal(acq("rst", h, 10000, 3).granted, 1);
     }
     assert_true(stat_of("rst", CCAP_STAT_FULL_SINCE) > 0);
-    assert_int_equal(ccap_sem_reset(R, PFX, "rst", "test"), 3);
+    assert_int_equal(ccap_sem_reset(R, PFX, "rst", "test", t_audit), 3);
     assert_false(key_exists("rst"));
     assert_int_equal(cli_int("EXISTS " PFX "{rst}:since"), 0);
     assert_int_equal(stat_of("rst", CCAP_STAT_FULL_SINCE), -1);
     assert_int_equal(stat_of("rst", CCAP_STAT_RESET_DROPPED), 3);
     assert_int_equal(stat_of("rst", CCAP_STAT_ACQUIRED), 3); /* counters stay */
-    assert_int_equal(ccap_sem_reset(R, PFX, "rst", "test"), 0);
+    assert_int_equal(ccap_sem_reset(R, PFX, "rst", "test", t_audit), 0);
     assert_int_equal(acq("rst", "n", 10000, 3).count, 1);
 }
 
@@ -1170,13 +1175,13 @@ static void test_audit(void **state)
 
     assert_int_equal(acq("aud", "A", 10000, 1).granted, 1); /* audit off: nothing */
     assert_int_equal(cli_int("EXISTS " PFX "{aud}:audit"), 0);
-    ccap_sem_set_audit(50);
+    t_audit = 50;
     assert_int_equal(acq("aud", "B", 10000, 1).granted, 0); /* refusals are not events */
-    assert_int_equal(ccap_sem_timeout(R, PFX, "aud", "B", 12), 0);
-    assert_int_equal(ccap_sem_release(R, PFX, "aud", "A"), 1);
-    assert_int_equal(ccap_sem_release(R, PFX, "aud", "A"), 0); /* nothing released: no event */
+    assert_int_equal(ccap_sem_timeout(R, PFX, "aud", "B", 12, t_audit), 0);
+    assert_int_equal(t_release(R, PFX, "aud", "A"), 1);
+    assert_int_equal(t_release(R, PFX, "aud", "A"), 0); /* nothing released: no event */
     assert_int_equal(acq_wait("aud", "C", 1, 7, 100).granted, 1);
-    assert_int_equal(ccap_sem_reset(R, PFX, "aud", "ops@box"), 1);
+    assert_int_equal(ccap_sem_reset(R, PFX, "aud", "ops@box", t_audit), 1);
     audit_events("aud", ev, sizeof ev);
     assert_string_equal(ev, "timeout:B release:A acquire:C reset:ops@box");
     redisReply *rep = redisCommand(CLI, "XREVRANGE " PFX "{aud}:audit + - COUNT 2");
@@ -1190,13 +1195,89 @@ static void test_audit(void **state)
     /* Bounded: MAXLEN ~ trims whole stream nodes (100 entries by default). */
     for (int i = 0; i < 400; i++) {
         assert_int_equal(acq("aud", "X", 10000, 1).granted, 1);
-        assert_int_equal(ccap_sem_release(R, PFX, "aud", "X"), 1);
+        assert_int_equal(t_release(R, PFX, "aud", "X"), 1);
     }
     long long len = cli_int("XLEN " PFX "{aud}:audit");
     assert_true(len >= 50 && len <= 50 + 200);
-    ccap_sem_set_audit(0);
+    t_audit = 0;
     assert_int_equal(acq("aud", "Y", 10000, 1).granted, 1);
     assert_int_equal(cli_int("XLEN " PFX "{aud}:audit"), len);
+}
+
+/* ---- bounded work per call ---- */
+
+/* Adds N holders "<tag><i>" to NAME whose leases ended 1 s ago, and their
+ * acquire times. */
+static void add_expired(const char *name, const char *tag, int n)
+{
+    long long past = server_now_ms() - 1000;
+
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(cli_int("ZADD " PFX "{%s}:holders %lld %s%d", name, past, tag, i), 1);
+        assert_int_equal(cli_int("HSET " PFX "{%s}:since %s%d %lld", name, tag, i, past - 1000), 1);
+    }
+}
+
+/* Many expired holders: one acquire drops only CCAP_SEM_SWEEP_MAX of them,
+ * yet counts only the live ones (their permits are free at once), and the
+ * next calls drop the rest; reclaimed counts each exactly once. */
+static void test_sweep_bounded(void **state)
+{
+    struct ccap_sem_result res;
+    (void)state;
+
+    add_expired("bsw", "dead", 250);
+    res = acq("bsw", "A", 10000, 2);
+    assert_int_equal(res.granted, 1);
+    assert_int_equal(res.count, 1);
+    assert_int_equal(cli_int("ZCARD " PFX "{bsw}:holders"), 250 - CCAP_SEM_SWEEP_MAX + 1);
+    assert_int_equal(cli_int("HLEN " PFX "{bsw}:since"), 250 - CCAP_SEM_SWEEP_MAX + 1);
+    assert_int_equal(stat_of("bsw", CCAP_STAT_RECLAIMED), CCAP_SEM_SWEEP_MAX);
+    res = acq("bsw", "B", 10000, 2);
+    assert_int_equal(res.granted, 1);
+    assert_int_equal(res.count, 2);
+    assert_int_equal(acq("bsw", "C", 10000, 2).granted, 0); /* full: two live holders */
+    assert_int_equal(cli_int("ZCARD " PFX "{bsw}:holders"), 2);
+    assert_int_equal(cli_int("HLEN " PFX "{bsw}:since"), 2);
+    assert_int_equal(stat_of("bsw", CCAP_STAT_RECLAIMED), 250);
+}
+
+/* A holder whose lease ended, still in the set behind more than a sweep's
+ * worth of expired ones, asks again: it is a newcomer (counted, and refused
+ * when no permit is free), not a holder renewing its lease. */
+static void test_sweep_bounded_reask(void **state)
+{
+    (void)state;
+
+    assert_int_equal(acq("bre", "L", 10000, 1).granted, 1);
+    add_expired("bre", "d", CCAP_SEM_SWEEP_MAX);
+    assert_int_equal(cli_int("ZADD " PFX "{bre}:holders %lld zz-mine", server_now_ms() - 1), 1);
+    assert_int_equal(acq("bre", "zz-mine", 10000, 1).granted, 0);
+    assert_int_equal(cli_num("ZSCORE " PFX "{bre}:holders zz-mine"), -1);
+}
+
+/* renew drops at most a sweep's worth of expired holders per call, and
+ * renews in batches: 1,200 holders, several script calls, all renewed. */
+static void test_renew_bounded(void **state)
+{
+    enum { N = 1200 };
+    static char ids[N][16];
+    const char *h[N];
+    (void)state;
+
+    add_expired("brn", "dead", 150);
+    for (int i = 0; i < N; i++) {
+        snprintf(ids[i], sizeof ids[i], "h%d", i);
+        h[i] = ids[i];
+    }
+    assert_int_equal(renew("brn", h, N, 10000, 1), N);  /* all missing: re-added */
+    assert_int_equal(stat_of("brn", CCAP_STAT_REREGISTERED), N);
+    /* each batch swept up to CCAP_SEM_SWEEP_MAX of the 150 */
+    assert_int_equal(stat_of("brn", CCAP_STAT_RECLAIMED), 150);
+    assert_int_equal(cli_int("ZCARD " PFX "{brn}:holders"), N);
+    assert_int_equal(renew("brn", h, N, 10000, 0), 0);
+    assert_int_equal(cli_int("ZCOUNT " PFX "{brn}:holders (%lld +inf", server_now_ms() + 5000), N);
+    assert_int_equal(cli_int("HLEN " PFX "{brn}:since"), N);
 }
 
 int main(void)
@@ -1231,6 +1312,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stats_limit_text, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_bounded_reask, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_renew_bounded, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "sem.h"
+#include "semcall.h"
 #include "wait.h"
 #include "redis_fixture.h"
 
@@ -74,6 +75,29 @@ static long long cli_int(const char *fmt, ...)
     return v;
 }
 
+/* A reply as a number: a string's, an integer, 0 for a status, -1 for nil. */
+static long long cli_num(const char *fmt, ...)
+{
+    redisReply *rep;
+    long long v = -1;
+    va_list ap;
+
+    va_start(ap, fmt);
+    rep = redisvCommand(CLI, fmt, ap);
+    va_end(ap);
+    assert_non_null(rep);
+    if (rep->type == REDIS_REPLY_STRING)
+        v = atoll(rep->str);
+    else if (rep->type == REDIS_REPLY_INTEGER)
+        v = rep->integer;
+    else if (rep->type == REDIS_REPLY_STATUS)
+        v = 0;
+    else
+        assert_int_equal(rep->type, REDIS_REPLY_NIL);
+    freeReplyObject(rep);
+    return v;
+}
+
 static int queued(const char *sem, const char *h)
 {
     redisReply *rep = redisCommand(CLI, "ZSCORE " PFX "{%s}:queue %s", sem, h);
@@ -98,7 +122,7 @@ static struct ccap_sem_result attempt(const char *sem, const char *h, int limit,
                               .flags = flags, .rate = rate, .burst = burst };
     struct ccap_sem_result res = { -1, -1, -1, -1, -2 };
 
-    assert_int_equal(ccap_sem_acquire_fair(R, PFX, sem, &q, &res), 0);
+    assert_int_equal(ccap_sem_acquire(R, PFX, sem, &q, &res), 0);
     return res;
 }
 
@@ -126,7 +150,7 @@ static void test_fifo_order(void **state)
     assert_false(queued("f", "N"));
 
     /* a release wakes exactly the first waiter */
-    assert_int_equal(ccap_sem_release_wake(R, PFX, "f", "A", 1), 1);
+    assert_int_equal(t_release_wake(R, PFX, "f", "A", 1), 1);
     assert_int_equal(tokens("f", "B"), 1);
     assert_int_equal(tokens("f", "C"), 0);
     /* C may not overtake B, nor may a newcomer */
@@ -135,7 +159,7 @@ static void test_fifo_order(void **state)
     assert_true(granted("f", "B", 1, 5000));
     assert_false(queued("f", "B"));
     assert_int_equal(cli_int("EXISTS " PFX "{f}:wake:B"), 0);
-    assert_int_equal(ccap_sem_release_wake(R, PFX, "f", "B", 1), 1);
+    assert_int_equal(t_release_wake(R, PFX, "f", "B", 1), 1);
     assert_int_equal(tokens("f", "C"), 1);
     assert_true(granted("f", "C", 1, 5000));
     assert_int_equal(cli_int("EXISTS " PFX "{f}:queue"), 0);
@@ -151,7 +175,7 @@ static void test_newcomer_wakes_nobody(void **state)
     assert_true(granted("n", "A", 2, 0));
     assert_true(granted("n", "B", 2, 0));
     assert_false(granted("n", "W", 2, 5000));
-    assert_int_equal(ccap_sem_release_wake(R, PFX, "n", "A", 2), 1);
+    assert_int_equal(t_release_wake(R, PFX, "n", "A", 2), 1);
     assert_int_equal(tokens("n", "W"), 1);
     assert_int_equal(cli_int("DEL " PFX "{n}:wake:%s", "W"), 1); /* W's BLPOP took it */
     assert_false(granted("n", "N", 2, 0));      /* a try-once newcomer may not overtake W */
@@ -172,18 +196,84 @@ static void test_free_slots_wake_several(void **state)
     assert_false(granted("m", "W2", 2, 5000));
     assert_false(granted("m", "W3", 2, 5000));
     /* the runtime limit rises to 4 and one permit is released: three free,
-     * so the first three waiters are woken */
+     * but one call wakes only as many as it freed (one): the last of the
+     * first three; each waiter admitted passes the wake-up on */
     redisReply *rep = redisCommand(CLI, "SET " PFX "{m}:limit 4");
     assert_non_null(rep);
     freeReplyObject(rep);
-    assert_int_equal(ccap_sem_release_wake(R, PFX, "m", "A", 2), 1);
-    assert_int_equal(tokens("m", "W1"), 1);
-    assert_int_equal(tokens("m", "W2"), 1);
+    assert_int_equal(t_release_wake(R, PFX, "m", "A", 2), 1);
+    assert_int_equal(tokens("m", "W1") + tokens("m", "W2"), 0);
     assert_int_equal(tokens("m", "W3"), 1);
     assert_true(granted("m", "W3", 2, 5000)); /* within the first three */
-    assert_true(granted("m", "W1", 2, 5000));
+    assert_int_equal(tokens("m", "W1"), 0);
+    assert_int_equal(tokens("m", "W2"), 1);
     assert_true(granted("m", "W2", 2, 5000));
+    assert_int_equal(tokens("m", "W1"), 1);
+    assert_true(granted("m", "W1", 2, 5000));
     assert_false(granted("m", "W4", 2, 5000));
+}
+
+/* max_waiters: a newcomer that would queue behind that many tickets is
+ * refused at once (queue_full, not queued, counted); a waiter already
+ * queued keeps its place, and a freed place lets the next one in. */
+static void test_max_waiters(void **state)
+{
+    struct ccap_sem_req q = { .lease_ms = 30000, .limit = 1, .ticket_ttl_ms = 5000, .max_waiters = 2,
+                              .wait_left_ms = 5000 };
+    struct ccap_sem_result res;
+    const char *who[] = { "A", "W1", "W2", "W3", "W4" };
+    (void)state;
+
+    for (int i = 0; i < 5; i++) {
+        q.holder = who[i];
+        assert_int_equal(ccap_sem_acquire(R, PFX, "mw", &q, &res), 0);
+        assert_int_equal(res.granted, i == 0);
+        assert_int_equal(res.queue_full, i >= 3);
+    }
+    assert_true(queued("mw", "W1") && queued("mw", "W2"));
+    assert_false(queued("mw", "W3") || queued("mw", "W4"));
+    assert_int_equal(cli_int("ZCARD " PFX "{mw}:queue"), 2);
+    assert_int_equal(cli_num("HGET " PFX "{mw}:stats queue_full"), 2);
+    assert_int_equal(cli_num("HGET " PFX "{mw}:stats denied"), 4);
+    assert_int_equal(cli_num("ZSCORE " PFX "{mw}:waiters W3"), -1);
+    assert_int_equal(cli_int("EXISTS " PFX "{mw}:wake:W3"), 0);
+    q.holder = "W2";            /* a queued waiter re-checking is never refused */
+    assert_int_equal(ccap_sem_acquire(R, PFX, "mw", &q, &res), 0);
+    assert_int_equal(res.queue_full, 0);
+    q.holder = "W1";            /* W1 gives up: W3 may line up */
+    q.flags = CCAP_SEM_LEAVE;
+    assert_int_equal(ccap_sem_acquire(R, PFX, "mw", &q, &res), 0);
+    q.flags = 0;
+    q.holder = "W3";
+    assert_int_equal(ccap_sem_acquire(R, PFX, "mw", &q, &res), 0);
+    assert_int_equal(res.queue_full, 0);
+    assert_true(queued("mw", "W3"));
+    q.max_waiters = 0;          /* no bound */
+    q.holder = "W4";
+    assert_int_equal(ccap_sem_acquire(R, PFX, "mw", &q, &res), 0);
+    assert_int_equal(res.queue_full, 0);
+    assert_true(queued("mw", "W4"));
+}
+
+/* A release that frees one permit wakes one waiter, however many wait. */
+static void test_wake_bounded(void **state)
+{
+    char h[16];
+    int woken = 0;
+    (void)state;
+
+    assert_true(granted("wb", "A", 1, 0));
+    for (int i = 0; i < 50; i++) {
+        snprintf(h, sizeof h, "W%d", i);
+        assert_false(granted("wb", h, 1, 5000));
+    }
+    assert_int_equal(cli_num("SET " PFX "{wb}:limit 100"), 0);
+    assert_int_equal(t_release_wake(R, PFX, "wb", "A", 1), 1);
+    for (int i = 0; i < 50; i++) {
+        snprintf(h, sizeof h, "W%d", i);
+        woken += (int)tokens("wb", h);
+    }
+    assert_int_equal(woken, 1);
 }
 
 static void test_dead_ticket_expires(void **state)
@@ -192,7 +282,7 @@ static void test_dead_ticket_expires(void **state)
     assert_true(granted("d", "A", 1, 0));
     assert_false(granted("d", "B", 1, 300)); /* B will die: never refreshes */
     assert_false(granted("d", "C", 1, 5000));
-    assert_int_equal(ccap_sem_release_wake(R, PFX, "d", "A", 1), 1);
+    assert_int_equal(t_release_wake(R, PFX, "d", "A", 1), 1);
     assert_int_equal(tokens("d", "B"), 1);
     assert_int_equal(tokens("d", "C"), 0);
     assert_false(granted("d", "C", 1, 5000)); /* B's ticket is still live */
@@ -216,9 +306,9 @@ static void test_leave_and_cancel(void **state)
     assert_false(queued("l", "B"));
     assert_int_equal(tokens("l", "C"), 0); /* nothing is free: nobody woken */
     /* a release of a holder id that only waits takes it out of the queue */
-    assert_int_equal(ccap_sem_release_wake(R, PFX, "l", "D", 1), 0);
+    assert_int_equal(t_release_wake(R, PFX, "l", "D", 1), 0);
     assert_false(queued("l", "D"));
-    assert_int_equal(ccap_sem_release_wake(R, PFX, "l", "A", 1), 1);
+    assert_int_equal(t_release_wake(R, PFX, "l", "A", 1), 1);
     assert_int_equal(tokens("l", "C"), 1);
     assert_true(granted("l", "C", 1, 5000));
 }
@@ -229,11 +319,11 @@ static void test_leaving_head_passes_the_wake(void **state)
     assert_true(granted("h", "A", 1, 0));
     assert_false(granted("h", "B", 1, 5000));
     assert_false(granted("h", "C", 1, 5000));
-    assert_int_equal(ccap_sem_release_wake(R, PFX, "h", "A", 1), 1);
+    assert_int_equal(t_release_wake(R, PFX, "h", "A", 1), 1);
     assert_int_equal(tokens("h", "B"), 1);
     assert_int_equal(tokens("h", "C"), 0);
     /* B was woken but gives up before its attempt: the wake passes to C */
-    assert_int_equal(ccap_sem_release_wake(R, PFX, "h", "B", 1), 0);
+    assert_int_equal(t_release_wake(R, PFX, "h", "B", 1), 0);
     assert_int_equal(cli_int("EXISTS " PFX "{h}:wake:B"), 0);
     assert_int_equal(tokens("h", "C"), 1);
     assert_true(granted("h", "C", 1, 5000));
@@ -256,7 +346,7 @@ static void test_lease_expiry_wakes_first(void **state)
     struct ccap_sem_result res;
     (void)state;
 
-    assert_int_equal(ccap_sem_acquire_fair(R, PFX, "e", &q, &res), 0);
+    assert_int_equal(ccap_sem_acquire(R, PFX, "e", &q, &res), 0);
     assert_int_equal(res.granted, 1);
     res = attempt("e", "B", 1, 5000, 0, 0, 1);
     assert_int_equal(res.granted, 0);
@@ -282,24 +372,24 @@ static void test_granted_waiter_leaves_waiters(void **state)
     (void)state;
 
     assert_true(granted("gw", "A", 1, 0));
-    assert_int_equal(ccap_sem_acquire_fair(R, PFX, "gw", &b, &res), 0);
+    assert_int_equal(ccap_sem_acquire(R, PFX, "gw", &b, &res), 0);
     assert_int_equal(res.granted, 0);
     assert_int_equal(cli_int("ZCARD " PFX "{gw}:waiters"), 1);
     assert_true(cli_int("PTTL " PFX "{gw}:waiters") > 0);
-    assert_int_equal(ccap_sem_release_wake(R, PFX, "gw", "A", 1), 1);
-    assert_int_equal(ccap_sem_acquire_fair(R, PFX, "gw", &b, &res), 0); /* waited_ms 0 */
+    assert_int_equal(t_release_wake(R, PFX, "gw", "A", 1), 1);
+    assert_int_equal(ccap_sem_acquire(R, PFX, "gw", &b, &res), 0); /* waited_ms 0 */
     assert_int_equal(res.granted, 1);
     assert_int_equal(cli_int("EXISTS " PFX "{gw}:waiters"), 0);
     assert_int_equal(cli_int("EXISTS " PFX "{gw}:wake:B"), 0);
 
-    assert_int_equal(ccap_sem_acquire_fair(R, PFX, "gw", &c, &res), 0);
+    assert_int_equal(ccap_sem_acquire(R, PFX, "gw", &c, &res), 0);
     assert_int_equal(res.granted, 0);
     assert_int_equal(cli_int("ZCARD " PFX "{gw}:waiters"), 1);
     fx_sleep_ms(400); /* C's ticket dies */
-    assert_int_equal(ccap_sem_release_wake(R, PFX, "gw", "B", 1), 1);
+    assert_int_equal(t_release_wake(R, PFX, "gw", "B", 1), 1);
     c.waited_ms = 400;
     c.wait_left_ms = 4600;
-    assert_int_equal(ccap_sem_acquire_fair(R, PFX, "gw", &c, &res), 0);
+    assert_int_equal(ccap_sem_acquire(R, PFX, "gw", &c, &res), 0);
     assert_int_equal(res.granted, 1);
     assert_false(queued("gw", "C"));
     assert_int_equal(cli_int("EXISTS " PFX "{gw}:waiters"), 0);
@@ -397,7 +487,7 @@ static void test_no_lost_wakeup_between_attempt_and_block(void **state)
     assert_true(granted("x", "A", 1, 0));
     assert_false(granted("x", "B", 1, 5000));
     /* the release lands after B's attempt, before B blocks */
-    assert_int_equal(ccap_sem_release_wake(R, PFX, "x", "A", 1), 1);
+    assert_int_equal(t_release_wake(R, PFX, "x", "A", 1), 1);
     assert_true(ccap_sem_wake_key(key, sizeof key, PFX, "x", "B") > 0);
     w = ccap_wait_conn_get(&c);
     assert_non_null(w);
@@ -460,7 +550,7 @@ static struct ccap_sem_result graced(const char *sem, const char *h, int grace_m
                               .burst = 1, .grace_ms = grace_ms };
     struct ccap_sem_result res = { -1, -1, -1, -1, -2 };
 
-    assert_int_equal(ccap_sem_acquire_fair(R, PFX, sem, &q, &res), 0);
+    assert_int_equal(ccap_sem_acquire(R, PFX, sem, &q, &res), 0);
     return res;
 }
 
@@ -520,6 +610,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_lost_wakeup_between_attempt_and_block, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pool_reuse_reap_fork, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_grace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_waiters, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wake_bounded, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

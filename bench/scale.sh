@@ -1,0 +1,70 @@
+# scale.sh -- sourced by bench/run.sh: the semaphore's Redis cost at fleet scale, from Redis's own accounting.
+# Rows (see bench/RESULTS.md, "Fleet scale on one Redis"): the longest single
+# script call (SLOWLOG, threshold 0, on a redis-server of its own) at 100,000
+# expired or live holders, one process renewing 10,000 permits, 10,000
+# waiters woken and their dead tickets dropped, each next to the longest plain
+# ZCARD of the same phase; Redis time per acquire+release pair (INFO
+# commandstats) against redis-semaphore's operations and the counter script,
+# same Redis, same run; and a fleet of 100 processes in connect loops.
+scale_rows() {
+    cc $CFLAGS_B -Icore -I"$BUILD" -o "$B/scale" bench/scale.c "$BUILD"/core/*.o "$BUILD/scripts.o" \
+        $(pkg-config --libs hiredis libconfig) -ldl -pthread -lm || { row "scale rows" "build failed" "" ""; return; }
+    local main_sock=$REDIS_SOCK main_pid=$REDIS_PID line name max p99 p50 n over base
+    h_redis_start scale
+    "$B/scale" "$REDIS_SOCK" calls >"$T/scale.calls" 2>"$T/scale.err" || { row "scale rows" "failed: $(tail -1 "$T/scale.err")" "" ""; }
+    while read -r name max p99 p50 n over base; do
+        row "longest call (SLOWLOG): $name" "$(awk -v m="$max" -v p="$p99" -v q="$p50" 'BEGIN {printf "%.2f ms (p99 %.2f, p50 %.2f)", m / 1000, p / 1000, q / 1000}')" "1 ms" "$(verdict "$max" 1000)"
+        rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "script calls / over 1 ms / longest plain ZCARD" "$n / $over / $(awk -v b="$base" 'BEGIN {printf "%.2f ms", b / 1000}')" "" "")")
+    done <"$T/scale.calls"
+    read -r ours rs ctr < <("$B/scale" "$REDIS_SOCK" pairs 3000 2>/dev/null)
+    row "Redis time per acquire+release pair: conncap" "${ours:-?} us ($(awk -v a="$ours" -v b="$rs" 'BEGIN {printf "%.2fx", a / b}') of redis-semaphore)" "1.5x" "$(verdict "$(awk -v a="$ours" -v b="$rs" 'BEGIN {print a / b}')" 1.5)"
+    rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "redis-semaphore ops / counter script, us per pair" "${rs:-?} / ${ctr:-?}" "" "")")
+    REDIS_SOCK=$main_sock REDIS_PID=$main_pid
+}
+
+# 100 processes, each connecting in a loop (5 ms holds) on one semaphore of
+# limit 10: the server-seen maximum, connects per second against limit /
+# hold, Redis CPU per connect (INFO cpu), Redis connections (INFO clients).
+scale_fleet() {
+    local procs=100 iters=${FLEET_ITERS:-20} hold=5 limit=10 main_sock=${REDIS_SOCK:-} main_pid=${REDIS_PID:-}
+    h_redis_start fleet
+    h_server_start 60000
+    cat >"$T/fleet.conf" <<CONF
+redis = { socket = "$REDIS_SOCK"; command_timeout_ms = 1000; key_prefix = "fleet:"; };
+semaphores = ( { name = "fleet"; limit = $limit; lease_ms = 30000; wait_timeout_ms = 120000; } );
+rules = ( { semaphore = "fleet"; match = ( "127.0.0.1:$SRV_PORT" ); } );
+CONF
+    local cpu0 cpu1 conn0 conn1 maxc=0
+    cpu0=$(redis-cli -s "$REDIS_SOCK" info cpu | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}')
+    conn0=$(redis-cli -s "$REDIS_SOCK" info stats | awk -F: '/^total_connections_received:/ {print $2 + 0}')
+    ( while :; do redis-cli -s "$REDIS_SOCK" info clients | awk -F: '/^connected_clients:/ {print $2 + 0}'; sleep 0.2; done ) >"$T/fleet.clients" &
+    local sampler=$!
+    CONNCAP_CONFIG="$T/fleet.conf" LD_PRELOAD="$LIB" "$BUILD/progs/connloop" 127.0.0.1 "$SRV_PORT" $procs $iters $hold \
+        >"$T/fleet.out" 2>"$T/fleet.err"
+    kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+    cpu1=$(redis-cli -s "$REDIS_SOCK" info cpu | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}')
+    conn1=$(redis-cli -s "$REDIS_SOCK" info stats | awk -F: '/^total_connections_received:/ {print $2 + 0}')
+    maxc=$(sort -n "$T/fleet.clients" | tail -1)
+    local ok rate
+    ok=$(grep -c '^ok' "$T/fleet.out")
+    rate=$(awk '/^ok/ {if (min == "" || $4 < min) min = $4; if ($4 > max) max = $4} END {if (max > min) printf "%.0f", (NR - 1) * 1000 / (max - min); else print 0}' "$T/fleet.out")
+    row "fleet: 100 processes, limit 10, 5 ms holds: server max" "$(h_server_stat max) (of $ok connects)" "10" "$(verdict "$(h_server_stat max)" 10)"
+    rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "connects/s vs ideal limit/hold (2000/s)" "$rate ($(awk -v r="$rate" 'BEGIN {printf "%.0f%%", r / 20}'))" "" "")")
+    rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "Redis CPU per connect (INFO cpu)" "$(awk -v a="$cpu0" -v b="$cpu1" -v n="$ok" 'BEGIN {printf "%.1f us", (b - a) * 1e6 / (n > 0 ? n : 1)}')" "" "")")
+    rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "Redis connections: most at once / opened" "$maxc / $((conn1 - conn0))" "" "")")
+    REDIS_SOCK=$main_sock REDIS_PID=$main_pid
+}
+
+# Run directly (bash bench/scale.sh fleet), the fleet row alone, for any
+# BUILD: e.g. an older build, to compare.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    set -u
+    ROOT=$(cd "$(dirname "$0")/.." && pwd)
+    cd "$ROOT"
+    . tests/lib/harness.sh
+    rows=()
+    row() { rows+=("$(printf '| %-60s | %-24s | %-8s | %-8s |' "$1" "$2" "$3" "$4")"); }
+    verdict() { awk -v v="$1" -v t="$2" 'BEGIN {print (v <= t) ? "ok" : "MISSED"}'; }
+    scale_fleet
+    printf '%s\n' "${rows[@]}"
+fi

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""scripts_diff.py -- differential run: the same random operations through two versions of lua/ on one Redis.
+
+Usage: scripts_diff.py SOCK OLD_DIR NEW_DIR [STEPS] [SEED]
+OLD_DIR and NEW_DIR hold acquire.lua, release.lua and renew.lua. Each step
+runs in db 0 with the old scripts and in db 1 with the new ones: acquires
+(lease 30 s, or 5 ms, ended by the next step 12 ms later; trying once or
+queueing; sometimes leaving the queue), releases and renews of a pool of
+holders on one semaphore of limit 3. After each step the replies (granted,
+count, limit; retry_ms and wake_ms as "none / some") and the state (the
+holders and queue members, the stats counters) must be the same. What the
+new scripts do differently on purpose is not compared: which waiters get a
+wake-up token, and the new queue_full field; nor the state right after a
+step that granted a 5 ms lease (its key's TTL may end between the two reads). Prints the number of steps and
+exits 1 at the first difference.
+"""
+import os, random, socket, sys, time
+
+
+class Redis:
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX)
+        self.s.connect(path)
+        self.f = self.s.makefile("rb")
+
+    def call(self, *args):
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        self.s.sendall(out)
+        return self.read()
+
+    def read(self):
+        line = self.f.readline()[:-2]
+        t, rest = line[:1], line[1:]
+        if t == b"+": return rest.decode()
+        if t == b"-": raise RuntimeError(rest.decode())
+        if t == b":": return int(rest)
+        if t == b"$":
+            n = int(rest)
+            if n < 0: return None
+            data = self.f.read(n + 2)[:-2]
+            return data.decode()
+        if t == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.read() for _ in range(n)]
+        raise RuntimeError("bad reply %r" % line)
+
+
+def keys(*suffixes):
+    return ["d:{s}:" + x for x in suffixes]
+
+
+ACQ = keys("holders", "limit", "stats", "since", "waiters", "audit", "queue", "qexp", "rate", "epoch")
+REL = keys("holders", "stats", "since", "audit", "limit", "queue", "qexp")
+REN = keys("holders", "stats", "since")
+
+
+def state(r):
+    h = sorted(r.call("ZRANGE", ACQ[0], 0, -1))
+    q = sorted(r.call("ZRANGE", ACQ[6], 0, -1))
+    st = r.call("HGETALL", ACQ[2]) or []
+    st = {k: v for k, v in zip(st[::2], st[1::2]) if k not in ("full_since", "queue_full")}
+    since = sorted((r.call("HKEYS", ACQ[3]) or []))
+    return h, q, st, since
+
+
+def main():
+    sock, old_dir, new_dir = sys.argv[1:4]
+    steps = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
+    rnd = random.Random(int(sys.argv[5]) if len(sys.argv) > 5 else 1)
+    rs = [Redis(sock), Redis(sock)]
+    rs[1].call("SELECT", 1)
+    sha = []
+    for d in (old_dir, new_dir):
+        sha.append({n: rs[0].call("SCRIPT", "LOAD", open(os.path.join(d, n + ".lua")).read())
+                    for n in ("acquire", "release", "renew")})
+    for r in rs:
+        r.call("FLUSHDB")
+    pool = ["h%d" % i for i in range(10)]
+    for step in range(steps):
+        time.sleep(0.012)  # a 5 ms lease of the last step has ended for both versions
+        op = rnd.random()
+        h = rnd.choice(pool)
+        short = False
+        if op < 0.5:
+            lease = rnd.choice(["30000", "30000", "5"])
+            short = lease == "5"
+            ttl = rnd.choice(["0", "5000"])
+            flags = rnd.choice(["", "", "l"])
+            args = [h, lease, "3", "0", ttl, "0", ttl, flags, "0", "1", "0"]
+            calls = [("acquire", ACQ, args), ("acquire", ACQ, args + ["0"])]
+        elif op < 0.85:
+            calls = [("release", REL, [h, "0", "3"])] * 2
+        else:
+            ids = rnd.sample(pool, rnd.randint(1, 5))
+            calls = [("renew", REN, ["30000", rnd.choice(["0", "1"])] + ids)] * 2
+        replies = []
+        for v in (0, 1):
+            name, k, a = calls[v]
+            rep = rs[v].call("EVALSHA", sha[v][name], len(k), *k, *a)
+            if isinstance(rep, list):
+                rep = rep[:3] + ["retry" if rep[3] > 0 else "-", "wake" if rep[4] >= 0 else "-"]
+            replies.append(rep)
+        a, b = state(rs[0]), state(rs[1])
+        # a 5 ms lease's key may expire (its TTL is two leases) between one
+        # version's call and its state read on a loaded machine: its state
+        # is compared at the next step
+        if replies[0] != replies[1] or (a != b and not short):
+            print("step %d: %s %s\n  old %r %r\n  new %r %r" % (step, calls[0][0], calls[0][2], replies[0], a,
+                                                               replies[1], b))
+            return 1
+    print("%d steps, the same replies and state" % steps)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
