@@ -26,14 +26,15 @@
 
 #include "log.h"
 #include "redis_int.h"
-#include "sha1.h"
 
-/* build/scripts.c, generated from lua/NAME.lua by mk/embed-lua.sh. */
-extern const char ccap_lua_acquire[];
-extern const char ccap_lua_release[];
-extern const char ccap_lua_renew[];
-extern const char ccap_lua_timeout[];
-extern const char ccap_lua_fallback[];
+/* build/scripts.c, generated from lua/NAME.lua by mk/embed-lua.sh, with
+ * each script's SHA1 and function name computed at build time. */
+#define CCAP_LUA_SCRIPT(n) extern const char ccap_lua_##n[], ccap_lua_##n##_sha[], ccap_lua_##n##_fn[];
+CCAP_LUA_SCRIPT(acquire)
+CCAP_LUA_SCRIPT(release)
+CCAP_LUA_SCRIPT(renew)
+CCAP_LUA_SCRIPT(timeout)
+CCAP_LUA_SCRIPT(fallback)
 extern const char ccap_lua_library[];
 extern const char ccap_lua_version[];
 
@@ -42,53 +43,32 @@ extern const char ccap_lua_version[];
 #define CCAP_DEFAULT_TIMEOUT_MS 200
 #define CCAP_SMALL_ARGV 32
 
-static const char *const script_src[CCAP_SCRIPT_COUNT] = {
-    [CCAP_SCRIPT_ACQUIRE] = ccap_lua_acquire,
-    [CCAP_SCRIPT_RELEASE] = ccap_lua_release,
-    [CCAP_SCRIPT_RENEW] = ccap_lua_renew,
-    [CCAP_SCRIPT_TIMEOUT] = ccap_lua_timeout,
-    [CCAP_SCRIPT_FALLBACK] = ccap_lua_fallback,
+/* One embedded script: its text, SHA1 (as EVALSHA names it) and function. */
+struct script {
+    const char *src, *sha, *fn;
 };
-static const char *const script_name[CCAP_SCRIPT_COUNT] = {
-    [CCAP_SCRIPT_ACQUIRE] = "acquire",
-    [CCAP_SCRIPT_RELEASE] = "release",
-    [CCAP_SCRIPT_RENEW] = "renew",
-    [CCAP_SCRIPT_TIMEOUT] = "timeout",
-    [CCAP_SCRIPT_FALLBACK] = "fallback",
+#define CCAP_SCRIPT_ENTRY(n) { ccap_lua_##n, ccap_lua_##n##_sha, ccap_lua_##n##_fn }
+static const struct script scripts[CCAP_SCRIPT_COUNT] = {
+    [CCAP_SCRIPT_ACQUIRE] = CCAP_SCRIPT_ENTRY(acquire),
+    [CCAP_SCRIPT_RELEASE] = CCAP_SCRIPT_ENTRY(release),
+    [CCAP_SCRIPT_RENEW] = CCAP_SCRIPT_ENTRY(renew),
+    [CCAP_SCRIPT_TIMEOUT] = CCAP_SCRIPT_ENTRY(timeout),
+    [CCAP_SCRIPT_FALLBACK] = CCAP_SCRIPT_ENTRY(fallback),
 };
-static char script_sha[CCAP_SCRIPT_COUNT][41];
-static char script_fn[CCAP_SCRIPT_COUNT][48];   /* "conncap_<name>_<version>" */
-static pthread_once_t script_sha_once = PTHREAD_ONCE_INIT;
-
-static void script_sha_init(void)
-{
-    for (int i = 0; i < CCAP_SCRIPT_COUNT; i++) {
-        ccap_sha1_hex(script_src[i], strlen(script_src[i]), script_sha[i]);
-        snprintf(script_fn[i], sizeof script_fn[i], "conncap_%s_%s", script_name[i], ccap_lua_version);
-    }
-}
 
 const char *ccap_script_sha(enum ccap_script which)
 {
-    if ((unsigned)which >= CCAP_SCRIPT_COUNT)
-        return NULL;
-    pthread_once(&script_sha_once, script_sha_init);
-    return script_sha[which];
+    return (unsigned)which < CCAP_SCRIPT_COUNT ? scripts[which].sha : NULL;
 }
 
 const char *ccap_script_source(enum ccap_script which)
 {
-    if ((unsigned)which >= CCAP_SCRIPT_COUNT)
-        return NULL;
-    return script_src[which];
+    return (unsigned)which < CCAP_SCRIPT_COUNT ? scripts[which].src : NULL;
 }
 
 const char *ccap_script_function(enum ccap_script which)
 {
-    if ((unsigned)which >= CCAP_SCRIPT_COUNT)
-        return NULL;
-    pthread_once(&script_sha_once, script_sha_init);
-    return script_fn[which];
+    return (unsigned)which < CCAP_SCRIPT_COUNT ? scripts[which].fn : NULL;
 }
 
 const char *ccap_function_library(void)
@@ -959,7 +939,7 @@ int ccap_redis_pick(struct ccap_redis *r, int slot, struct ccap_node **out, int 
 /* SCRIPT LOAD of WHICH on N; checks that Redis names it as we do. */
 static int script_load(struct ccap_redis *r, struct ccap_node *n, enum ccap_script which)
 {
-    const char *av[3] = { "SCRIPT", "LOAD", script_src[which] };
+    const char *av[3] = { "SCRIPT", "LOAD", scripts[which].src };
     redisReply *rep;
     int rc = ccap_node_exec(r, n, 3, av, &rep);
 
