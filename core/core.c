@@ -429,6 +429,7 @@ static void release_kept(const char *sem, int i, const char *holder, long long u
         ccap_log(CCAP_LOG_INFO, "release of %s not sent (redis down): %s", holder,
                  rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
     }
+    if (rc < 0 || !send) ccap_core_kick();  /* the heartbeat sends it once redis answers */
 }
 
 /* Whether an attempt that failed with RC may have run in Redis all the
@@ -635,7 +636,8 @@ int ccap_core_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, stru
         return 0;
     }
     t->permit = p;
-    if (g.hooks.need_heartbeat) g.hooks.need_heartbeat();
+    if (g.hooks.permit_taken && !(p->flags & CCAP_PERMIT_LOCAL)) g.hooks.permit_taken(p->lease_ms);
+    else if (g.hooks.need_heartbeat) g.hooks.need_heartbeat();
     return 0;
 }
 

@@ -1,4 +1,4 @@
-/* heartbeat.c -- the thread that renews leases; started by the first permit. */
+/* heartbeat.c -- the thread that renews leases; started when a permit first needs renewing (later.c). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
@@ -9,7 +9,8 @@
 
 static pthread_mutex_t hb_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hb_cond;
-static bool hb_cond_ready, running;
+static bool hb_cond_ready;
+static atomic_bool running;   /* written under hb_lock */
 static atomic_bool stopping;      /* read by the thread between beats, without the lock */
 static unsigned long kicks;
 
@@ -38,6 +39,11 @@ static void *hb_main(void *arg)
         }
         pthread_mutex_unlock(&hb_lock);
     }
+}
+
+bool ccap_heartbeat_running(void)
+{
+    return atomic_load(&running);
 }
 
 void ccap_heartbeat_start(void)
@@ -91,4 +97,5 @@ void ccap_heartbeat_forget(void)
     hb_cond_ready = false;
     running = false;
     stopping = false;
+    ccap_later_forget();
 }

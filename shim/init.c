@@ -9,8 +9,9 @@
 
 static const struct ccap_core_hooks hooks = {
     .need_heartbeat = ccap_heartbeat_start,
+    .permit_taken = ccap_later_heartbeat,
     .fork_child = ccap_heartbeat_forget,
-    .need_watch = ccap_watch_start,
+    .need_watch = ccap_later_watch,
 };
 
 /* At exit(), before OpenSSL may be cleaned up (see ccap_tls_set_exit_hook):
