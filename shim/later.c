@@ -2,7 +2,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include "clock.h"
+#include "env.h"
 #include "permit.h"
 #include "reload.h"
 #include "shim.h"
@@ -35,18 +37,42 @@ static void owe(_Atomic long long *at, long long when)
     refresh();
 }
 
-/* A permit with a lease of LEASE_MS was taken: the heartbeat is owed when
- * its first renewal is due (a third of the lease, as the heartbeat's
- * period), at the first interposed call from then on. A permit given back
- * before that costs no thread and no renewal. When the thread already
- * runs it is only kicked, as before. */
+static long long born_ms;   /* when the shim was loaded: the process's age */
+
+__attribute__((constructor)) static void later_born(void)
+{
+    born_ms = ccap_now_coarse_ms();
+}
+
+/* CONNCAP_HEARTBEAT=eager: the heartbeat starts with the first permit
+ * whatever the process's age (for programs that hold a connection silently
+ * -- no interposed call for a lease -- from their first moments: see
+ * doc/shortlived.md). Read once; a race reads the same value. */
+static bool eager(void)
+{
+    static atomic_int mode = -1;
+    int m = atomic_load_explicit(&mode, memory_order_relaxed);
+    if (m < 0) {
+        const char *v = ccap_env_get("CONNCAP_HEARTBEAT");
+        atomic_store_explicit(&mode, m = v && !strcmp(v, "eager"), memory_order_relaxed);
+    }
+    return m;
+}
+
+/* A permit with a lease of LEASE_MS was taken. In a process younger than
+ * the first renewal (a third of the lease, the heartbeat's period), the
+ * heartbeat is owed from then on, at the first interposed call: a permit
+ * given back before that costs no thread and no renewal (a shell loop's
+ * curl). An older process is not short-lived: the heartbeat starts now.
+ * When the thread already runs it is only kicked, as before. */
 void ccap_later_heartbeat(int lease_ms)
 {
-    if (ccap_heartbeat_running()) {
+    long long now = ccap_now_coarse_ms(), renew = lease_ms / 3 > 50 ? lease_ms / 3 : 50;
+    if (ccap_heartbeat_running() || now - born_ms >= renew || eager()) {
         ccap_heartbeat_start();
         return;
     }
-    owe(&hb_at, ccap_now_coarse_ms() + (lease_ms / 3 > 50 ? lease_ms / 3 : 50));
+    owe(&hb_at, now + renew);
 }
 
 /* The heartbeat, unless every permit was given back meanwhile. */
