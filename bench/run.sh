@@ -10,6 +10,8 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+# BENCH_ONLY=shortlived: only that section (bench/shortlived.sh)
+[ "${BENCH_ONLY:-}" = shortlived ] && exec bash bench/shortlived.sh
 . tests/lib/harness.sh
 B="$BUILD/bench"
 mkdir -p "$B"
@@ -155,3 +157,7 @@ echo
 printf '| %-60s | %-24s | %-8s | %-8s |\n' "figure" "result" "target" "verdict"
 printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..62})" "$(printf -- '-%.0s' {1..26})" "$(printf -- '-%.0s' {1..10})" "$(printf -- '-%.0s' {1..10})"
 printf '%s\n' "${rows[@]}"
+
+# short-lived processes: a section of its own (bench/shortlived.sh)
+echo
+bash bench/shortlived.sh
