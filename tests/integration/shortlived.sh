@@ -44,19 +44,29 @@ for want in "FCALL EVALSHA EVAL EVAL " "FCALL EVALSHA EVAL "; do
 done
 "$CLI" setup -c "$T/c.conf" >/dev/null || h_fail "conncap setup failed"
 
-# 3. a permit held for 3 leases by a program that keeps making interposed
-#    calls (close of other descriptors): the heartbeat starts and renews it
-run $((3 * lease)) 100 >"$T/long.out" 2>"$T/long.err" &
-pid=$!
-_pids+=("$pid")
-h_wait_for grep -q connected "$T/long.out" || h_fail "the holder did not connect"
-end=$(( $(date +%s%N) / 1000000 + 3 * lease - 200 )); seen=0
-while [ $(( $(date +%s%N) / 1000000 )) -lt $end ]; do
-    [ "$(h_holders s)" -eq 1 ] || h_fail "the holder vanished from redis after $seen checks"
-    seen=$((seen + 1)); sleep 0.1
-done
-wait $pid || h_fail "the holder failed: $(cat "$T/long.err")"
-[ "$(tasks "$T/long.out")" -ge 2 ] || h_fail "a permit held for 3 leases started no heartbeat"
-h_holders_is s 0 || WAIT_S=5 h_wait_for h_holders_is s 0 || h_fail "the permit was not given back"
-h_note "held for $((3 * lease)) ms (lease $lease): present at each of $seen checks, $(tasks "$T/long.out") tasks"
+# 3. a permit held for 3 leases stays in Redis throughout (renewed): by a
+#    program that keeps making interposed calls (close of other descriptors),
+#    by a silent one (no interposed call) in a process older than the first
+#    renewal, and by a silent young one with CONNCAP_HEARTBEAT=eager
+held_throughout() { # NAME ENV... -- TASKHOLD ARGS...
+    local name=$1; shift
+    local envs=()
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+    env "${envs[@]}" LD_PRELOAD="$LIB" "$PROGS/taskhold" 127.0.0.1 "$SRV_PORT" "$@" >"$T/long.out" 2>"$T/long.err" &
+    local pid=$! seen=0 end
+    _pids+=("$pid")
+    WAIT_S=10 h_wait_for grep -q connected "$T/long.out" || h_fail "$name: the holder did not connect"
+    end=$(( $(date +%s%N) / 1000000 + 3 * lease - 200 ))
+    while [ $(( $(date +%s%N) / 1000000 )) -lt $end ]; do
+        [ "$(h_holders s)" -eq 1 ] || h_fail "$name: the holder vanished from redis after $seen checks"
+        seen=$((seen + 1)); sleep 0.1
+    done
+    wait $pid || h_fail "$name: the holder failed: $(cat "$T/long.err")"
+    [ "$(tasks "$T/long.out")" -ge 2 ] || h_fail "$name: a permit held for 3 leases started no heartbeat"
+    h_holders_is s 0 || WAIT_S=5 h_wait_for h_holders_is s 0 || h_fail "$name: the permit was not given back"
+    h_note "$name: held $((3 * lease)) ms (lease $lease), present at each of $seen checks, $(tasks "$T/long.out") tasks"
+}
+held_throughout "working holder" -- $((3 * lease)) 100
+held_throughout "silent holder, older process" -- $((3 * lease)) 0 $((lease / 2))
+held_throughout "silent young holder, eager" CONNCAP_HEARTBEAT=eager -- $((3 * lease)) 0
 echo ok

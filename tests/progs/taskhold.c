@@ -1,5 +1,6 @@
 /* taskhold.c -- one TCP connect held a while, then closed: how many threads the process had meanwhile. */
-/* Usage: taskhold HOST PORT HOLD_MS TICK_MS. Holds the connection HOLD_MS;
+/* Usage: taskhold HOST PORT HOLD_MS TICK_MS [BEFORE_MS]. Sleeps BEFORE_MS
+ * (default 0) first, then connects and holds the connection HOLD_MS;
  * every TICK_MS (0: never) makes one interposed call that does nothing
  * (close(-1)), as a program that works with other descriptors meanwhile.
  * Prints "connected", then "tasks MAX" (the most entries /proc/self/task
@@ -37,10 +38,11 @@ static int tasks(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: taskhold HOST PORT HOLD_MS TICK_MS\n");
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: taskhold HOST PORT HOLD_MS TICK_MS [BEFORE_MS]\n");
         return 2;
     }
+    if (argc == 6) usleep((useconds_t)(atof(argv[5]) * 1000));
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[2])) };
     inet_pton(AF_INET, argv[1], &sa.sin_addr);
     double hold = atof(argv[3]), tick = atof(argv[4]);
