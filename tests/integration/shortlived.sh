@@ -3,7 +3,7 @@
 . "$(dirname "$0")/../lib/harness.sh"
 h_redis_start
 h_server_start 600000
-lease=1500          # first renewal due after 500 ms
+lease=3000          # first renewal due after 1 s
 h_conf "$T/c.conf" s 10 $lease 2000 "127.0.0.1:$SRV_PORT"
 export CONNCAP_CONFIG="$T/c.conf"
 "$CLI" setup -c "$T/c.conf" >/dev/null || h_fail "conncap setup failed"
