@@ -1,4 +1,4 @@
-/* later.c -- the shim's threads start when first needed, not at the first connect: a short-lived process starts none. */
+/* later.c -- when the shim's threads start: the watch thread when first due, the heartbeat lazily if asked. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -44,35 +44,37 @@ __attribute__((constructor)) static void later_born(void)
     born_ms = ccap_now_coarse_ms();
 }
 
-/* CONNCAP_HEARTBEAT=eager: the heartbeat starts with the first permit
- * whatever the process's age (for programs that hold a connection silently
- * -- no interposed call for a lease -- from their first moments: see
- * doc/shortlived.md). Read once; a race reads the same value. */
-static bool eager(void)
+/* CONNCAP_HEARTBEAT=lazy: a short-lived process starts no heartbeat (see
+ * doc/shortlived.md for what that costs programs that hold a connection
+ * silently). Read once; a race reads the same value. */
+static bool lazy(void)
 {
     static atomic_int mode = -1;
     int m = atomic_load_explicit(&mode, memory_order_relaxed);
     if (m < 0) {
         const char *v = ccap_env_get("CONNCAP_HEARTBEAT");
-        atomic_store_explicit(&mode, m = v && !strcmp(v, "eager"), memory_order_relaxed);
+        atomic_store_explicit(&mode, m = v && !strcmp(v, "lazy"), memory_order_relaxed);
     }
     return m;
 }
 
-/* A permit with a lease of LEASE_MS was taken. In a process younger than
- * the first renewal (a third of the lease, the heartbeat's period), the
- * heartbeat is owed from then on, at the first interposed call: a permit
- * given back before that costs no thread and no renewal (a shell loop's
- * curl). An older process is not short-lived: the heartbeat starts now.
- * When the thread already runs it is only kicked, as before. */
+/* A permit with a lease of LEASE_MS was taken. The heartbeat starts, its
+ * first beat at the permit's first renewal (a third of the lease, the
+ * heartbeat's period): a permit given back before that costs no renewal.
+ * With CONNCAP_HEARTBEAT=lazy, in a process younger than that renewal, the
+ * heartbeat is only owed from then on, at the first interposed call: a
+ * permit given back before that costs no thread either (a shell loop's
+ * curl). An older process is not short-lived: its heartbeat starts as
+ * above. A running thread is only kicked, as before (its first beat is
+ * not brought forward). */
 void ccap_later_heartbeat(int lease_ms)
 {
     long long now = ccap_now_coarse_ms(), renew = lease_ms / 3 > 50 ? lease_ms / 3 : 50;
-    if (ccap_heartbeat_running() || now - born_ms >= renew || eager()) {
-        ccap_heartbeat_start();
-        return;
+    if (ccap_heartbeat_running() || !lazy() || now - born_ms >= renew) {
+        ccap_heartbeat_start_in((int)renew);
+    } else {
+        owe(&hb_at, now + renew);
     }
-    owe(&hb_at, now + renew);
 }
 
 /* The heartbeat, unless every permit was given back meanwhile. */

@@ -48,6 +48,9 @@ bool ccap_shim_spawn(void *(*fn)(void *), size_t stack);
 
 /* Starts the heartbeat thread if it is not running (shim/heartbeat.c). */
 void ccap_heartbeat_start(void);
+/* The same, its first beat in MS unless kicked meanwhile (a permit just
+ * taken needs no renewal before a third of its lease); kicks a running one. */
+void ccap_heartbeat_start_in(int ms);
 /* Whether it runs now. Thread-safe. */
 bool ccap_heartbeat_running(void);
 /* Stops it (at exit); does not wait for it. */
@@ -61,10 +64,12 @@ void ccap_watch_start(void);
 /* Stops it (at exit); does not wait for it. */
 void ccap_watch_stop(void);
 
-/* shim/later.c: the threads above start when first needed. A permit just
- * taken owes the heartbeat at its first renewal (a third of LEASE_MS from
- * now), a connect owes the reload/resolve thread at the first check of the
- * configuration file (at once when resolve = true names must be looked up).
+/* shim/later.c: when the threads above start. A permit just taken starts
+ * the heartbeat, its first beat at the permit's first renewal (a third of
+ * LEASE_MS); with CONNCAP_HEARTBEAT=lazy, in a process younger than that,
+ * the heartbeat is only owed from then on. A connect owes the reload/resolve
+ * thread at the first check of the configuration file (at once when
+ * resolve = true names must be looked up).
  * What is owed starts at the first interposed call made once it is due
  * (ccap_later_poll, in every hook). Thread-safe; preserve errno. */
 void ccap_later_heartbeat(int lease_ms);

@@ -80,8 +80,7 @@ out=$(run "$FC" try 127.0.0.2 "$SRV_PORT" 1 2> "$T/short.err")
 case "$out" in ETIMEDOUT*) ;; *) h_fail "short: expected ETIMEDOUT, got $out $(cat "$T/short.err")" ;; esac
 run "$FC" try 127.0.0.1 "$RATED_PORT" 4 > "$T/rated.out" 2> "$T/rated.err"
 [ "$(grep -c '^ok' "$T/rated.out")" -eq 4 ] || h_fail "rated: $(cat "$T/rated.out" "$T/rated.err")"
-# a silent holder from its first moments: renewed only with the eager heartbeat (doc/shortlived.md)
-env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" CONNCAP_HEARTBEAT=eager "$FC" hold 127.0.0.1 "$SRV_PORT" > "$T/h.out" 2> "$T/h.err" &
+env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$FC" hold 127.0.0.1 "$SRV_PORT" > "$T/h.out" 2> "$T/h.err" &
 _pids+=("$!")
 holder=$!
 h_wait_for grep -q connected "$T/h.out" || h_fail "no holder: $(cat "$T/h.out" "$T/h.err")"

@@ -92,8 +92,7 @@ slot=$(redis-cli -p "${P[0]}" cluster keyslot "$key")
 src=$(owner "$nm")
 for d in "${P[@]}"; do [ "$d" != "$src" ] && { dst=$d; break; }; done
 id_of() { redis-cli -p "$1" cluster myid; }
-# a silent holder from its first moments: renewed only with the eager heartbeat (doc/shortlived.md)
-env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" CONNCAP_HEARTBEAT=eager "$FC" hold 127.0.0.1 "$port" > "$T/hold.out" 2> "$T/hold.err" &
+env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$FC" hold 127.0.0.1 "$port" > "$T/hold.out" 2> "$T/hold.err" &
 _pids+=("$!")   # stopped by the harness if the test fails early
 holder=$!
 h_wait_for grep -q connected "$T/hold.out" || h_fail "no holder: $(cat "$T/hold.out" "$T/hold.err")"

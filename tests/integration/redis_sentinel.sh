@@ -68,8 +68,7 @@ grep -h 'master "mymaster" is at' "$T"/l*.err | grep -q "at 127.0.0.1:$new, was 
     h_fail "the master switch was not logged: $(cat "$T"/l1.err)"
 # the cap holds on the new master: fill it, a fourth connect is refused
 for i in 1 2 3; do
-    # silent holders from their first moments: renewed only with the eager heartbeat (doc/shortlived.md)
-    env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" CONNCAP_HEARTBEAT=eager "$FC" hold 127.0.0.1 "$SRV_PORT" > "$T/h$i.out" 2> "$T/h$i.err" &
+    env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$FC" hold 127.0.0.1 "$SRV_PORT" > "$T/h$i.out" 2> "$T/h$i.err" &
     _pids+=("$!")   # stopped by the harness if the test fails early
     holders+=($!)
 done

@@ -1,5 +1,6 @@
-# shortlived.sh -- a process that connects once and closes before its first renewal starts no thread and
-# sends Redis 2 commands (acquire, release); one that holds a permit for 3 leases is renewed throughout.
+# shortlived.sh -- a process that connects once and closes before its first renewal sends Redis 2 commands
+# (acquire, release) and, with CONNCAP_HEARTBEAT=lazy, starts no thread; one that holds a permit for 3
+# leases is renewed throughout.
 . "$(dirname "$0")/../lib/harness.sh"
 h_redis_start
 h_server_start 600000
@@ -21,15 +22,22 @@ sent() {
     grep '^[0-9]' "$T/mon" | grep -v ' lua\] ' | awk '{print toupper($4)}' | tr -d '"' >"$T/cmds"
 }
 
-# 1. connect, close at once: no thread, 2 commands (FCALL acquire, FCALL release)
+# 1. connect, close at once: 2 commands (FCALL acquire, FCALL release), no
+#    renewal; one thread (the heartbeat, its first beat not due yet), and
+#    none with CONNCAP_HEARTBEAT=lazy
 sent run 0 0
-[ "$(tasks "$T/out")" -eq 1 ] || h_fail "a permit held < 1/3 lease started a thread: $(tasks "$T/out") tasks"
+[ "$(tasks "$T/out")" -le 2 ] || h_fail "connect+close started more than the heartbeat: $(tasks "$T/out") tasks"
 [ "$(tr '\n' ' ' <"$T/cmds")" = "FCALL FCALL " ] || h_fail "want FCALL FCALL, sent: $(tr '\n' ' ' <"$T/cmds")"
-h_note "connect+close: 1 task, commands: $(tr '\n' ' ' <"$T/cmds")"
+h_note "connect+close: $(tasks "$T/out") tasks, commands: $(tr '\n' ' ' <"$T/cmds")"
+sent env CONNCAP_HEARTBEAT=lazy LD_PRELOAD="$LIB" "$PROGS/taskhold" 127.0.0.1 "$SRV_PORT" 0 0
+[ "$(tasks "$T/out")" -eq 1 ] || h_fail "lazy: a permit held < 1/3 lease started a thread: $(tasks "$T/out") tasks"
+[ "$(tr '\n' ' ' <"$T/cmds")" = "FCALL FCALL " ] || h_fail "lazy: want FCALL FCALL, sent: $(tr '\n' ' ' <"$T/cmds")"
+h_note "connect+close, lazy: 1 task, commands: $(tr '\n' ' ' <"$T/cmds")"
 # the same checked independently of /proc: no clone at all
 if command -v strace >/dev/null; then
-    LD_PRELOAD="$LIB" strace -f -e trace=clone,clone3 -o "$T/st" "$PROGS/taskhold" 127.0.0.1 "$SRV_PORT" 0 0 >/dev/null
-    ! grep -q 'clone' "$T/st" || h_fail "strace saw a thread start: $(grep clone "$T/st")"
+    CONNCAP_HEARTBEAT=lazy LD_PRELOAD="$LIB" strace -f -e trace=clone,clone3 -o "$T/st" \
+        "$PROGS/taskhold" 127.0.0.1 "$SRV_PORT" 0 0 >/dev/null
+    ! grep -q 'clone' "$T/st" || h_fail "lazy: strace saw a thread start: $(grep clone "$T/st")"
 fi
 
 # 2. without the function library: the FCALL probe, then one command per
@@ -45,9 +53,10 @@ done
 "$CLI" setup -c "$T/c.conf" >/dev/null || h_fail "conncap setup failed"
 
 # 3. a permit held for 3 leases stays in Redis throughout (renewed): by a
-#    program that keeps making interposed calls (close of other descriptors),
-#    by a silent one (no interposed call) in a process older than the first
-#    renewal, and by a silent young one with CONNCAP_HEARTBEAT=eager
+#    silent program (no interposed call meanwhile), and with
+#    CONNCAP_HEARTBEAT=lazy by one that keeps making interposed calls (close
+#    of other descriptors) or by a silent one in a process older than the
+#    first renewal
 held_throughout() { # NAME ENV... -- TASKHOLD ARGS...
     local name=$1; shift
     local envs=()
@@ -66,7 +75,7 @@ held_throughout() { # NAME ENV... -- TASKHOLD ARGS...
     h_holders_is s 0 || WAIT_S=5 h_wait_for h_holders_is s 0 || h_fail "$name: the permit was not given back"
     h_note "$name: held $((3 * lease)) ms (lease $lease), present at each of $seen checks, $(tasks "$T/long.out") tasks"
 }
-held_throughout "working holder" -- $((3 * lease)) 100
-held_throughout "silent holder, older process" -- $((3 * lease)) 0 $((lease / 2))
-held_throughout "silent young holder, eager" CONNCAP_HEARTBEAT=eager -- $((3 * lease)) 0
+held_throughout "silent holder" -- $((3 * lease)) 0
+held_throughout "lazy, working holder" CONNCAP_HEARTBEAT=lazy -- $((3 * lease)) 100
+held_throughout "lazy, silent holder in an older process" CONNCAP_HEARTBEAT=lazy -- $((3 * lease)) 0 $((lease / 2))
 echo ok
