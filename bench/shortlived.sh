@@ -5,7 +5,8 @@
 # matched connect and close (its permit acquired and released against a
 # private redis-server with the function library loaded) against one that
 # makes one unmatched connect; the threads it starts; the Redis commands it
-# sends (MONITOR, commands run inside scripts excluded); curl fetching one
+# sends (MONITOR, commands run inside scripts excluded), by default and with
+# CONNCAP_HEARTBEAT=lazy; curl fetching one
 # page plain, under LD_PRELOAD and under `conncap run`, as same-run ratios
 # of the fastest of several interleaved rounds.
 set -u
@@ -44,9 +45,11 @@ if command -v valgrind >/dev/null; then
     plain=$(instr "$B/hold" 127.0.0.1 "$UP" 0)
     un=$(LD_PRELOAD="$LIB" instr "$B/hold" 127.0.0.1 "$UP" 0)
     ma=$(LD_PRELOAD="$LIB" instr "$B/hold" 127.0.0.1 "$MP" 0)
+    lz=$(CONNCAP_HEARTBEAT=lazy LD_PRELOAD="$LIB" instr "$B/hold" 127.0.0.1 "$MP" 0)
     row "process, one unmatched connect: instructions (plain $plain)" "$un" "" ""
     row "process, one matched connect+close (acquire, release)" "$ma" "" ""
     row "  matched - unmatched (first matched connect's extra)" "$((ma - un))" "400000" "$(verdict $((ma - un)) 400000)"
+    row "  same, CONNCAP_HEARTBEAT=lazy" "$((lz - un))" "400000" "$(verdict $((lz - un)) 400000)"
 else
     row "process instructions" "valgrind not installed" "" ""
 fi
@@ -54,7 +57,10 @@ fi
 # 2. threads and Redis commands of one such process
 LD_PRELOAD="$LIB" "$B/taskhold" 127.0.0.1 "$MP" 0 0 >"$T/th"
 th=$(awk '/^tasks/ {print $2}' "$T/th")
-row "threads of a process holding a permit < 1/3 lease" "$th (the main one)" "1" "$(verdict "$th" 1)"
+row "threads of a process holding a permit < 1/3 lease" "$th (main + heartbeat)" "" ""
+CONNCAP_HEARTBEAT=lazy LD_PRELOAD="$LIB" "$B/taskhold" 127.0.0.1 "$MP" 0 0 >"$T/th"
+th=$(awk '/^tasks/ {print $2}' "$T/th")
+row "  same, CONNCAP_HEARTBEAT=lazy" "$th (the main one)" "1" "$(verdict "$th" 1)"
 redis-cli -s "$REDIS_SOCK" monitor >"$T/mon" 2>&1 &
 mon=$!
 h_wait_for grep -q OK "$T/mon"
@@ -69,16 +75,18 @@ row "Redis commands per process, one matched connection" "$per ($(grep '^[0-9]' 
 #    interleaved, 15 rounds; the fastest run of each (interference only adds)
 once() { local t0; t0=$(date +%s%N); "$@" -sf "http://127.0.0.1:$HP/" -o /dev/null || echo fail >&2; echo $(( ($(date +%s%N) - t0) / 1000 )); }
 if command -v curl >/dev/null; then
-    a=(); b=(); c=()
+    a=(); b=(); c=(); d=()
     for r in $(seq 15); do
         a+=("$(once env -u LD_PRELOAD curl)")
         b+=("$(once env LD_PRELOAD="$LIB" curl)")
+        d+=("$(once env CONNCAP_HEARTBEAT=lazy LD_PRELOAD="$LIB" curl)")
         c+=("$(CONNCAP_LIBRARY="$LIB" once "$CLI" run -c "$T/c.conf" -- curl)")
     done
     fa=$(printf '%s\n' "${a[@]}" | sort -g | head -1); fb=$(printf '%s\n' "${b[@]}" | sort -g | head -1)
-    fc=$(printf '%s\n' "${c[@]}" | sort -g | head -1)
+    fc=$(printf '%s\n' "${c[@]}" | sort -g | head -1); fd=$(printf '%s\n' "${d[@]}" | sort -g | head -1)
     row "curl, one page from a matched server: plain, us (fastest)" "$fa" "" ""
     row "curl under LD_PRELOAD / plain (same run)" "$(awk -v x="$fb" -v y="$fa" 'BEGIN {printf "%.2fx", x / y}')" "" ""
+    row "curl under LD_PRELOAD, CONNCAP_HEARTBEAT=lazy / plain" "$(awk -v x="$fd" -v y="$fa" 'BEGIN {printf "%.2fx", x / y}')" "" ""
     row "curl under conncap run / plain (same run)" "$(awk -v x="$fc" -v y="$fa" 'BEGIN {printf "%.2fx", x / y}')" "" ""
 fi
 
