@@ -1,4 +1,4 @@
-/* heartbeat.c -- the thread that renews leases; started when a permit first needs renewing (later.c). */
+/* heartbeat.c -- the thread that renews leases; started with the first permit, its first beat at the renewal (see later.c). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
