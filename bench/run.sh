@@ -12,6 +12,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 # bench/run.sh SECTION: only that section's rows (cli: bench/cli_scale.sh)
 case "${1:-}" in cli) exec bash bench/cli_scale.sh ;; esac
+# BENCH_ONLY=shortlived: only that section (bench/shortlived.sh)
+[ "${BENCH_ONLY:-}" = shortlived ] && exec bash bench/shortlived.sh
 . tests/lib/harness.sh
 B="$BUILD/bench"
 mkdir -p "$B"
@@ -168,3 +170,7 @@ echo
 printf '| %-60s | %-24s | %-8s | %-8s |\n' "figure" "result" "target" "verdict"
 printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..62})" "$(printf -- '-%.0s' {1..26})" "$(printf -- '-%.0s' {1..10})" "$(printf -- '-%.0s' {1..10})"
 printf '%s\n' "${rows[@]}"
+
+# short-lived processes: a section of its own (bench/shortlived.sh)
+echo
+bash bench/shortlived.sh

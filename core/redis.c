@@ -27,14 +27,15 @@
 #include "clock.h"
 #include "log.h"
 #include "redis_int.h"
-#include "sha1.h"
 
-/* build/scripts.c, generated from lua/NAME.lua by mk/embed-lua.sh. */
-extern const char ccap_lua_acquire[];
-extern const char ccap_lua_release[];
-extern const char ccap_lua_renew[];
-extern const char ccap_lua_timeout[];
-extern const char ccap_lua_fallback[];
+/* build/scripts.c, generated from lua/NAME.lua by mk/embed-lua.sh, with
+ * each script's SHA1 and function name computed at build time. */
+#define CCAP_LUA_SCRIPT(n) extern const char ccap_lua_##n[], ccap_lua_##n##_sha[], ccap_lua_##n##_fn[];
+CCAP_LUA_SCRIPT(acquire)
+CCAP_LUA_SCRIPT(release)
+CCAP_LUA_SCRIPT(renew)
+CCAP_LUA_SCRIPT(timeout)
+CCAP_LUA_SCRIPT(fallback)
 extern const char ccap_lua_library[];
 extern const char ccap_lua_version[];
 
@@ -43,53 +44,32 @@ extern const char ccap_lua_version[];
 #define CCAP_DEFAULT_TIMEOUT_MS 200
 #define CCAP_SMALL_ARGV 32
 
-static const char *const script_src[CCAP_SCRIPT_COUNT] = {
-    [CCAP_SCRIPT_ACQUIRE] = ccap_lua_acquire,
-    [CCAP_SCRIPT_RELEASE] = ccap_lua_release,
-    [CCAP_SCRIPT_RENEW] = ccap_lua_renew,
-    [CCAP_SCRIPT_TIMEOUT] = ccap_lua_timeout,
-    [CCAP_SCRIPT_FALLBACK] = ccap_lua_fallback,
+/* One embedded script: its text, SHA1 (as EVALSHA names it) and function. */
+struct script {
+    const char *src, *sha, *fn;
 };
-static const char *const script_name[CCAP_SCRIPT_COUNT] = {
-    [CCAP_SCRIPT_ACQUIRE] = "acquire",
-    [CCAP_SCRIPT_RELEASE] = "release",
-    [CCAP_SCRIPT_RENEW] = "renew",
-    [CCAP_SCRIPT_TIMEOUT] = "timeout",
-    [CCAP_SCRIPT_FALLBACK] = "fallback",
+#define CCAP_SCRIPT_ENTRY(n) { ccap_lua_##n, ccap_lua_##n##_sha, ccap_lua_##n##_fn }
+static const struct script scripts[CCAP_SCRIPT_COUNT] = {
+    [CCAP_SCRIPT_ACQUIRE] = CCAP_SCRIPT_ENTRY(acquire),
+    [CCAP_SCRIPT_RELEASE] = CCAP_SCRIPT_ENTRY(release),
+    [CCAP_SCRIPT_RENEW] = CCAP_SCRIPT_ENTRY(renew),
+    [CCAP_SCRIPT_TIMEOUT] = CCAP_SCRIPT_ENTRY(timeout),
+    [CCAP_SCRIPT_FALLBACK] = CCAP_SCRIPT_ENTRY(fallback),
 };
-static char script_sha[CCAP_SCRIPT_COUNT][41];
-static char script_fn[CCAP_SCRIPT_COUNT][48];   /* "conncap_<name>_<version>" */
-static pthread_once_t script_sha_once = PTHREAD_ONCE_INIT;
-
-static void script_sha_init(void)
-{
-    for (int i = 0; i < CCAP_SCRIPT_COUNT; i++) {
-        ccap_sha1_hex(script_src[i], strlen(script_src[i]), script_sha[i]);
-        snprintf(script_fn[i], sizeof script_fn[i], "conncap_%s_%s", script_name[i], ccap_lua_version);
-    }
-}
 
 const char *ccap_script_sha(enum ccap_script which)
 {
-    if ((unsigned)which >= CCAP_SCRIPT_COUNT)
-        return NULL;
-    pthread_once(&script_sha_once, script_sha_init);
-    return script_sha[which];
+    return (unsigned)which < CCAP_SCRIPT_COUNT ? scripts[which].sha : NULL;
 }
 
 const char *ccap_script_source(enum ccap_script which)
 {
-    if ((unsigned)which >= CCAP_SCRIPT_COUNT)
-        return NULL;
-    return script_src[which];
+    return (unsigned)which < CCAP_SCRIPT_COUNT ? scripts[which].src : NULL;
 }
 
 const char *ccap_script_function(enum ccap_script which)
 {
-    if ((unsigned)which >= CCAP_SCRIPT_COUNT)
-        return NULL;
-    pthread_once(&script_sha_once, script_sha_init);
-    return script_fn[which];
+    return (unsigned)which < CCAP_SCRIPT_COUNT ? scripts[which].fn : NULL;
 }
 
 const char *ccap_function_library(void)
@@ -946,36 +926,6 @@ int ccap_redis_pick(struct ccap_redis *r, int slot, struct ccap_node **out, int 
     }
 }
 
-/* SCRIPT LOAD of WHICH on N; checks that Redis names it as we do. */
-static int script_load(struct ccap_redis *r, struct ccap_node *n, enum ccap_script which)
-{
-    const char *av[3] = { "SCRIPT", "LOAD", script_src[which] };
-    redisReply *rep;
-    int rc = ccap_node_exec(r, n, 3, av, &rep);
-
-    if (rc < 0)
-        return rc;
-    if (rep->type == REDIS_REPLY_ERROR) {
-        rc = ccap_redis_error_rc(r, rep);
-        freeReplyObject(rep);
-        return rc;
-    }
-    if (rep->type != REDIS_REPLY_STRING || strcmp(rep->str, ccap_script_sha(which)) != 0) {
-        set_err(r, "redis SCRIPT LOAD: unexpected reply");
-        freeReplyObject(rep);
-        return -EPROTO;
-    }
-    freeReplyObject(rep);
-    if (n->ctx)
-        n->loaded |= 1u << which;
-    return 0;
-}
-
-int ccap_node_script_ready(struct ccap_redis *r, struct ccap_node *n, enum ccap_script which)
-{
-    return n->loaded & (1u << which) ? 0 : script_load(r, n, which);
-}
-
 #define CCAP_FN_RETRY_MS 60000
 
 /* REP says this server has no (usable) library of ours: none loaded, a
@@ -1012,38 +962,45 @@ static bool fn_try(const struct ccap_node *n)
     return n->fn >= 0 || ccap_now_ms() >= n->fn_at;
 }
 
-/* ARGV ("EVALSHA" sha nkeys ...) as "FCALL" function nkeys ... in SMALL
- * (CCAP_SMALL_ARGV) or a new array. Returns it, or NULL (no memory). */
-static const char **fcall_argv(int which, int argc, const char *const *argv, const char **small)
+/* ARGV ("EVALSHA" sha nkeys ...) as CMD ARG1 nkeys ... in SMALL
+ * (CCAP_SMALL_ARGV) or a new array: "FCALL" function, or "EVAL" source.
+ * Returns it, or NULL (no memory). */
+static const char **script_argv(const char *cmd, const char *arg1, int argc, const char *const *argv,
+                                const char **small)
 {
     const char **av = argc > CCAP_SMALL_ARGV ? malloc(sizeof *av * (size_t)argc) : small;
 
     if (!av)
         return NULL;
-    av[0] = "FCALL";
-    av[1] = ccap_script_function((enum ccap_script)which);
+    av[0] = cmd;
+    av[1] = arg1;
     for (int i = 2; i < argc; i++)
         av[i] = argv[i];
     return av;
 }
 
+/* Script WHICH's ARGV written to N without its reply: FCALL, or EVALSHA of
+ * a script this connection ran before, or else EVAL with the source (one
+ * command that also caches it: no SCRIPT LOAD round trip, no NOSCRIPT). */
 int ccap_node_script_send(struct ccap_redis *r, struct ccap_node *n, int which, int argc,
                           const char *const *argv, long long deadline)
 {
-    const char *small[CCAP_SMALL_ARGV], **av;
+    const char *small[CCAP_SMALL_ARGV], **av = (const char **)argv;
+    bool fn = fn_try(n), eval = !fn && !(n->loaded & (1u << which));
     int rc;
 
-    if (!fn_try(n)) {
-        if ((rc = ccap_node_script_ready(r, n, (enum ccap_script)which)) < 0)
-            return rc;
-        return ccap_node_send(r, n, argc, argv, deadline);
-    }
     /* an FCALL answered "not found" is run again the normal way (see
      * ccap_defer_collect), which then falls back to EVALSHA */
-    if (!(av = fcall_argv(which, argc, argv, small)))
-        return -ENOMEM;
+    if (fn || eval) {
+        av = fn ? script_argv("FCALL", scripts[which].fn, argc, argv, small)
+                : script_argv("EVAL", scripts[which].src, argc, argv, small);
+        if (!av)
+            return -ENOMEM;
+    }
     rc = ccap_node_send(r, n, argc, av, deadline);
-    if (av != small)
+    if (rc == 0 && eval && n->ctx)
+        n->loaded |= 1u << which;   /* a refused EVAL: the EVALSHA after it gets NOSCRIPT, handled */
+    if (av != small && av != (const char **)argv)
         free(av);
     return rc;
 }
@@ -1073,7 +1030,7 @@ static int run_fcall(struct ccap_redis *r, struct ccap_node *n, int which, bool 
     *out = NULL;
     if (!fn_try(n))
         return 0;
-    if (!(av = fcall_argv(which, argc, argv, small))) {
+    if (!(av = script_argv("FCALL", scripts[which].fn, argc, argv, small))) {
         set_err(r, "out of memory");
         return -ENOMEM;
     }
@@ -1092,9 +1049,27 @@ static int run_fcall(struct ccap_redis *r, struct ccap_node *n, int which, bool 
     return rc;
 }
 
+/* Script WHICH's ARGV on N as EVAL with its source. Returns 0 and *OUT,
+ * or -errno as ccap_node_exec. */
+static int eval_source(struct ccap_redis *r, struct ccap_node *n, int which, int argc, const char *const *argv,
+                       redisReply **out)
+{
+    const char *small[CCAP_SMALL_ARGV], **av = script_argv("EVAL", scripts[which].src, argc, argv, small);
+    int rc;
+
+    if (!av) {
+        set_err(r, "out of memory");
+        return -ENOMEM;
+    }
+    rc = ccap_node_exec(r, n, argc, av, out);
+    if (av != small)
+        free(av);
+    return rc;
+}
+
 /* ARGV on N (after ASKING when ASK). A script (WHICH >= 0) runs as FCALL
- * of our library when N has it, else with EVALSHA, loaded after NOSCRIPT
- * and run once more, invisibly to the caller. */
+ * of our library when N has it, else with EVALSHA, run once more as EVAL
+ * with its source after NOSCRIPT, invisibly to the caller. */
 static int run_on(struct ccap_redis *r, struct ccap_node *n, int which, bool ask, int argc,
                   const char *const *argv, redisReply **out)
 {
@@ -1109,18 +1084,16 @@ static int run_on(struct ccap_redis *r, struct ccap_node *n, int which, bool ask
     if (rc == 0)
         rc = ccap_node_exec(r, n, argc, argv, &rep);
     if (rc == 0 && which >= 0 && err_is(rep, "NOSCRIPT")) {
-        /* Never loaded here, or flushed, or a restart or failover: load and retry once. */
+        /* Never loaded here, or flushed, or a restart or failover: once
+         * more with EVAL and the source, which also caches it. */
         freeReplyObject(rep);
         rep = NULL;
-        rc = script_load(r, n, (enum ccap_script)which);
-        if (rc == 0)
-            ccap_defer_retry(r);    /* a release the flush also hit goes first (see dispatch) */
-        if (rc == 0 && !n->ctx)
-            rc = -EPIPE;
+        ccap_defer_retry(r);    /* a release the flush also hit goes first (see dispatch) */
+        rc = n->ctx ? 0 : -EPIPE;
         if (rc == 0 && ask)
             rc = asking(r, n);
         if (rc == 0)
-            rc = ccap_node_exec(r, n, argc, argv, &rep);
+            rc = eval_source(r, n, which, argc, argv, &rep);
     }
     if (rc == 0 && which >= 0 && !err_is(rep, "NOSCRIPT") && n->ctx)
         n->loaded |= 1u << which;

@@ -128,15 +128,11 @@ int ccap_node_io_error(struct ccap_redis *r, struct ccap_node *n, const char *cm
 size_t ccap_resp_size(int argc, const char *const *argv);
 size_t ccap_resp_format(char *out, int argc, const char *const *argv);
 
-/* Makes sure script WHICH is loaded on N (SCRIPT LOAD once per
- * connection, unless an EVALSHA of it already worked there). Returns 0 or
- * -errno. */
-int ccap_node_script_ready(struct ccap_redis *r, struct ccap_node *n, enum ccap_script which);
-
 /* Writes script WHICH's ARGV ("EVALSHA" sha nkeys args...) to N without
  * reading the reply: as FCALL unless N said lately it has no library of
- * ours, else with EVALSHA after making sure the script is loaded. Returns 0 or -errno as
- * ccap_node_send. */
+ * ours, else with EVALSHA when this connection ran the script before, else
+ * as EVAL with its source (one command, no NOSCRIPT). Returns 0 or -errno
+ * as ccap_node_send. */
 int ccap_node_script_send(struct ccap_redis *r, struct ccap_node *n, int which, int argc,
                           const char *const *argv, long long deadline);
 

@@ -72,7 +72,8 @@ int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, struct
         return 0;
     }
     t->permit = p;
-    ccap_rt_kick();
+    if (ccap_rt.hooks.permit_taken && !(p->flags & CCAP_PERMIT_LOCAL)) ccap_rt.hooks.permit_taken(p->lease_ms);
+    else ccap_rt_kick();
     return 0;
 }
 

@@ -51,6 +51,7 @@ void ccap_rt_release_kept(const char *sem, int i, const char *holder, long long 
         ccap_log(CCAP_LOG_INFO, "release of %s not sent (redis down): %s", holder,
                  rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
     }
+    if (rc < 0 || !send) ccap_rt_kick(); /* the heartbeat sends it once redis answers */
 }
 
 /* The release goes out without waiting for Redis's reply (a matched close

@@ -19,6 +19,7 @@ struct ccap_ticket {
 /* Callbacks the shim gives the core (set once, before any other call). */
 struct ccap_rt_hooks {
     void (*need_heartbeat)(void);   /* a permit is held: make sure renewal runs */
+    void (*permit_taken)(int lease_ms); /* one registered in Redis: renewal runs by its first renewal */
     void (*fork_child)(void);       /* after fork, in the child (runtime/lifecycle.c gives its place in the order) */
     void (*need_watch)(void);       /* config loaded: make sure the reload/resolve thread runs (cheap when it does) */
 };

@@ -1,4 +1,4 @@
-/* heartbeat.c -- the thread that renews leases; started by the first permit. */
+/* heartbeat.c -- the thread that renews leases; started with the first permit, its first beat at the renewal (see later.c). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
@@ -9,14 +9,36 @@
 
 static pthread_mutex_t hb_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hb_cond;
-static bool hb_cond_ready, running;
+static bool hb_cond_ready;
+static atomic_bool running;   /* written under hb_lock */
 static atomic_bool stopping;      /* read by the thread between beats, without the lock */
 static unsigned long kicks;
+static int first_ms;              /* the thread's wait before its first beat (ccap_heartbeat_start_in) */
+static unsigned long urgent;      /* starts that want a beat at once (ccap_heartbeat_start) */
+static unsigned long first_urgent; /* urgent when it was started: a later one ends that wait */
+
+/* Before the first beat of a thread started by ccap_heartbeat_start_in:
+ * waits FIRST_MS, unless ccap_heartbeat_start or the stop comes first.
+ * Under hb_lock. */
+static void first_wait(void)
+{
+    if (first_ms <= 0) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += first_ms / 1000;
+    ts.tv_nsec += (first_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    while (!stopping && urgent == first_urgent && pthread_cond_timedwait(&hb_cond, &hb_lock, &ts) == 0) {}
+    first_ms = 0;
+}
 
 static void *hb_main(void *arg)
 {
     (void)arg;
     ccap_guard = 1; /* everything this thread does is the shim's own */
+    pthread_mutex_lock(&hb_lock);
+    first_wait();
+    pthread_mutex_unlock(&hb_lock);
     for (;;) {
         pthread_mutex_lock(&hb_lock);
         unsigned long seen = kicks;
@@ -40,21 +62,46 @@ static void *hb_main(void *arg)
     }
 }
 
+bool ccap_heartbeat_running(void)
+{
+    return atomic_load(&running);
+}
+
+/* Starts the thread, its first beat in FIRST (ms; 0: at once), or kicks
+ * the running one (FIRST 0 also ends its first wait). Under hb_lock. */
+static void start_locked(int first)
+{
+    kicks++;
+    if (!first) {
+        urgent++;
+        if (running) pthread_cond_broadcast(&hb_cond);   /* ends a first wait; a beat's wait ignores it */
+    }
+    if (running) return;
+    if (stopping) return;
+    if (!hb_cond_ready) {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&hb_cond, &ca);
+        pthread_condattr_destroy(&ca);
+        hb_cond_ready = true;
+    }
+    first_ms = first;
+    first_urgent = urgent;
+    running = ccap_shim_spawn(hb_main, 128 * 1024);
+}
+
 void ccap_heartbeat_start(void)
 {
     pthread_mutex_lock(&hb_lock);
-    kicks++;
-    if (!running && !stopping) {
-        if (!hb_cond_ready) {
-            pthread_condattr_t ca;
-            pthread_condattr_init(&ca);
-            pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-            pthread_cond_init(&hb_cond, &ca);
-            pthread_condattr_destroy(&ca);
-            hb_cond_ready = true;
-        }
-        running = ccap_shim_spawn(hb_main, 128 * 1024);
-    }
+    start_locked(0);
+    pthread_mutex_unlock(&hb_lock);
+}
+
+void ccap_heartbeat_start_in(int ms)
+{
+    pthread_mutex_lock(&hb_lock);
+    start_locked(ms);
     pthread_mutex_unlock(&hb_lock);
 }
 
@@ -91,4 +138,6 @@ void ccap_heartbeat_forget(void)
     hb_cond_ready = false;
     running = false;
     stopping = false;
+    first_ms = 0;
+    ccap_later_forget();
 }

@@ -19,8 +19,9 @@
 #define REAL CCAP_REAL
 /* Every hook: permits handed over by an exec are adopted at the first
  * interposed call of any kind, so they are renewed even if the new image
- * never connects again (one relaxed load when nothing waits). */
-#define FIRST_NEED() do { if (__builtin_expect(ccap_handoff_waiting(), 0)) ccap_shim_adopt(); } while (0)
+ * never connects again (one relaxed load when nothing waits); a thread
+ * that came due starts (see ccap_later_poll). */
+#define FIRST_NEED() do { if (__builtin_expect(ccap_handoff_waiting(), 0)) ccap_shim_adopt(); ccap_later_poll(); } while (0)
 
 __thread int ccap_guard __attribute__((tls_model("initial-exec")));
 void ccap_shim_adopt(void)

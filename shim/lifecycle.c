@@ -18,8 +18,9 @@ static void fork_child(void)
 
 static const struct ccap_rt_hooks hooks = {
     .need_heartbeat = ccap_heartbeat_start,
+    .permit_taken = ccap_later_heartbeat,
     .fork_child = fork_child,
-    .need_watch = ccap_watch_start,
+    .need_watch = ccap_later_watch,
 };
 
 char *const *ccap_shim_exec_begin(char *const *envp, struct ccap_exec *x)

@@ -2,9 +2,11 @@
 #ifndef CCAP_SHIM_H
 #define CCAP_SHIM_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include "clock.h"
 
 /* Non-zero while this thread runs runtime or core code (or is one of the
  * shim's threads): the hooks then pass straight to the real call, so the
@@ -67,6 +69,11 @@ bool ccap_shim_spawn(void *(*fn)(void *), size_t stack);
 
 /* Starts the heartbeat thread if it is not running (shim/heartbeat.c). */
 void ccap_heartbeat_start(void);
+/* The same, its first beat in MS unless kicked meanwhile (a permit just
+ * taken needs no renewal before a third of its lease); kicks a running one. */
+void ccap_heartbeat_start_in(int ms);
+/* Whether it runs now. Thread-safe. */
+bool ccap_heartbeat_running(void);
 /* Stops it (at exit); does not wait for it. */
 void ccap_heartbeat_stop(void);
 /* After fork, in the child: the thread is gone; forget it. */
@@ -92,5 +99,29 @@ struct ccap_exec;
 char *const *ccap_shim_exec_begin(char *const *envp, struct ccap_exec *x);
 char *const *ccap_shim_exec_e2big(struct ccap_exec *x);
 void ccap_shim_exec_end(struct ccap_exec *x);
+
+/* shim/later.c: when the threads above start. A permit just taken starts
+ * the heartbeat, its first beat at the permit's first renewal (a third of
+ * LEASE_MS); with CONNCAP_HEARTBEAT=lazy, in a process younger than that,
+ * the heartbeat is only owed from then on. A connect owes the reload/resolve
+ * thread at the first check of the configuration file (at once when
+ * resolve = true names must be looked up).
+ * What is owed starts at the first interposed call made once it is due
+ * (ccap_later_poll, in every hook). Thread-safe; preserve errno. */
+void ccap_later_heartbeat(int lease_ms);
+void ccap_later_watch(void);
+/* After fork, in the child: nothing is owed. */
+void ccap_later_forget(void);
+/* Starts what is due. For ccap_later_poll. */
+void ccap_later_run(void);
+/* The CLOCK_MONOTONIC_COARSE ms when a thread is owed, 0 when none. */
+extern _Atomic long long ccap_later_at;
+
+/* In every hook, outside the guard: one relaxed load when nothing is owed. */
+static inline void ccap_later_poll(void)
+{
+    long long at = atomic_load_explicit(&ccap_later_at, memory_order_relaxed);
+    if (__builtin_expect(at != 0, 0) && ccap_now_coarse_ms() >= at) ccap_later_run();
+}
 
 #endif

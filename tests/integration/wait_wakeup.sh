@@ -26,11 +26,11 @@ kill "$mon"
 sent=$(grep -v ' lua\] ' "$T/monitor" | grep '^[0-9]' | awk '{print toupper($4)}' | tr -d '"' | sort | uniq -c)
 h_note "commands sent in about 4 s of waiting, then the hand-off:" $sent
 blpop=$(echo "$sent" | awk '$2 == "BLPOP" {print $1}'); blpop=${blpop:-0}
-evalsha=$(echo "$sent" | awk '$2 == "EVALSHA" || $2 == "FCALL" {n += $1} END {print n + 0}')
+evalsha=$(echo "$sent" | awk '$2 == "EVALSHA" || $2 == "EVAL" || $2 == "FCALL" {n += $1} END {print n + 0}')
 # FCALL_RO: a new connection asks once whether the function library is loaded
-others=$(echo "$sent" | awk '$2 != "BLPOP" && $2 != "EVALSHA" && $2 != "SCRIPT" && $2 != "FCALL" && $2 != "FCALL_RO"')
+others=$(echo "$sent" | awk '$2 != "BLPOP" && $2 != "EVALSHA" && $2 != "EVAL" && $2 != "SCRIPT" && $2 != "FCALL" && $2 != "FCALL_RO"')
 # 4 s, re-checks at most 1 s apart: about 4 blocks, each ended by one attempt;
-# then A's release (its first: NOSCRIPT, SCRIPT LOAD, again), B's winning
+# then A's release (its first: EVAL with the source), B's winning
 # attempt, B's release, maybe a heartbeat. A polling waiter sends dozens.
 [ "$blpop" -ge 3 ] && [ "$blpop" -le 7 ] || h_fail "want 3..7 blocks (one per re-check of at most 1 s), got $blpop"
 [ "$evalsha" -le $((blpop + 6)) ] || h_fail "$evalsha scripts for $blpop blocks: the waiter polls"

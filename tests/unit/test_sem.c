@@ -686,7 +686,7 @@ static void test_malformed_replies(void **state)
     canned = ":2\r\n";
     assert_int_equal(ccap_sem_renew(fr, PFX, "s", ab, 2, 1000, 1), 2);
 
-    /* A bad SCRIPT LOAD answer after NOSCRIPT is an error, not a loop. */
+    /* NOSCRIPT even to the EVAL with the source is an error, not a loop. */
     canned = "-NOSCRIPT No matching script.\r\n";
     assert_int_equal(t_release(fr, PFX, "s", "a"), -EPROTO);
 
