@@ -21,14 +21,12 @@
 #include "reload.h"
 #include "sem.h"
 #include "wait.h"
+#include "waiting.h"
 
 #ifndef IPPROTO_MPTCP
 #define IPPROTO_MPTCP 262
 #endif
 
-#define WAIT_RECHECK_MS 1000   /* a waiter re-checks at least this often (wait.h) */
-#define WAIT_DOWN_NAP_MS 50    /* Redis down and the local limit full: re-check this often */
-#define WAIT_TICKET_SLACK_MS 500 /* a waiter's re-check may come this much late (ticket_ttl_ms) */
 #define CIRCUIT_MIN_MS 250
 #define CIRCUIT_MAX_MS 5000
 
@@ -58,13 +56,6 @@ static long long now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long long ms)
-{
-    if (ms <= 0) return;
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
 }
 
 /* Per thread, seeded again in a fork child: prefork workers forked from one
@@ -364,9 +355,7 @@ static void circuit_note(int rc)
     else if (rc != -EINVAL && rc != -ENOMEM && rc != -ENAMETOOLONG) circuit_failure(rc);
 }
 
-/* One acquire attempt Q under rlock. Returns 1 granted, 0 denied (*RES
- * tells when to re-check), -errno. */
-static int try_acquire(const struct ccap_sem_conf *s, const struct ccap_sem_req *q, struct ccap_sem_result *res)
+int ccap_core_try_acquire(const struct ccap_sem_conf *s, const struct ccap_sem_req *q, struct ccap_sem_result *res)
 {
     pthread_mutex_lock(&g.rlock);
     int rc = -ECONNREFUSED;
@@ -385,7 +374,7 @@ static int try_acquire(const struct ccap_sem_conf *s, const struct ccap_sem_req 
  * "local" is at local_limit (the caller may wait for a local permit, then
  * fails with on_timeout), or -ECONNREFUSED for "closed" -- at once, whatever
  * on_timeout is. Thread-safe: the local count is an atomic. */
-static int redis_down(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p)
+int ccap_core_redis_down(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p)
 {
     switch (g.cfg->on_redis_down) {
     case CCAP_DOWN_CLOSED:
@@ -405,7 +394,7 @@ static int redis_down(const struct ccap_sem_conf *s, size_t sem, struct ccap_per
 }
 
 /* Stats: HOLDER gave up on S after WAITED ms (best effort, under rlock). */
-static void report_timeout(const struct ccap_sem_conf *s, const char *holder, long long waited)
+void ccap_core_report_timeout(const struct ccap_sem_conf *s, const char *holder, long long waited)
 {
     pthread_mutex_lock(&g.rlock);
     if (!circuit_open() && ccap_sem_timeout(g.redis, g.cfg->redis.key_prefix, s->name, holder, waited) < 0)
@@ -431,17 +420,6 @@ static void release_kept(const char *sem, int i, const char *holder, long long u
     }
 }
 
-/* Whether an attempt that failed with RC may have run in Redis all the
- * same: it was written, and what was lost is its reply (a timeout, a
- * connection lost after the write, a reply we could not read or parse).
- * Not when it was never sent (circuit open, connect refused, bad
- * arguments) or Redis refused to run it (-EAGAIN); any other error counts
- * as may-have-run, which costs at most one needless release. */
-static bool may_have_run(int rc)
-{
-    return rc != -ECONNREFUSED && rc != -EAGAIN && rc != -EACCES && rc != -EINVAL && rc != -ENAMETOOLONG;
-}
-
 /* P's attempts may have left Redis a ticket in the queue, or a permit
  * that no socket will own (an attempt whose reply was lost ran late): its
  * holder id is released as a closed permit's is -- kept, and sent again
@@ -449,7 +427,7 @@ static bool may_have_run(int rc)
  * used again: its release may reach Redis after a later attempt would.
  * Kept for two leases: the permit of an attempt Redis runs late lives a
  * lease from then. Wakes the heartbeat, which sends it once Redis answers. */
-static void drop_holder_id(struct ccap_permit *p)
+void ccap_core_drop_holder_id(struct ccap_permit *p)
 {
     pthread_mutex_lock(&g.rlock);
     release_kept(p->sem, ccap_config_sem_index(g.cfg, p->sem), p->holder, now_ms() + 2LL * p->lease_ms);
@@ -459,140 +437,38 @@ static void drop_holder_id(struct ccap_permit *p)
 }
 
 /* True if this process holds a permit of semaphore SEM: one atomic load. */
-static bool holds_permit(size_t sem)
+bool ccap_core_holds_permit(size_t sem)
 {
     return atomic_load_explicit(&g.held[sem], memory_order_relaxed) > 0;
 }
 
-/* Redis said no to HOLDER's connect after WAITED ms: logs, and counts the
- * timeout unless AT_ONCE (a non-blocking connect that was not to wait: the
- * acquire counted it as denied, and a second round trip would stall its
- * event loop). Returns -ERR. */
-static int refuse(const struct ccap_sem_conf *s, const char *holder, long long waited, bool at_once, int err)
+const struct ccap_config *ccap_core_config(void)
 {
-    if (at_once) {
-        ccap_log(CCAP_LOG_WARN, "no permit of %s free: non-blocking connect fails at once with %s (nonblocking = %s)",
-                 s->name, ccap_errno_name(err), g.cfg->nonblocking == CCAP_NONBLOCK_FAIL ? "\"fail\"" :
-                 "\"wait\", and this process holds one");
-        return -err;
-    }
-    report_timeout(s, holder, waited);
-    ccap_log(CCAP_LOG_WARN, "no permit of %s within %d ms: connect fails with %s", s->name, s->wait_timeout_ms,
-             ccap_errno_name(err));
-    return -err;
+    return config();
 }
 
-/* How long a waiter's ticket lives unless refreshed: a live waiter
- * refreshes it at every re-check, at most WAIT_RECHECK_MS apart plus a
- * command each way and WAIT_TICKET_SLACK_MS of scheduling; one late beyond
- * that loses its place in the queue (it lines up again at its next
- * re-check). A ticket whose owner stopped waiting without leaving (killed,
- * or its last re-check ran in Redis after it gave up) blocks the queue at
- * most that long: about one round of re-checks. */
-static int ticket_ttl_ms(void)
+void ccap_core_down_refused(void)
 {
-    int cmd = g.cfg->redis.command_timeout_ms > 0 ? g.cfg->redis.command_timeout_ms : 200;
-    return WAIT_RECHECK_MS + WAIT_TICKET_SLACK_MS + 2 * cmd;
+    atomic_fetch_add(&g.down_refused, 1);
 }
 
-/* Waits for a permit of S for P (issue 6: no polling, FIFO, rate). Each
- * attempt is one acquire.lua call on the shared connection; in between the
- * thread blocks with BLPOP on its own wake list, on a connection of its own
- * (core/wait.c), until a token comes (a release, or an attempt that swept
- * expired leases or dead tickets, admits it), the rate's next slot, the
- * earliest lease expiry, WAIT_RECHECK_MS, or the deadline, whichever is
- * first; the deadline is kept here, not by Redis. The last attempt, at the
- * deadline, leaves the queue unless it gets the permit. A non-blocking
- * socket makes one attempt and no wait under nonblocking = "fail", and
- * under "wait" whenever this process holds a permit of S (an event loop
- * must not wait for permits only it can give back). Ending without a
- * permit Redis granted (a failure, or a local grant) while Redis may keep a
- * ticket or a permit of P's holder id, it releases that id and gives P a
- * new one (drop_holder_id). Returns 1 granted, or -errno: on_timeout's
- * (nonblocking_errno's for a non-blocking socket), or on_redis_down's. */
-static int wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd)
+int ccap_core_poke(const char *key)
 {
-    int fl = fcntl(fd, F_GETFL);
-    bool nonblock = fl >= 0 && (fl & O_NONBLOCK);
-    bool guard = nonblock && g.cfg->nonblocking == CCAP_NONBLOCK_WAIT;  /* stop waiting once it holds one */
-    int wait_ms = nonblock && (!guard || holds_permit(sem)) ? 0 : s->wait_timeout_ms;
-    int fail_errno = nonblock ? g.cfg->nonblocking_errno : g.cfg->on_timeout_errno;
-    long long start = now_ms(), deadline = start + wait_ms;
-    struct ccap_sem_req q = { .holder = p->holder, .lease_ms = s->lease_ms, .limit = s->limit,
-                              .ticket_ttl_ms = wait_ms > 0 ? ticket_ttl_ms() : 0, .rate = s->rate,
-                              .burst = s->burst, .grace_ms = s->restart_grace_ms };
-    struct ccap_sem_result res;
-    struct ccap_redis *wc = NULL;
-    char wake[640] = "";    /* made before the first block: most connects never wait */
-    bool pending = false, can_block = true, reblocked = false, in_redis = false;
-    int rc;
-    for (;;) {
-        long long t = now_ms();
-        if (guard && t < deadline && holds_permit(sem)) deadline = t;   /* one last attempt */
-        q.waited_ms = t - start;
-        q.wait_left_ms = deadline - t;
-        if (t >= deadline && q.ticket_ttl_ms > 0) q.flags |= CCAP_SEM_LEAVE;
-        rc = try_acquire(s, &q, &res);
-        if (pending) {          /* our BLPOP was ended by the attempt's own token (if it ran) */
-            pending = false;
-            if (rc < 0 ||
-                ccap_wait_finish(wc, g.cfg->redis.command_timeout_ms > 0 ? g.cfg->redis.command_timeout_ms : 200) < 0) {
-                ccap_wait_conn_put(wc, false);
-                wc = NULL;
-            }
+    const char *push[] = { "RPUSH", key, "p" }, *ttl[] = { "PEXPIRE", key, "60000" };
+    redisReply *rep = NULL;
+    int rc = -ECONNREFUSED;
+
+    pthread_mutex_lock(&g.rlock);
+    if (!circuit_open()) {
+        rc = ccap_redis_command(g.redis, 3, push, &rep);
+        if (rc == 0) {
+            freeReplyObject(rep);
+            rc = ccap_redis_command(g.redis, 3, ttl, &rep);
+            if (rc == 0) freeReplyObject(rep);
         }
-        bool left_queue = q.flags & CCAP_SEM_LEAVE;
-        q.flags = 0;
-        if (rc == 1) break;
-        /* may Redis keep a ticket or a permit of this id? */
-        in_redis = rc < 0 ? in_redis || may_have_run(rc) : q.ticket_ttl_ms > 0 && !left_queue;
-        t = now_ms();
-        if (rc < 0) {
-            rc = redis_down(s, sem, p);     /* 1 granted, 0 local limit full, -errno */
-            if (rc == 0 && t >= deadline) {
-                atomic_fetch_add(&g.down_refused, 1);
-                ccap_log(CCAP_LOG_WARN, "redis down and local_limit %d of %s reached for %lld ms: connect fails with %s",
-                         s->local_limit, s->name, t - start, ccap_errno_name(fail_errno));
-                rc = -fail_errno;
-            }
-            if (rc != 0) break;
-            sleep_ms(deadline - t < WAIT_DOWN_NAP_MS ? deadline - t : WAIT_DOWN_NAP_MS);
-            continue;
-        }
-        if (t >= deadline) {
-            if (!left_queue && q.ticket_ttl_ms > 0) continue;   /* one last attempt, leaving the queue */
-            rc = refuse(s, p->holder, t - start, nonblock && wait_ms == 0, fail_errno);
-            break;
-        }
-        long long block = deadline - t;
-        if (block > WAIT_RECHECK_MS) block = WAIT_RECHECK_MS;
-        if (res.retry_ms > 0 && res.retry_ms < block) block = res.retry_ms;
-        if (res.wake_ms >= 0 && res.wake_ms + 1 < block) block = res.wake_ms + 1;
-        if (can_block && !wake[0])
-            can_block = ccap_sem_wake_key(wake, sizeof(wake), g.cfg->redis.key_prefix, s->name, p->holder) > 0;
-        if (can_block && !wc) wc = ccap_wait_conn_get(&g.cfg->redis);
-        int w = wc ? ccap_wait_block(wc, wake, (int)block) : -ENOMEM;
-        if (w < 0 && wc && !reblocked) {
-            /* a pooled connection the server closed (CLIENT KILL, its idle
-             * timeout, a restart): once more on a new one, not a sleep */
-            ccap_wait_conn_put(wc, false);
-            reblocked = true;
-            wc = ccap_wait_conn_get(&g.cfg->redis);
-            w = wc ? ccap_wait_block(wc, wake, (int)block) : -ENOMEM;
-        }
-        if (w >= 0) reblocked = false;
-        if (w == 0) {
-            pending = true;     /* the next attempt pushes a token to end it */
-            q.flags |= CCAP_SEM_UNBLOCK;
-        } else if (w < 0) {     /* no connection to block on: sleep instead */
-            if (wc) ccap_wait_conn_put(wc, false);
-            wc = NULL;
-            can_block = false;
-            sleep_ms(t + block - now_ms());
-        }
+        circuit_note(rc);
     }
-    if (wc) ccap_wait_conn_put(wc, rc == 1);
-    if (in_redis && (rc != 1 || (p->flags & CCAP_PERMIT_LOCAL))) drop_holder_id(p);
+    pthread_mutex_unlock(&g.rlock);
     return rc;
 }
 
@@ -624,7 +500,7 @@ int ccap_core_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, stru
     make_holder(p, fd, sa);
     p->held = &g.held[rule->sem];
 
-    int rc = wait_for_permit(s, rule->sem, p, fd);
+    int rc = ccap_wait_for_permit(s, rule->sem, p, fd);
     if (rc < 0) {
         free(p);
         return rc;

@@ -2,31 +2,94 @@
 #ifndef CCAP_WAIT_H
 #define CCAP_WAIT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include "redis.h"
 
-/* Design (issue 6). A connect that finds no permit free queues a ticket in
- * Redis (lua/acquire.lua: a FIFO of waiters) and blocks with BLPOP on its
- * own wake list, <prefix>{<name>}:wake:<holder id>. Whoever frees a permit
- * (release.lua; acquire.lua when it sweeps expired leases or dead tickets)
- * pushes a token to the wake lists of the first (limit - count) waiters.
- * The ticket is queued before the waiter blocks, so a token pushed in
- * between stays in the list and the BLPOP returns at once: no wake-up is
- * lost. A waiter re-checks after every wake and after every block timeout.
+/* A connect that finds no permit free queues a ticket in Redis
+ * (lua/acquire.lua: a FIFO of waiters) and then sleeps until a token on its
+ * own wake list, <prefix>{<name>}:wake:<holder id>, or a time of its own
+ * (core/waiting.c). Whoever frees a permit (release.lua; acquire.lua when it
+ * sweeps expired leases or dead tickets) pushes a token to the wake lists of
+ * the first (limit - count) waiters. A token pushed before its waiter
+ * blocks stays in the list: no wake-up is lost.
  *
- * BLPOP never runs on the shim's shared connection: a blocked thread would
- * hold it (and every other thread's acquire and release) for the whole
- * block. Each waiting thread borrows a connection of its own from a small
- * pool; they are made on demand (same client as the main one: CLOEXEC, high
- * fd number, identity-checked), kept while idle for at most
- * CCAP_WAIT_IDLE_MS, and forgotten without I/O in a forked child. Beyond
- * CCAP_WAIT_MAX_CONNS waiting threads in one process, the others sleep
- * until their re-check instead of blocking (documented limit). */
+ * The waker. BLPOP never runs on the shim's shared connection: a blocked
+ * thread would hold it (and every other thread's acquire and release) for
+ * the whole block. Waiting threads do not block on Redis themselves either:
+ * a per-process waker thread, started with the first waiter and ended
+ * WAKER_IDLE_MS after the last, blocks with one BLPOP on all of the
+ * process's wake lists at once plus a poke list of its own, and hands each
+ * token to its waiter (a condition variable). A waiter joining while that
+ * BLPOP is pending pushes one token to the poke list (on the shared
+ * connection) so that the waker blocks again with its key; joins in the
+ * meantime share that poke. Leaving costs nothing (the waker drops the key
+ * at its next block). So a process keeps at most two Redis connections
+ * however many of its threads wait: the shared one and the waker's. In
+ * Redis Cluster one BLPOP takes keys of one slot only, and the semaphore
+ * name is the hash tag: there is one waker (thread and connection) per
+ * semaphore with waiters, at most CCAP_WAIT_LANES. When the waker's
+ * connection fails, each waiter re-checks once, then polls every
+ * CCAP_WAIT_POLL_MS until the waker blocks again.
+ *
+ * The waker's connection comes from a small pool (also usable directly, by
+ * the tests and tools): made on demand (same client as the main one:
+ * CLOEXEC, high fd number, identity-checked), kept while idle for at most
+ * CCAP_WAIT_IDLE_MS, and forgotten without I/O in a forked child (which
+ * has no waker thread and no waiter: its wakers start afresh). */
 
 /* Connections kept or lent at once by one process. */
 #define CCAP_WAIT_MAX_CONNS 64
 /* An idle pooled connection is closed after this long. */
 #define CCAP_WAIT_IDLE_MS 10000
+/* Wakers at most (one per semaphore with waiters in Redis Cluster, else one). */
+#define CCAP_WAIT_LANES 8
+/* A waiter that may miss a token (its waker failing) re-checks this often. */
+#define CCAP_WAIT_POLL_MS 1000
+/* The longest wake list key. */
+#define CCAP_WAIT_KEY_MAX 640
+
+/* A waiting thread, registered with its waker (ccap_waiter_join). Owned by
+ * the waiting thread (on its stack); the fields are the waker's. */
+struct ccap_waiter {
+    char key[CCAP_WAIT_KEY_MAX];  /* its wake list: set before ccap_waiter_join */
+    int woke;                     /* CCAP_WOKE_* bits not yet seen by the waiter */
+    bool in_block;                /* KEY is in the waker's pending (or next) BLPOP */
+    pthread_cond_t cv;
+    struct lane *lane;
+    struct ccap_waiter *next;
+};
+#define CCAP_WOKE_TOKEN 1   /* a token came: re-check now */
+#define CCAP_WOKE_BROKEN 2  /* the waker's connection failed: a token may be lost, re-check */
+#define CCAP_WOKE_POLL 4    /* CCAP_WAIT_POLL_MS passed while a token could be missed: re-check */
+
+/* Registers W (W->key set) with the waker of semaphore NAME (key prefix
+ * PREFIX), starting it if needed; CONF (copied) makes its connection.
+ * Returns 1 when the caller must push one token to the poke list written to
+ * POKE (POKELEN bytes) -- with RPUSH on a connection of its own, not
+ * waiting for the waker -- or call ccap_waiter_poke_failed if it cannot;
+ * 0 when not; -ENOMEM or -EAGAIN (no waker: no memory, no thread, all
+ * CCAP_WAIT_LANES taken) when W is not registered (the caller re-checks on
+ * its own). Thread-safe; no I/O. */
+int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, const char *prefix,
+                     const char *name, char *poke, size_t pokelen);
+
+/* The poke ccap_waiter_join asked for was not sent: W polls until its key is
+ * in a block, and the next join pokes. Thread-safe. */
+void ccap_waiter_poke_failed(struct ccap_waiter *w);
+
+/* Sleeps until W gets a token, its waker fails, UNTIL_MS (monotonic ms)
+ * comes, or CCAP_WAIT_POLL_MS pass while W may miss a token. Returns the
+ * CCAP_WOKE_* bits (cleared for the next call), 0 at UNTIL_MS. Only W's
+ * thread calls it. */
+int ccap_waiter_wait(struct ccap_waiter *w, long long until_ms);
+
+/* Unregisters W (joined). Its key stays in a pending BLPOP until the waker's
+ * next block: a token popped for it then is dropped. Thread-safe. */
+void ccap_waiter_leave(struct ccap_waiter *w);
+
+/* Waker threads running now, for tests. */
+int ccap_wait_waker_count(void);
 
 /* Lends a connection for blocking, made from CONF (copied) if none is idle.
  * Returns NULL when CCAP_WAIT_MAX_CONNS are out or memory is short (the

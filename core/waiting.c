@@ -1,0 +1,226 @@
+/* waiting.c -- a connect's wait for a permit: fair queue, tokens from the process's waker, rate, deadline. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "log.h"
+#include "wait.h"
+#include "waiting.h"
+
+#define WAIT_DOWN_NAP_MS 50      /* Redis down and the local limit full: re-check this often */
+#define WAIT_GUARD_POLL_MS 1000  /* nonblocking = "wait": looks this often whether the process got a permit */
+#define WAIT_TICKET_MIN_MS 3000  /* the shortest ticket TTL (short leases) */
+
+/* One wait: what the attempts carry from one to the next. */
+struct wait {
+    const struct ccap_config *cfg;
+    const struct ccap_sem_conf *s;
+    size_t sem;
+    struct ccap_permit *p;
+    bool guard;         /* non-blocking under "wait": stop once this process holds a permit of S */
+    bool at_once;       /* a non-blocking connect that was not to wait at all */
+    bool in_redis;      /* Redis may keep a ticket or a permit of P's holder id */
+    bool left_queue;    /* the last attempt left the queue */
+    bool joined;        /* W is registered with the waker */
+    bool unjoinable;    /* no waker for W: poll */
+    int fail_errno;
+    long long start, deadline, last_ms; /* monotonic ms; LAST_MS: the last attempt's end */
+    struct ccap_sem_req q;
+    struct ccap_sem_result res;
+    struct ccap_waiter w;
+};
+
+static void sleep_ms(long long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+    if (ms > 0)
+        while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
+}
+
+/* How long a waiter's ticket lives unless refreshed: about a lease. A live
+ * waiter refreshes it at 2/3 of that (block), so one re-check per 2/3
+ * lease at least keeps its place; a third of the TTL is left for a late
+ * refresh. The ticket of a waiter that stopped waiting without leaving
+ * (killed) expires at most one TTL after its last refresh, and the next
+ * acquire of the semaphore then sweeps it and wakes who may go: a live
+ * waiter's refresh at the latest, 2/3 TTL later. So a dead waiter holds the
+ * queue at most 5/3 of the TTL (50 s with the default lease of 30 s). */
+static int ticket_ttl_ms(const struct ccap_sem_conf *s)
+{
+    return s->lease_ms > WAIT_TICKET_MIN_MS ? s->lease_ms : WAIT_TICKET_MIN_MS;
+}
+
+/* Whether an attempt that failed with RC may have run in Redis all the
+ * same: it was written, and what was lost is its reply (a timeout, a
+ * connection lost after the write, a reply we could not read or parse).
+ * Not when it was never sent (circuit open, connect refused, bad
+ * arguments) or Redis refused to run it (-EAGAIN); any other error counts
+ * as may-have-run, which costs at most one needless release. */
+static bool may_have_run(int rc)
+{
+    return rc != -ECONNREFUSED && rc != -EAGAIN && rc != -EACCES && rc != -EINVAL && rc != -ENAMETOOLONG;
+}
+
+static void wait_init(struct wait *ws, const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    bool nonblock = fl >= 0 && (fl & O_NONBLOCK);
+    int wait_ms;
+
+    memset(ws, 0, sizeof *ws);
+    ws->cfg = ccap_core_config();
+    ws->s = s;
+    ws->sem = sem;
+    ws->p = p;
+    ws->guard = nonblock && ws->cfg->nonblocking == CCAP_NONBLOCK_WAIT;
+    wait_ms = nonblock && (!ws->guard || ccap_core_holds_permit(sem)) ? 0 : s->wait_timeout_ms;
+    ws->at_once = nonblock && wait_ms == 0;
+    ws->fail_errno = nonblock ? ws->cfg->nonblocking_errno : ws->cfg->on_timeout_errno;
+    ws->start = ccap_now_ms();
+    ws->deadline = ws->start + wait_ms;
+    ws->q = (struct ccap_sem_req){ .holder = p->holder, .lease_ms = s->lease_ms, .limit = s->limit,
+                                   .ticket_ttl_ms = wait_ms > 0 ? ticket_ttl_ms(s) : 0, .rate = s->rate,
+                                   .burst = s->burst, .grace_ms = s->restart_grace_ms };
+}
+
+/* One acquire attempt; the one at the deadline leaves the queue. Returns
+ * 1 granted, 0 denied (ws->res says when to re-check), -errno. */
+static int attempt(struct wait *ws)
+{
+    long long t = ccap_now_ms();
+    int rc;
+
+    if (ws->guard && t < ws->deadline && ccap_core_holds_permit(ws->sem))
+        ws->deadline = t;   /* one last attempt */
+    ws->q.waited_ms = t - ws->start;
+    ws->q.wait_left_ms = ws->deadline - t;
+    ws->q.flags = t >= ws->deadline && ws->q.ticket_ttl_ms > 0 ? CCAP_SEM_LEAVE : 0;
+    rc = ccap_core_try_acquire(ws->s, &ws->q, &ws->res);
+    ws->left_queue = ws->q.flags & CCAP_SEM_LEAVE;
+    if (rc != 1)
+        ws->in_redis = rc < 0 ? ws->in_redis || may_have_run(rc) : ws->q.ticket_ttl_ms > 0 && !ws->left_queue;
+    ws->last_ms = ccap_now_ms();
+    return rc;
+}
+
+/* An attempt failed with Redis down: on_redis_down decides. Returns 1
+ * granted locally, -errno to fail, or 0 after a nap (try again). */
+static int redis_down(struct wait *ws)
+{
+    long long t = ccap_now_ms();
+    int rc = ccap_core_redis_down(ws->s, ws->sem, ws->p);
+
+    if (rc == 0 && t >= ws->deadline) {
+        ccap_core_down_refused();
+        ccap_log(CCAP_LOG_WARN, "redis down and local_limit %d of %s reached for %lld ms: connect fails with %s",
+                 ws->s->local_limit, ws->s->name, t - ws->start, ccap_errno_name(ws->fail_errno));
+        return -ws->fail_errno;
+    }
+    if (rc == 0)
+        sleep_ms(ws->deadline - t < WAIT_DOWN_NAP_MS ? ws->deadline - t : WAIT_DOWN_NAP_MS);
+    return rc;
+}
+
+/* Redis said no at the deadline: logs, and counts the timeout unless the
+ * connect was not to wait (the acquire counted it as denied, and a second
+ * round trip would stall its event loop). Returns -fail_errno. */
+static int refuse(struct wait *ws)
+{
+    const struct ccap_sem_conf *s = ws->s;
+
+    if (ws->at_once) {
+        ccap_log(CCAP_LOG_WARN, "no permit of %s free: non-blocking connect fails at once with %s (nonblocking = %s)",
+                 s->name, ccap_errno_name(ws->fail_errno), ws->cfg->nonblocking == CCAP_NONBLOCK_FAIL ? "\"fail\"" :
+                 "\"wait\", and this process holds one");
+        return -ws->fail_errno;
+    }
+    ccap_core_report_timeout(s, ws->p->holder, ccap_now_ms() - ws->start);
+    ccap_log(CCAP_LOG_WARN, "no permit of %s within %d ms: connect fails with %s", s->name, s->wait_timeout_ms,
+             ccap_errno_name(ws->fail_errno));
+    return -ws->fail_errno;
+}
+
+/* Registers the waiter with its process's waker (once per wait), and
+ * pokes the waker when it asks for it. */
+static void join(struct wait *ws)
+{
+    char poke[CCAP_WAIT_KEY_MAX];
+    const char *prefix = ws->cfg->redis.key_prefix;
+    int rc = ccap_sem_wake_key(ws->w.key, sizeof ws->w.key, prefix, ws->s->name, ws->p->holder);
+
+    if (rc >= 0)
+        rc = ccap_waiter_join(&ws->w, &ws->cfg->redis, prefix, ws->s->name, poke, sizeof poke);
+    if (rc < 0) {
+        ccap_log(CCAP_LOG_DEBUG, "no waker for %s (%s): it re-checks every %d ms", ws->p->holder, strerror(-rc),
+                 CCAP_WAIT_POLL_MS);
+        ws->unjoinable = true;
+        return;
+    }
+    ws->joined = true;
+    if (rc == 1 && ccap_core_poke(poke) < 0)
+        ccap_waiter_poke_failed(&ws->w);
+}
+
+/* Sleeps until the next re-check: a token, a failed waker, the rate's next
+ * slot, the earliest lease end, the ticket's refresh, or the deadline. */
+static void block(struct wait *ws)
+{
+    long long until = ws->deadline, t = ws->last_ms;
+    long long refresh = t + ws->q.ticket_ttl_ms * 2LL / 3;
+
+    if (ws->res.retry_ms > 0 && t + ws->res.retry_ms < until)
+        until = t + ws->res.retry_ms;
+    if (ws->res.wake_ms >= 0 && t + ws->res.wake_ms + 1 < until)
+        until = t + ws->res.wake_ms + 1;
+    if (refresh < until)
+        until = refresh;
+    if (!ws->joined && !ws->unjoinable)
+        join(ws);
+    if (!ws->joined) {
+        t = ccap_now_ms();
+        sleep_ms((until < t + CCAP_WAIT_POLL_MS ? until : t + CCAP_WAIT_POLL_MS) - t);
+        return;
+    }
+    for (;;) {
+        long long slice = until;
+        if (ws->guard && ccap_now_ms() + WAIT_GUARD_POLL_MS < until)
+            slice = ccap_now_ms() + WAIT_GUARD_POLL_MS;
+        if (ccap_waiter_wait(&ws->w, slice) || slice >= until || (ws->guard && ccap_core_holds_permit(ws->sem)))
+            return;
+    }
+}
+
+int ccap_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd)
+{
+    struct wait ws;
+    int rc;
+
+    wait_init(&ws, s, sem, p, fd);
+    for (;;) {
+        rc = attempt(&ws);
+        if (rc == 1)
+            break;
+        if (rc < 0) {
+            rc = redis_down(&ws);   /* 1 granted, 0 local limit full, -errno */
+            if (rc != 0)
+                break;
+            continue;
+        }
+        if (ccap_now_ms() >= ws.deadline) {
+            if (!ws.left_queue && ws.q.ticket_ttl_ms > 0)
+                continue;           /* one last attempt, leaving the queue */
+            rc = refuse(&ws);
+            break;
+        }
+        block(&ws);
+    }
+    if (ws.joined)
+        ccap_waiter_leave(&ws.w);
+    if (ws.in_redis && (rc != 1 || (p->flags & CCAP_PERMIT_LOCAL)))
+        ccap_core_drop_holder_id(p);
+    return rc;
+}
