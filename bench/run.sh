@@ -10,6 +10,8 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+# BENCH_ROWS=waiters: only the sleeping waiters' rows (bench/waiters.sh)
+[ "${BENCH_ROWS:-}" = waiters ] && exec bash bench/waiters.sh
 . tests/lib/harness.sh
 B="$BUILD/bench"
 mkdir -p "$B"
@@ -146,6 +148,10 @@ fi
 read -r _ rss_with < <(shim "$B/bench" mem "$XP" 1000)
 read -r _ rss_without < <("$B/bench" mem "$XP" 1000)
 row "added resident memory, 1000 permits held" "$((rss_with - rss_without)) KiB" "" ""
+
+# 7. sleeping waiters: Redis commands, CPU and connections (bench/waiters.sh)
+. bench/waiters.sh
+waiters_rows 15
 
 echo
 load=$(cut -d' ' -f1-3 /proc/loadavg)
