@@ -68,10 +68,9 @@ waiters_cpu() {
 }
 
 waiters_rows() {
-    local r
     read -r cmds cpu idle most clients < <(waiters_measure "${1:-15}")
     row "sleeping waiters: commands per waiter-second (70 waiters)" "$cmds" "0.25" "$(verdict "$cmds" 0.25)"
-    row "sleeping waiters: Redis CPU per waiter-second (idle server)" "$cpu us ($idle us)" "" ""
+    row "sleeping waiters: Redis CPU per waiter-second, above idle" "$cpu us, +$(awk -v a="$cpu" -v b="$idle" 'BEGIN {printf "%.1f", a - b}') us" "" ""
     row "sleeping waiters: Redis connections, most in one process" "$most ($clients in all, 22 processes)" "2" "$(verdict "$most" 2)"
 }
 

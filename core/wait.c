@@ -28,7 +28,7 @@ struct slot {
 /* A waker: one thread and one blocking connection serving the waiters of
  * one lane (all of the process's waiters; in Redis Cluster, those of one
  * semaphore, whose keys share a slot). Under P.lock. */
-struct lane {
+struct ccap_wait_lane {
     bool used;             /* made: TAG, POKE, CV valid */
     bool running;          /* its thread exists */
     bool blocking;         /* a BLPOP is pending ... */
@@ -45,7 +45,7 @@ static struct {
     pthread_mutex_t lock;
     pthread_once_t once;
     struct slot s[CCAP_WAIT_MAX_CONNS];
-    struct lane l[CCAP_WAIT_LANES];
+    struct ccap_wait_lane l[CCAP_WAIT_LANES];
 } P = { .lock = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT };
 
 /* fork(): the child must neither share the parent's sockets nor use a lock
@@ -218,7 +218,7 @@ static void cond_wait_until(pthread_cond_t *cv, long long until)
 }
 
 /* Under P.lock: sets BITS on every waiter of L and wakes them. */
-static void wake_all(struct lane *l, int bits)
+static void wake_all(struct ccap_wait_lane *l, int bits)
 {
     for (struct ccap_waiter *w = l->head; w; w = w->next) {
         w->woke |= bits;
@@ -229,7 +229,7 @@ static void wake_all(struct lane *l, int bits)
 /* Under P.lock: the BLPOP's arguments for L's waiters, copied into *BUF
  * (the keys) and *ARGV (grown as needed; the caller frees both). Marks them
  * included and L blocking. Returns argc, or -ENOMEM. */
-static int collect(struct lane *l, char **buf, size_t *cap, const char ***argv, size_t *acap)
+static int collect(struct ccap_wait_lane *l, char **buf, size_t *cap, const char ***argv, size_t *acap)
 {
     size_t n = 0, len = 0, off = 0;
     int argc = 0;
@@ -289,7 +289,7 @@ static int block_reply(struct ccap_redis *r, char *key, size_t keylen)
  * A token goes to its waiter; the first failure in a row makes every
  * waiter re-check once (a token may have been lost with Redis's data, or a
  * ticket), then the waker backs off (waiters poll meanwhile). */
-static void deliver(struct lane *l, int rc, const char *key)
+static void deliver(struct ccap_wait_lane *l, int rc, const char *key)
 {
     if (rc >= 0) {
         l->failures = 0;
@@ -308,7 +308,7 @@ static void deliver(struct lane *l, int rc, const char *key)
 }
 
 /* Under P.lock: waits up to WAKER_IDLE_MS for a waiter. True if one came. */
-static bool idle_wait(struct lane *l)
+static bool idle_wait(struct ccap_wait_lane *l)
 {
     long long until = now_ms() + WAKER_IDLE_MS;
 
@@ -322,7 +322,7 @@ static bool idle_wait(struct lane *l)
  * WAKER_IDLE_MS without waiters, giving its connection back to the pool. */
 static void *waker_main(void *arg)
 {
-    struct lane *l = arg;
+    struct ccap_wait_lane *l = arg;
     struct ccap_redis *r;
     char *buf = NULL, key[CCAP_WAIT_KEY_MAX];
     const char **argv = NULL;
@@ -355,7 +355,7 @@ static void *waker_main(void *arg)
     return NULL;
 }
 
-static bool spawn(struct lane *l)
+static bool spawn(struct ccap_wait_lane *l)
 {
     sigset_t all, old;
     pthread_attr_t a;
@@ -376,10 +376,10 @@ static bool spawn(struct lane *l)
 /* Under P.lock: the lane of semaphore NAME -- the only one, or in Redis
  * Cluster NAME's own (a BLPOP takes keys of one slot only) -- made if
  * needed, with its poke list in NAME's slot. NULL when all are taken. */
-static struct lane *lane_for(const struct ccap_redis_conf *conf, const char *prefix, const char *name)
+static struct ccap_wait_lane *lane_for(const struct ccap_redis_conf *conf, const char *prefix, const char *name)
 {
     const char *tag = conf->n_cluster > 0 ? name : "";
-    struct lane *l = NULL;
+    struct ccap_wait_lane *l = NULL;
     char id[64];
 
     for (int i = 0; i < CCAP_WAIT_LANES; i++) {
@@ -403,7 +403,7 @@ int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, 
                      const char *name, char *poke, size_t pokelen)
 {
     struct ccap_redis *spare = NULL;
-    struct lane *l;
+    struct ccap_wait_lane *l;
     int rc = 0;
 
     pthread_once(&P.once, pool_init);
@@ -446,7 +446,7 @@ void ccap_waiter_poke_failed(struct ccap_waiter *w)
  * blocks without W's key and no poke is on its way. */
 static bool must_poll(const struct ccap_waiter *w)
 {
-    const struct lane *l = w->lane;
+    const struct ccap_wait_lane *l = w->lane;
 
     return l->failures > 0 || (l->blocking && !w->in_block && !l->stale);
 }

@@ -56,7 +56,7 @@ struct ccap_waiter {
     int woke;                     /* CCAP_WOKE_* bits not yet seen by the waiter */
     bool in_block;                /* KEY is in the waker's pending (or next) BLPOP */
     pthread_cond_t cv;
-    struct lane *lane;
+    struct ccap_wait_lane *lane;
     struct ccap_waiter *next;
 };
 #define CCAP_WOKE_TOKEN 1   /* a token came: re-check now */

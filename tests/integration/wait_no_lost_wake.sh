@@ -27,8 +27,11 @@ h_note "churn: 240 connects through 2 permits in $(python3 -c "print(int($t1 - $
 # 2. Redis restarted with its data (AOF) while three processes wait: each
 # waker's connection breaks, each waiter re-checks once (its ticket is still
 # queued, in place), blocks again, and the release wakes them in order.
+# while Redis is down a waiter's re-check applies on_redis_down: "local" with
+# local_limit 0 keeps it waiting ("open" would let it through)
 h_server_start 200
-CONF_EXTRA="" h_conf "$T/c.conf" rs 1 30000 30000 "127.0.0.1:$SRV_PORT"
+ON_DOWN=local h_conf "$T/c.conf" rs 1 6000 30000 "127.0.0.1:$SRV_PORT"
+sed -i 's/wait_timeout_ms = 30000;/wait_timeout_ms = 30000; local_limit = 0;/' "$T/c.conf"
 mkfifo "$T/a.in"
 run "$PROGS/hold" 127.0.0.1 "$SRV_PORT" -1 <"$T/a.in" >"$T/a.out" 2>"$T/a.err" &
 _pids+=("$!")
@@ -41,9 +44,14 @@ for i in 1 2 3; do
     h_wait_for queued rs "$i" || h_fail "B$i not queued"
 done
 h_wait_for blocked 3 || h_fail "the three wakers do not block: $(h_rcli client list)"
+score=$(h_rcli zrange 'conncap:{rs}:holders' 0 0 withscores | tail -1)
 h_redis_restart
 [ "$(h_rcli zcard 'conncap:{rs}:queue')" -eq 3 ] || h_fail "the queue did not survive the restart"
 WAIT_S=10 h_wait_for blocked 3 || h_fail "the wakers did not block again after the restart: $(h_rcli client list)"
+# A closes once its heartbeat (every 2 s) reached the new server: a release
+# sent while A's own circuit is still open would wait for A's next heartbeat
+renewed() { [ "$(h_rcli zrange 'conncap:{rs}:holders' 0 0 withscores | tail -1)" != "$score" ]; }
+WAIT_S=15 h_wait_for renewed || h_fail "A did not renew after the restart"
 exec 7>&-          # A closes: B1, B2, B3 in turn
 for p in "${bp[@]}"; do wait "$p" || h_fail "a waiter failed after the restart: $(cat "$T"/b*.out)"; done
 order=$(for i in 1 2 3; do echo "$(awk '/^connected/ {print $2}' "$T/b$i.out") $i"; done | sort -n | awk '{printf "%s", $2}')
@@ -58,8 +66,8 @@ h_redis_stop
 REDIS_EXTRA=""
 h_redis_start r2
 h_server_start 200
-CONF_EXTRA="" h_conf "$T/c.conf" gr 1 6000 30000 "127.0.0.1:$SRV_PORT"
-sed -i 's/wait_timeout_ms = 30000;/wait_timeout_ms = 30000; restart_grace_ms = 3000;/' "$T/c.conf"
+ON_DOWN=local h_conf "$T/c.conf" gr 1 6000 30000 "127.0.0.1:$SRV_PORT"
+sed -i 's/wait_timeout_ms = 30000;/wait_timeout_ms = 30000; local_limit = 0; restart_grace_ms = 3000;/' "$T/c.conf"
 mkfifo "$T/g.in"
 run "$PROGS/hold" 127.0.0.1 "$SRV_PORT" -1 <"$T/g.in" >"$T/g.out" 2>"$T/g.err" &
 _pids+=("$!")
