@@ -7,7 +7,8 @@
 # once all 70 are queued, a window of WINDOW_S seconds is measured on a
 # private redis-server over TCP: the commands clients sent (INFO
 # commandstats deltas of the commands a client sends: scripts, BLPOP, the
-# poke's RPUSH and PEXPIRE, connection set-up; not those run inside
+# poke's LPUSH and PEXPIRE (each LPUSH counted
+# twice, the scripts' wake tokens too: an upper bound), connection set-up; not those run inside
 # scripts), Redis CPU (INFO cpu user + sys deltas, idle server included:
 # also printed alone), and the connections of each process (ss).
 

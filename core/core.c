@@ -454,7 +454,7 @@ void ccap_core_down_refused(void)
 
 int ccap_core_poke(const char *key)
 {
-    const char *push[] = { "RPUSH", key, "p" }, *ttl[] = { "PEXPIRE", key, "60000" };
+    const char *push[] = { "LPUSH", key, "p" }, *ttl[] = { "PEXPIRE", key, "60000" };
     redisReply *rep = NULL;
     int rc = -ECONNREFUSED;
 

@@ -66,7 +66,7 @@ struct ccap_waiter {
 /* Registers W (W->key set) with the waker of semaphore NAME (key prefix
  * PREFIX), starting it if needed; CONF (copied) makes its connection.
  * Returns 1 when the caller must push one token to the poke list written to
- * POKE (POKELEN bytes) -- with RPUSH on a connection of its own, not
+ * POKE (POKELEN bytes) -- with LPUSH on a connection of its own, not
  * waiting for the waker -- or call ccap_waiter_poke_failed if it cannot;
  * 0 when not; -ENOMEM or -EAGAIN (no waker: no memory, no thread, all
  * CCAP_WAIT_LANES taken) when W is not registered (the caller re-checks on

@@ -52,7 +52,8 @@ void ccap_core_drop_holder_id(struct ccap_permit *p);
 /* True if this process holds a permit of semaphore SEM: one atomic load. */
 bool ccap_core_holds_permit(size_t sem);
 
-/* Pushes one token to list KEY (a waker's poke list; TTL 60 s) on the
+/* Pushes one token to list KEY (a waker's poke list, a wake list name: the
+ * worker ACL's LPUSH and PEXPIRE on wake lists cover it; TTL 60 s) on the
  * shared connection. Returns 0 or -errno (-ECONNREFUSED: circuit open). */
 int ccap_core_poke(const char *key);
 
