@@ -14,6 +14,8 @@ cd "$ROOT"
 case "${1:-}" in cli) exec bash bench/cli_scale.sh ;; esac
 # BENCH_ONLY=shortlived: only that section (bench/shortlived.sh)
 [ "${BENCH_ONLY:-}" = shortlived ] && exec bash bench/shortlived.sh
+# BENCH_ROWS=waiters: only the sleeping waiters' rows (bench/waiters.sh)
+[ "${BENCH_ROWS:-}" = waiters ] && exec bash bench/waiters.sh
 . tests/lib/harness.sh
 B="$BUILD/bench"
 mkdir -p "$B"
@@ -161,6 +163,10 @@ only fleet && scale_fleet
 
 # 7. the CLI at 100,000 holders and 10,000 waiters: its longest Redis call
 while IFS= read -r l; do rows+=("$l"); done < <(bash bench/cli_scale.sh)
+
+# 8. sleeping waiters: Redis commands, CPU and connections (bench/waiters.sh)
+. bench/waiters.sh
+waiters_rows 15
 
 echo
 load=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -9,40 +9,15 @@
 #include "redis_int.h"
 #include "wait.h"
 
-/* The node serving KEY, connected (the same choice as the shared client's:
- * the single server, the Sentinel's master, or the cluster node of KEY's
- * slot). Returns 0 and *OUT, or -errno. */
+/* The node serving KEY, connected: the shared client's own choice
+ * (ccap_redis_pick: the single server, the Sentinel's master, or the
+ * cluster node of KEY's slot). Returns 0 and *OUT, or -errno. */
 static int node_for(struct ccap_redis *r, const char *key, struct ccap_node **out)
 {
-    int rc;
+    int fresh, slot = r->mode == CCAP_MODE_CLUSTER ? ccap_redis_key_slot(key, strlen(key)) : -1;
+    int rc = ccap_redis_pick(r, slot, out, &fresh);
 
-    *out = NULL;
-    switch (r->mode) {
-    case CCAP_MODE_CLUSTER:
-        rc = ccap_cluster_node(r, ccap_redis_key_slot(key, strlen(key)), out);
-        return rc < 0 ? rc : 0;
-    case CCAP_MODE_SENTINEL:
-        if (r->main.ctx && r->main.forks == ccap_redis_forks()) {
-            rc = ccap_node_ensure(r, &r->main, ccap_redis_now_ms() + r->conf.connect_timeout_ms,
-                                  CCAP_SETUP_AUTH | CCAP_SETUP_SELECT);
-            if (rc >= 0) {
-                *out = &r->main;
-                return 0;
-            }
-        }
-        rc = ccap_sentinel_connect(r);
-        if (rc < 0)
-            return rc;
-        *out = &r->main;
-        return 0;
-    default:
-        rc = ccap_node_ensure(r, &r->main, ccap_redis_now_ms() + r->conf.connect_timeout_ms,
-                              CCAP_SETUP_AUTH | CCAP_SETUP_SELECT);
-        if (rc < 0)
-            return rc;
-        *out = &r->main;
-        return 0;
-    }
+    return rc < 0 ? rc : 0;
 }
 
 static bool still_ours(const struct ccap_node *n)

@@ -6,13 +6,7 @@
 #include "redis.h"
 #include "reload.h"
 #include "rt_int.h"
-
-/* core/wait.c's pool handlers, called here in its place once it exports
- * them; weak until then (a null address is skipped, and wait.c registers
- * its own handlers, which run at the same place in the order). */
-extern void ccap_wait_fork_prepare(void) __attribute__((weak));
-extern void ccap_wait_fork_parent(void) __attribute__((weak));
-extern void ccap_wait_fork_child(void) __attribute__((weak));
+#include "wait.h"
 
 /* The order, and why:
  *   prepare: waiters' pool -> live configuration (its lock, then the name
@@ -31,7 +25,7 @@ extern void ccap_wait_fork_child(void) __attribute__((weak));
  * Each handler is safe when its module was never used. */
 static void fork_prepare(void)
 {
-    if (ccap_wait_fork_prepare) ccap_wait_fork_prepare();
+    ccap_wait_fork_prepare();
     ccap_live_fork_prepare();
     pthread_mutex_lock(&ccap_rt.rlock);
     ccap_ptab_fork_prepare();
@@ -42,7 +36,7 @@ static void fork_parent(void)
     ccap_ptab_fork_parent();
     pthread_mutex_unlock(&ccap_rt.rlock);
     ccap_live_fork_parent();
-    if (ccap_wait_fork_parent) ccap_wait_fork_parent();
+    ccap_wait_fork_parent();
 }
 
 static void fork_child(void)
@@ -57,7 +51,7 @@ static void fork_child(void)
     ccap_live_fork_child();
     if (ccap_rt.hooks.fork_child) ccap_rt.hooks.fork_child();
     ccap_redis_fork_child();
-    if (ccap_wait_fork_child) ccap_wait_fork_child();
+    ccap_wait_fork_child();
 }
 
 void ccap_rt_lifecycle_init(void)

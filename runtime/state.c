@@ -5,6 +5,7 @@
 #include "reload.h"
 #include "rt_int.h"
 #include "sem.h"
+#include "wait.h"
 
 struct ccap_rt_state ccap_rt = { .once = PTHREAD_ONCE_INIT, .rlock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -60,6 +61,7 @@ const struct ccap_config *ccap_rt_config(void)
 void ccap_rt_set_hooks(const struct ccap_rt_hooks *hooks)
 {
     ccap_rt.hooks = *hooks;
+    ccap_wait_set_spawn(hooks->spawn);
 }
 
 bool ccap_rt_active(void) { return ccap_rt_config() != NULL; }

@@ -1,7 +1,9 @@
-/* waiting.c -- waiting for a permit: attempts, the queue, blocking between them, on_redis_down while Redis is down. */
+/* waiting.c -- a connect's wait for a permit: fair queue, tokens from the process's waker, rate, deadline, on_redis_down. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
 #include <time.h>
 #include "breaker.h"
 #include "clock.h"
@@ -11,17 +13,60 @@
 #include "wait.h"
 #include "waiting.h"
 
-#define WAIT_RECHECK_MS 1000   /* a waiter re-checks at least this often (wait.h) */
-#define WAIT_DOWN_NAP_MS 50    /* Redis down and the local limit full: re-check this often */
-#define WAIT_TICKET_SLACK_MS 500 /* a waiter's re-check may come this much late (ticket_ttl_ms) */
+#define WAIT_DOWN_NAP_MS 50      /* Redis down and the local limit full: re-check this often */
+#define WAIT_GUARD_POLL_MS 1000  /* nonblocking = "wait": looks this often whether the process got a permit */
+#define WAIT_TICKET_MIN_MS 3000  /* the shortest ticket TTL (short leases) */
+
+/* One wait: what the attempts carry from one to the next. */
+struct wait {
+    const struct ccap_config *cfg;
+    const struct ccap_sem_conf *s;
+    size_t sem;
+    struct ccap_permit *p;
+    bool guard;         /* non-blocking under "wait": stop once this process holds a permit of S */
+    bool at_once;       /* a non-blocking connect that was not to wait at all */
+    bool in_redis;      /* Redis may keep a ticket or a permit of P's holder id */
+    bool left_queue;    /* the last attempt left the queue */
+    bool joined;        /* W is registered with the waker */
+    bool unjoinable;    /* no waker for W: poll */
+    int fail_errno;
+    long long start, deadline, last_ms; /* monotonic ms; LAST_MS: the last attempt's end */
+    struct ccap_sem_req q;
+    struct ccap_sem_result res;
+    struct ccap_waiter w;
+};
 
 static void sleep_ms(long long ms)
 {
-    if (ms <= 0) return;
     struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
+
+    if (ms > 0)
+        while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
 }
 
+/* How long a waiter's ticket lives unless refreshed: about a lease. A live
+ * waiter refreshes it at 2/3 of that (block), so one re-check per 2/3
+ * lease at least keeps its place; a third of the TTL is left for a late
+ * refresh. The ticket of a waiter that stopped waiting without leaving
+ * (killed) expires at most one TTL after its last refresh, and the next
+ * acquire of the semaphore then sweeps it and wakes who may go: a live
+ * waiter's refresh at the latest, 2/3 TTL later. So a dead waiter holds the
+ * queue at most 5/3 of the TTL (50 s with the default lease of 30 s). */
+static int ticket_ttl_ms(const struct ccap_sem_conf *s)
+{
+    return s->lease_ms > WAIT_TICKET_MIN_MS ? s->lease_ms : WAIT_TICKET_MIN_MS;
+}
+
+/* Whether an attempt that failed with RC may have run in Redis all the
+ * same: it was written, and what was lost is its reply (a timeout, a
+ * connection lost after the write, a reply we could not read or parse).
+ * Not when it was never sent (circuit open, connect refused, bad
+ * arguments) or Redis refused to run it (-EAGAIN); any other error counts
+ * as may-have-run, which costs at most one needless release. */
+static bool may_have_run(int rc)
+{
+    return rc != -ECONNREFUSED && rc != -EAGAIN && rc != -EACCES && rc != -EINVAL && rc != -ENAMETOOLONG;
+}
 
 /* One acquire attempt Q under rlock. Returns 1 granted, 0 denied (*RES
  * tells when to re-check), -errno. */
@@ -44,7 +89,7 @@ static int try_acquire(const struct ccap_sem_conf *s, const struct ccap_sem_req 
  * "local" is at local_limit (the caller may wait for a local permit, then
  * fails with on_timeout), or -ECONNREFUSED for "closed" -- at once, whatever
  * on_timeout is. Thread-safe: the local count is an atomic. */
-static int redis_down(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p)
+static int down_grant(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p)
 {
     switch (ccap_rt.cfg->on_redis_down) {
     case CCAP_DOWN_CLOSED:
@@ -73,17 +118,6 @@ static void report_timeout(const struct ccap_sem_conf *s, const char *holder, lo
     pthread_mutex_unlock(&ccap_rt.rlock);
 }
 
-/* Whether an attempt that failed with RC may have run in Redis all the
- * same: it was written, and what was lost is its reply (a timeout, a
- * connection lost after the write, a reply we could not read or parse).
- * Not when it was never sent (circuit open, connect refused, bad
- * arguments) or Redis refused to run it (-EAGAIN); any other error counts
- * as may-have-run, which costs at most one needless release. */
-static bool may_have_run(int rc)
-{
-    return rc != -ECONNREFUSED && rc != -EAGAIN && rc != -EACCES && rc != -EINVAL && rc != -ENAMETOOLONG;
-}
-
 /* P's attempts may have left Redis a ticket in the queue, or a permit
  * that no socket will own (an attempt whose reply was lost ran late): its
  * holder id is released as a closed permit's is -- kept, and sent again
@@ -106,141 +140,200 @@ static bool holds_permit(size_t sem)
     return atomic_load_explicit(&ccap_rt.held[sem], memory_order_relaxed) > 0;
 }
 
-/* Redis said no to HOLDER's connect after WAITED ms: logs, and counts the
- * timeout unless AT_ONCE (a non-blocking connect that was not to wait: the
- * acquire counted it as denied, and a second round trip would stall its
- * event loop). Returns -ERR. */
-static int refuse(const struct ccap_sem_conf *s, const char *holder, long long waited, bool at_once, int err)
+/* Pushes one token to list KEY (the waker's poke list, named as a wake
+ * list: the worker ACL's LPUSH and PEXPIRE on wake lists cover it; TTL 60
+ * s) on the shared connection, unless the circuit is open. Returns 0 or
+ * -errno (-ECONNREFUSED: circuit open). Takes rlock. */
+static int poke_waker(const char *key)
 {
-    if (at_once) {
-        ccap_log(CCAP_LOG_WARN, "no permit of %s free: non-blocking connect fails at once with %s (nonblocking = %s)",
-                 s->name, ccap_errno_name(err), ccap_rt.cfg->nonblocking == CCAP_NONBLOCK_FAIL ? "\"fail\"" :
-                 "\"wait\", and this process holds one");
-        return -err;
+    const char *push[] = { "LPUSH", key, "p" }, *ttl[] = { "PEXPIRE", key, "60000" };
+    redisReply *rep = NULL;
+    int rc = -ECONNREFUSED;
+
+    pthread_mutex_lock(&ccap_rt.rlock);
+    if (!ccap_breaker_open()) {
+        rc = ccap_redis_command(ccap_rt.redis, 3, push, &rep);
+        if (rc == 0) {
+            freeReplyObject(rep);
+            rc = ccap_redis_command(ccap_rt.redis, 3, ttl, &rep);
+            if (rc == 0) freeReplyObject(rep);
+        }
+        ccap_breaker_note(rc);
     }
-    report_timeout(s, holder, waited);
-    ccap_log(CCAP_LOG_WARN, "no permit of %s within %d ms: connect fails with %s", s->name, s->wait_timeout_ms,
-             ccap_errno_name(err));
-    return -err;
+    pthread_mutex_unlock(&ccap_rt.rlock);
+    return rc;
 }
 
-/* How long a waiter's ticket lives unless refreshed: a live waiter
- * refreshes it at every re-check, at most WAIT_RECHECK_MS apart plus a
- * command each way and WAIT_TICKET_SLACK_MS of scheduling; one late beyond
- * that loses its place in the queue (it lines up again at its next
- * re-check). A ticket whose owner stopped waiting without leaving (killed,
- * or its last re-check ran in Redis after it gave up) blocks the queue at
- * most that long: about one round of re-checks. */
-static int ticket_ttl_ms(void)
-{
-    int cmd = ccap_rt.cfg->redis.command_timeout_ms > 0 ? ccap_rt.cfg->redis.command_timeout_ms : 200;
-    return WAIT_RECHECK_MS + WAIT_TICKET_SLACK_MS + 2 * cmd;
-}
-
-/* Waits for a permit of S for P (no polling, FIFO order, the rate). Each
- * attempt is one acquire.lua call on the shared connection; in between the
- * thread blocks with BLPOP on its own wake list, on a connection of its own
- * (core/wait.c), until a token comes (a release, or an attempt that swept
- * expired leases or dead tickets, admits it), the rate's next slot, the
- * earliest lease expiry, WAIT_RECHECK_MS, or the deadline, whichever is
- * first; the deadline is kept here, not by Redis. The last attempt, at the
- * deadline, leaves the queue unless it gets the permit. A non-blocking
- * socket makes one attempt and no wait under nonblocking = "fail", and
- * under "wait" whenever this process holds a permit of S (an event loop
- * must not wait for permits only it can give back). Ending without a
- * permit Redis granted (a failure, or a local grant) while Redis may keep a
- * ticket or a permit of P's holder id, it releases that id and gives P a
- * new one (drop_holder_id). Returns 1 granted, or -errno: on_timeout's
- * (nonblocking_errno's for a non-blocking socket), or on_redis_down's. */
-int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd)
+static void wait_init(struct wait *ws, const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd)
 {
     int fl = fcntl(fd, F_GETFL);
     bool nonblock = fl >= 0 && (fl & O_NONBLOCK);
-    bool guard = nonblock && ccap_rt.cfg->nonblocking == CCAP_NONBLOCK_WAIT;  /* stop waiting once it holds one */
-    int wait_ms = nonblock && (!guard || holds_permit(sem)) ? 0 : s->wait_timeout_ms;
-    int fail_errno = nonblock ? ccap_rt.cfg->nonblocking_errno : ccap_rt.cfg->on_timeout_errno;
-    long long start = ccap_now_ms(), deadline = start + wait_ms;
-    struct ccap_sem_req q = { .holder = p->holder, .lease_ms = s->lease_ms, .limit = s->limit,
-                              .ticket_ttl_ms = wait_ms > 0 ? ticket_ttl_ms() : 0, .rate = s->rate,
-                              .burst = s->burst, .grace_ms = s->restart_grace_ms,
-                              .max_waiters = s->max_waiters, .audit_maxlen = ccap_rt_audit_maxlen() };
-    struct ccap_sem_result res;
-    struct ccap_redis *wc = NULL;
-    char wake[640] = "";    /* made before the first block: most connects never wait */
-    bool pending = false, can_block = true, reblocked = false, in_redis = false;
+    int wait_ms;
+
+    memset(ws, 0, sizeof *ws);
+    ws->cfg = ccap_rt_config();
+    ws->s = s;
+    ws->sem = sem;
+    ws->p = p;
+    ws->guard = nonblock && ws->cfg->nonblocking == CCAP_NONBLOCK_WAIT;
+    wait_ms = nonblock && (!ws->guard || holds_permit(sem)) ? 0 : s->wait_timeout_ms;
+    ws->at_once = nonblock && wait_ms == 0;
+    ws->fail_errno = nonblock ? ws->cfg->nonblocking_errno : ws->cfg->on_timeout_errno;
+    ws->start = ccap_now_ms();
+    ws->deadline = ws->start + wait_ms;
+    ws->q = (struct ccap_sem_req){ .holder = p->holder, .lease_ms = s->lease_ms, .limit = s->limit,
+                                   .ticket_ttl_ms = wait_ms > 0 ? ticket_ttl_ms(s) : 0, .rate = s->rate,
+                                   .burst = s->burst, .grace_ms = s->restart_grace_ms,
+                                   .max_waiters = s->max_waiters, .audit_maxlen = ccap_rt_audit_maxlen() };
+}
+
+/* One acquire attempt; the one at the deadline leaves the queue. Returns
+ * 1 granted, 0 denied (ws->res says when to re-check), -errno. */
+static int attempt(struct wait *ws)
+{
+    long long t = ccap_now_ms();
     int rc;
+
+    if (ws->guard && t < ws->deadline && holds_permit(ws->sem))
+        ws->deadline = t;   /* one last attempt */
+    ws->q.waited_ms = t - ws->start;
+    ws->q.wait_left_ms = ws->deadline - t;
+    ws->q.flags = t >= ws->deadline && ws->q.ticket_ttl_ms > 0 ? CCAP_SEM_LEAVE : 0;
+    rc = try_acquire(ws->s, &ws->q, &ws->res);
+    ws->left_queue = ws->q.flags & CCAP_SEM_LEAVE;
+    if (rc != 1)
+        ws->in_redis = rc < 0 ? ws->in_redis || may_have_run(rc) : ws->q.ticket_ttl_ms > 0 && !ws->left_queue;
+    ws->last_ms = ccap_now_ms();
+    return rc;
+}
+
+/* An attempt failed with Redis down: on_redis_down decides. Returns 1
+ * granted locally, -errno to fail, or 0 after a nap (try again). */
+static int redis_down(struct wait *ws)
+{
+    long long t = ccap_now_ms();
+    int rc = down_grant(ws->s, ws->sem, ws->p);
+
+    if (rc == 0 && t >= ws->deadline) {
+        ccap_breaker_count(false);
+        ccap_log(CCAP_LOG_WARN, "redis down and local_limit %d of %s reached for %lld ms: connect fails with %s",
+                 ws->s->local_limit, ws->s->name, t - ws->start, ccap_errno_name(ws->fail_errno));
+        return -ws->fail_errno;
+    }
+    if (rc == 0)
+        sleep_ms(ws->deadline - t < WAIT_DOWN_NAP_MS ? ws->deadline - t : WAIT_DOWN_NAP_MS);
+    return rc;
+}
+
+/* Redis said no at the deadline: logs, and counts the timeout unless the
+ * connect was not to wait (the acquire counted it as denied, and a second
+ * round trip would stall its event loop). Returns -fail_errno. */
+static int refuse(struct wait *ws)
+{
+    const struct ccap_sem_conf *s = ws->s;
+
+    if (ws->at_once) {
+        ccap_log(CCAP_LOG_WARN, "no permit of %s free: non-blocking connect fails at once with %s (nonblocking = %s)",
+                 s->name, ccap_errno_name(ws->fail_errno), ws->cfg->nonblocking == CCAP_NONBLOCK_FAIL ? "\"fail\"" :
+                 "\"wait\", and this process holds one");
+        return -ws->fail_errno;
+    }
+    report_timeout(s, ws->p->holder, ccap_now_ms() - ws->start);
+    ccap_log(CCAP_LOG_WARN, "no permit of %s within %d ms: connect fails with %s", s->name, s->wait_timeout_ms,
+             ccap_errno_name(ws->fail_errno));
+    return -ws->fail_errno;
+}
+
+/* The queue holds max_waiters tickets already: the connect fails at once
+ * (load is shed, not piled up; acquire.lua counted it). Returns -fail_errno. */
+static int shed(struct wait *ws)
+{
+    ccap_log(CCAP_LOG_WARN, "queue of %s full (max_waiters %d): connect fails at once with %s", ws->s->name,
+             ws->s->max_waiters, ccap_errno_name(ws->fail_errno));
+    return -ws->fail_errno;
+}
+
+/* Registers the waiter with its process's waker (once per wait), and
+ * pokes the waker when it asks for it. */
+static void join(struct wait *ws)
+{
+    char poke[CCAP_WAIT_KEY_MAX];
+    const char *prefix = ws->cfg->redis.key_prefix;
+    int rc = ccap_sem_wake_key(ws->w.key, sizeof ws->w.key, prefix, ws->s->name, ws->p->holder);
+
+    if (rc >= 0)
+        rc = ccap_waiter_join(&ws->w, &ws->cfg->redis, prefix, ws->s->name, poke, sizeof poke);
+    if (rc < 0) {
+        ccap_log(CCAP_LOG_DEBUG, "no waker for %s (%s): it re-checks every %d ms", ws->p->holder, strerror(-rc),
+                 CCAP_WAIT_POLL_MS);
+        ws->unjoinable = true;
+        return;
+    }
+    ws->joined = true;
+    if (rc == 1 && poke_waker(poke) < 0)
+        ccap_waiter_poke_failed(&ws->w);
+}
+
+/* Sleeps until the next re-check: a token, a failed waker, the rate's next
+ * slot, the earliest lease end, the ticket's refresh, or the deadline. */
+static void block(struct wait *ws)
+{
+    long long until = ws->deadline, t = ws->last_ms;
+    long long refresh = t + ws->q.ticket_ttl_ms * 2LL / 3;
+
+    if (ws->res.retry_ms > 0 && t + ws->res.retry_ms < until)
+        until = t + ws->res.retry_ms;
+    if (ws->res.wake_ms >= 0 && t + ws->res.wake_ms + 1 < until)
+        until = t + ws->res.wake_ms + 1;
+    if (refresh < until)
+        until = refresh;
+    if (!ws->joined && !ws->unjoinable)
+        join(ws);
+    if (!ws->joined) {
+        t = ccap_now_ms();
+        sleep_ms((until < t + CCAP_WAIT_POLL_MS ? until : t + CCAP_WAIT_POLL_MS) - t);
+        return;
+    }
     for (;;) {
-        long long t = ccap_now_ms();
-        if (guard && t < deadline && holds_permit(sem)) deadline = t;   /* one last attempt */
-        q.waited_ms = t - start;
-        q.wait_left_ms = deadline - t;
-        if (t >= deadline && q.ticket_ttl_ms > 0) q.flags |= CCAP_SEM_LEAVE;
-        rc = try_acquire(s, &q, &res);
-        if (pending) {          /* our BLPOP was ended by the attempt's own token (if it ran) */
-            pending = false;
-            if (rc < 0 ||
-                ccap_wait_finish(wc, ccap_rt.cfg->redis.command_timeout_ms > 0 ? ccap_rt.cfg->redis.command_timeout_ms : 200) < 0) {
-                ccap_wait_conn_put(wc, false);
-                wc = NULL;
-            }
-        }
-        bool left_queue = q.flags & CCAP_SEM_LEAVE;
-        q.flags = 0;
-        if (rc == 1) break;
-        if (rc == 0 && res.queue_full) {    /* max_waiters queued already: shed at once */
-            ccap_log(CCAP_LOG_WARN, "queue of %s full (max_waiters %d): connect fails at once with %s", s->name,
-                     s->max_waiters, ccap_errno_name(fail_errno));
-            rc = -fail_errno;
+        long long slice = until;
+        if (ws->guard && ccap_now_ms() + WAIT_GUARD_POLL_MS < until)
+            slice = ccap_now_ms() + WAIT_GUARD_POLL_MS;
+        if (ccap_waiter_wait(&ws->w, slice) || slice >= until || (ws->guard && holds_permit(ws->sem)))
+            return;
+    }
+}
+
+int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd)
+{
+    struct wait ws;
+    int rc;
+
+    wait_init(&ws, s, sem, p, fd);
+    for (;;) {
+        rc = attempt(&ws);
+        if (rc == 1)
+            break;
+        if (rc == 0 && ws.res.queue_full) {
+            rc = shed(&ws);
             break;
         }
-        /* may Redis keep a ticket or a permit of this id? */
-        in_redis = rc < 0 ? in_redis || may_have_run(rc) : q.ticket_ttl_ms > 0 && !left_queue;
-        t = ccap_now_ms();
         if (rc < 0) {
-            rc = redis_down(s, sem, p);     /* 1 granted, 0 local limit full, -errno */
-            if (rc == 0 && t >= deadline) {
-                ccap_breaker_count(false);
-                ccap_log(CCAP_LOG_WARN, "redis down and local_limit %d of %s reached for %lld ms: connect fails with %s",
-                         s->local_limit, s->name, t - start, ccap_errno_name(fail_errno));
-                rc = -fail_errno;
-            }
-            if (rc != 0) break;
-            sleep_ms(deadline - t < WAIT_DOWN_NAP_MS ? deadline - t : WAIT_DOWN_NAP_MS);
+            rc = redis_down(&ws);   /* 1 granted, 0 local limit full, -errno */
+            if (rc != 0)
+                break;
             continue;
         }
-        if (t >= deadline) {
-            if (!left_queue && q.ticket_ttl_ms > 0) continue;   /* one last attempt, leaving the queue */
-            rc = refuse(s, p->holder, t - start, nonblock && wait_ms == 0, fail_errno);
+        if (ccap_now_ms() >= ws.deadline) {
+            if (!ws.left_queue && ws.q.ticket_ttl_ms > 0)
+                continue;           /* one last attempt, leaving the queue */
+            rc = refuse(&ws);
             break;
         }
-        long long block = deadline - t;
-        if (block > WAIT_RECHECK_MS) block = WAIT_RECHECK_MS;
-        if (res.retry_ms > 0 && res.retry_ms < block) block = res.retry_ms;
-        if (res.wake_ms >= 0 && res.wake_ms + 1 < block) block = res.wake_ms + 1;
-        if (can_block && !wake[0])
-            can_block = ccap_sem_wake_key(wake, sizeof(wake), ccap_rt.cfg->redis.key_prefix, s->name, p->holder) > 0;
-        if (can_block && !wc) wc = ccap_wait_conn_get(&ccap_rt.cfg->redis);
-        int w = wc ? ccap_wait_block(wc, wake, (int)block) : -ENOMEM;
-        if (w < 0 && wc && !reblocked) {
-            /* a pooled connection the server closed (CLIENT KILL, its idle
-             * timeout, a restart): once more on a new one, not a sleep */
-            ccap_wait_conn_put(wc, false);
-            reblocked = true;
-            wc = ccap_wait_conn_get(&ccap_rt.cfg->redis);
-            w = wc ? ccap_wait_block(wc, wake, (int)block) : -ENOMEM;
-        }
-        if (w >= 0) reblocked = false;
-        if (w == 0) {
-            pending = true;     /* the next attempt pushes a token to end it */
-            q.flags |= CCAP_SEM_UNBLOCK;
-        } else if (w < 0) {     /* no connection to block on: sleep instead */
-            if (wc) ccap_wait_conn_put(wc, false);
-            wc = NULL;
-            can_block = false;
-            sleep_ms(t + block - ccap_now_ms());
-        }
+        block(&ws);
     }
-    if (wc) ccap_wait_conn_put(wc, rc == 1);
-    if (in_redis && (rc != 1 || (p->flags & CCAP_PERMIT_LOCAL))) drop_holder_id(p);
+    if (ws.joined)
+        ccap_waiter_leave(&ws.w);
+    if (ws.in_redis && (rc != 1 || (p->flags & CCAP_PERMIT_LOCAL)))
+        drop_holder_id(p);
     return rc;
 }

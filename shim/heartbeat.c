@@ -1,5 +1,6 @@
 /* heartbeat.c -- the thread that renews leases; started with the first permit, its first beat at the renewal (see later.c). */
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -88,7 +89,7 @@ static void start_locked(int first)
     }
     first_ms = first;
     first_urgent = urgent;
-    running = ccap_shim_spawn(hb_main, 128 * 1024);
+    running = ccap_shim_spawn(hb_main, NULL, 128 * 1024);
 }
 
 void ccap_heartbeat_start(void)
@@ -105,7 +106,31 @@ void ccap_heartbeat_start_in(int ms)
     pthread_mutex_unlock(&hb_lock);
 }
 
-bool ccap_shim_spawn(void *(*fn)(void *), size_t stack)
+struct tramp {
+    void *(*fn)(void *);
+    void *arg;
+};
+
+/* A guarded thread's start: every call it makes is the shim's own. */
+static void *tramp_main(void *a)
+{
+    struct tramp t = *(struct tramp *)a;
+    free(a);
+    ccap_guard = 1;
+    return t.fn(t.arg);
+}
+
+bool ccap_shim_spawn_guarded(void *(*fn)(void *), void *arg)
+{
+    struct tramp *t = malloc(sizeof *t);
+    if (!t) return false;
+    *t = (struct tramp){ fn, arg };
+    if (ccap_shim_spawn(tramp_main, t, 128 * 1024)) return true;
+    free(t);
+    return false;
+}
+
+bool ccap_shim_spawn(void *(*fn)(void *), void *arg, size_t stack)
 {
     /* The thread must not take the program's signals. */
     sigset_t all, old;
@@ -116,7 +141,7 @@ bool ccap_shim_spawn(void *(*fn)(void *), size_t stack)
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&a, stack);
     pthread_t t;
-    bool ok = pthread_create(&t, &a, fn, NULL) == 0;
+    bool ok = pthread_create(&t, &a, fn, arg) == 0;
     pthread_attr_destroy(&a);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return ok;

@@ -21,6 +21,7 @@ static const struct ccap_rt_hooks hooks = {
     .permit_taken = ccap_later_heartbeat,
     .fork_child = fork_child,
     .need_watch = ccap_later_watch,
+    .spawn = ccap_shim_spawn_guarded,
 };
 
 char *const *ccap_shim_exec_begin(char *const *envp, struct ccap_exec *x)

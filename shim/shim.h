@@ -62,10 +62,14 @@ void ccap_real_resolve(void);
  * preserves errno. For the hooks' FIRST_NEED. */
 void ccap_shim_adopt(void);
 
-/* Starts FN as a detached thread with STACK bytes of stack and every
+/* Starts FN(ARG) as a detached thread with STACK bytes of stack and every
  * signal blocked (the shim's threads never take the program's signals).
  * Returns true if it started. (shim/heartbeat.c) */
-bool ccap_shim_spawn(void *(*fn)(void *), size_t stack);
+bool ccap_shim_spawn(void *(*fn)(void *), void *arg, size_t stack);
+
+/* As ccap_shim_spawn with a 128 KiB stack, FN(ARG) running with the guard
+ * set: for the runtime's threads (struct ccap_rt_hooks.spawn). */
+bool ccap_shim_spawn_guarded(void *(*fn)(void *), void *arg);
 
 /* Starts the heartbeat thread if it is not running (shim/heartbeat.c). */
 void ccap_heartbeat_start(void);

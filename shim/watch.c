@@ -59,7 +59,7 @@ void ccap_watch_start(void)
     pthread_mutex_lock(&w_lock);
     if (!atomic_load(&running) && !stopping) {
         /* a larger stack: getaddrinfo and the config parser run here */
-        atomic_store(&running, ccap_shim_spawn(watch_main, 256 * 1024));
+        atomic_store(&running, ccap_shim_spawn(watch_main, NULL, 256 * 1024));
     }
     pthread_mutex_unlock(&w_lock);
 }

@@ -74,11 +74,20 @@ done
 WAIT_S=5 h_wait_for queue_is sq 3 || h_fail "three waiters not queued: $(queue sq)"
 sleep 0.3
 stall
+# a sleeping waiter meets the stall at its next re-check: the earliest lease
+# end (within a lease), not sooner
 for i in 1 2 3; do
-    WAIT_S=10 h_wait_file "$T/w$i.out" || h_fail "waiter $i was not refused during the stall"
+    WAIT_S=$((lease / 1000 + 5)) h_wait_file "$T/w$i.out" || h_fail "waiter $i was not refused during the stall"
     grep -q '^ECONNREFUSED' "$T/w$i.out" || h_fail "waiter $i: want ECONNREFUSED, got: $(cat "$T/w$i.out")"
 done
 resume
+# the holders' heartbeats met the stall too: once both renewed on the resumed
+# server (no lease expiry of just after the stall left), their circuits are
+# closed and their releases go at once
+sleep 0.3
+h_rcli zrange 'conncap:{sq}:holders' 0 -1 withscores | awk 'NR % 2 == 0' >"$T/scores"
+renewed() { ! h_rcli zrange 'conncap:{sq}:holders' 0 -1 withscores | awk 'NR % 2 == 0' | grep -qxF -f "$T/scores"; }
+WAIT_S=$((2 * beat / 1000 + 5)) h_wait_for renewed || h_fail "the holders did not renew after the stall"
 t0=$("$PROGS/monotime")
 h_stop_pid "$h1"; h_stop_pid "$h2"   # their releases run at once: 0 holders
 within $((beat + 1500)) queue_is sq 0 ||

@@ -384,3 +384,17 @@ h_redis_tls_start() {
 --tls-ca-cert-file $d/ca.pem --tls-auth-clients ${2:-no}"
     REDIS_EXTRA="$REDIS_TLS_EXTRA ${REDIS_EXTRA:-}" h_redis_start "${1:-redis}"
 }
+
+# h_redis_sent REDIS-CLI-ARGS...: the commands clients have sent the server so
+# far, from INFO commandstats: top-level ones only (commandstats also counts
+# the calls scripts make; a client sends LPUSH and PEXPIRE only as a waker's
+# poke, so each LPUSH counts twice -- the scripts' own wake tokens too: an
+# upper bound -- and CLIENT LIST and INFO are the tests' own).
+h_redis_sent() {
+    redis-cli "$@" info commandstats | tr -d '\r' | awk -F: '
+        /^cmdstat_/ { name = substr($1, 9); n = $2; sub(/^calls=/, "", n); sub(/,.*/, "", n) }
+        name ~ /^(evalsha|evalsha_ro|eval|eval_ro|fcall|fcall_ro|blpop|hello|auth|select|ping)$/ { s += n }
+        name ~ /^(script|function|client)[|]/ && name != "client|list" { s += n }
+        name == "lpush" { s += 2 * n }
+        END { print s + 0 }'
+}

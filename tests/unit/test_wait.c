@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "sem.h"
 #include "semcall.h"
 #include "wait.h"
@@ -554,6 +555,59 @@ static struct ccap_sem_result graced(const char *sem, const char *h, int grace_m
     return res;
 }
 
+
+/* Blocked clients on the server now (INFO clients). */
+static long blocked_clients(void)
+{
+    redisReply *rep = redisCommand(CLI, "INFO clients");
+    const char *p = rep && rep->str ? strstr(rep->str, "blocked_clients:") : NULL;
+    long n = p ? atol(p + strlen("blocked_clients:")) : -1;
+
+    freeReplyObject(rep);
+    return n;
+}
+
+static void wait_blocked(long n)
+{
+    for (int i = 0; i < 500 && blocked_clients() != n; i++)
+        usleep(10000);
+    assert_int_equal(blocked_clients(), n);
+}
+
+/* Two waiting threads' wake lists on one waker: one blocked connection; a
+ * newcomer asks for a poke, and after it each token reaches its own waiter
+ * only; without the poke the newcomer polls instead of missing its token. */
+static void test_waker_one_connection(void **state)
+{
+    struct ccap_redis_conf c = conf_for(fx.sock);
+    struct ccap_waiter a, b;
+    char poke[CCAP_WAIT_KEY_MAX];
+    (void)state;
+
+    snprintf(a.key, sizeof a.key, PFX "{u}:wake:a");
+    snprintf(b.key, sizeof b.key, PFX "{u}:wake:b");
+    assert_int_equal(ccap_waiter_join(&a, &c, PFX, "u", poke, sizeof poke), 0);
+    wait_blocked(1);
+    assert_int_equal(ccap_wait_waker_count(), 1);
+    assert_int_equal(ccap_waiter_join(&b, &c, PFX, "u", poke, sizeof poke), 1);
+    assert_non_null(strstr(poke, "{u}:wake:poke."));
+    freeReplyObject(redisCommand(CLI, "RPUSH %s p", poke));
+    freeReplyObject(redisCommand(CLI, "LPUSH %s w", b.key));
+    assert_int_equal(ccap_waiter_wait(&b, ccap_now_ms() + 10000), CCAP_WOKE_TOKEN);
+    assert_int_equal(ccap_waiter_wait(&a, ccap_now_ms() + 50), 0);  /* not a's token */
+    freeReplyObject(redisCommand(CLI, "LPUSH %s w", a.key));
+    assert_int_equal(ccap_waiter_wait(&a, ccap_now_ms() + 10000), CCAP_WOKE_TOKEN);
+    wait_blocked(1);    /* still one connection for both */
+    ccap_waiter_leave(&b);
+
+    snprintf(b.key, sizeof b.key, PFX "{u}:wake:c");
+    assert_int_equal(ccap_waiter_join(&b, &c, PFX, "u", poke, sizeof poke), 1);
+    ccap_waiter_poke_failed(&b);
+    assert_int_equal(ccap_waiter_wait(&b, ccap_now_ms() + 60000), CCAP_WOKE_POLL);
+    ccap_waiter_leave(&b);
+    ccap_waiter_leave(&a);
+}
+
 /* The semaphore's data is gone (never seen, or Redis lost it): no new
  * grant until the grace ends, while a holder that re-registered keeps its
  * permit; then grants resume; with the epoch key present, none waits. */
@@ -593,6 +647,9 @@ static void test_restart_grace(void **state)
 
 int main(void)
 {
+    /* The pool registers no fork handler itself: the runtime's one set of
+     * handlers (runtime/lifecycle.c) calls these; so does this program. */
+    pthread_atfork(ccap_wait_fork_prepare, ccap_wait_fork_parent, ccap_wait_fork_child);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_fifo_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_newcomer_wakes_nobody, setup, teardown),
@@ -612,6 +669,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_restart_grace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_max_waiters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wake_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_waker_one_connection, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1,0 +1,506 @@
+/* wait.c -- waiters' own Redis connections (a small pool) and their bounded BLPOP blocks. */
+#include "wait.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "sem.h"
+
+#define now_ms ccap_now_ms
+
+/* Every connection made, lent or idle: a fork child must close its copies
+ * of all of them. */
+struct slot {
+    struct ccap_redis *r;  /* NULL: free slot */
+    bool lent;
+    long long idle_since;  /* ms, monotonic, when not lent */
+};
+
+/* A waker: one thread and one blocking connection serving the waiters of
+ * one lane (all of the process's waiters; in Redis Cluster, those of one
+ * semaphore, whose keys share a slot). Under P.lock. */
+struct ccap_wait_lane {
+    bool used;             /* made: TAG, POKE, CV valid */
+    bool running;          /* its thread exists */
+    bool blocking;         /* a BLPOP is pending ... */
+    bool stale;            /* ... and misses a waiter's key (a poke was asked for) */
+    int failures;          /* failed blocks in a row: > 0, waiters poll instead */
+    char tag[256];         /* semaphore name (cluster), or "" */
+    char poke[CCAP_WAIT_KEY_MAX]; /* the lane's poke list, in its waiters' slot */
+    struct ccap_redis *r;  /* its lent connection, or NULL */
+    struct ccap_waiter *head;
+    pthread_cond_t cv;     /* the waker's idle and backoff sleeps */
+};
+
+static struct {
+    pthread_mutex_t lock;
+    struct slot s[CCAP_WAIT_MAX_CONNS];
+    struct ccap_wait_lane l[CCAP_WAIT_LANES];
+} P = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* fork(): the child must neither share the parent's sockets nor use a lock
+ * some other thread held at fork time. Every connection is forgotten without
+ * I/O (only the child's copies of the descriptors are closed) and freed:
+ * lent ones belong to threads that the child does not have. */
+void ccap_wait_fork_prepare(void) { pthread_mutex_lock(&P.lock); }
+void ccap_wait_fork_parent(void) { pthread_mutex_unlock(&P.lock); }
+void ccap_wait_fork_child(void)
+{
+    for (int i = 0; i < CCAP_WAIT_MAX_CONNS; i++) {
+        if (!P.s[i].r)
+            continue;
+        ccap_redis_forget(P.s[i].r);
+        ccap_redis_free(P.s[i].r);
+        P.s[i].r = NULL;
+    }
+    /* no waker thread and no waiter in the child: the lanes start afresh */
+    memset(P.l, 0, sizeof P.l);
+    pthread_mutex_unlock(&P.lock);
+}
+
+/* ccap_wait_conn_get under P.lock. */
+static struct ccap_redis *conn_get_locked(const struct ccap_redis_conf *conf)
+{
+    struct ccap_redis *r = NULL;
+    int free_slot = -1;
+
+    for (int i = 0; i < CCAP_WAIT_MAX_CONNS && !r; i++) {
+        if (P.s[i].r && !P.s[i].lent) {
+            P.s[i].lent = true;
+            r = P.s[i].r;
+        } else if (!P.s[i].r && free_slot < 0) {
+            free_slot = i;
+        }
+    }
+    if (!r && free_slot >= 0 && (r = ccap_redis_new(conf))) {
+        P.s[free_slot].r = r;
+        P.s[free_slot].lent = true;
+    }
+    return r;
+}
+
+struct ccap_redis *ccap_wait_conn_get(const struct ccap_redis_conf *conf)
+{
+    struct ccap_redis *r;
+
+    pthread_mutex_lock(&P.lock);
+    r = conn_get_locked(conf);
+    pthread_mutex_unlock(&P.lock);
+    return r;
+}
+
+void ccap_wait_conn_put(struct ccap_redis *r, bool keep)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&P.lock);
+    for (int i = 0; i < CCAP_WAIT_MAX_CONNS; i++) {
+        if (P.s[i].r != r)
+            continue;
+        if (keep) {
+            P.s[i].lent = false;
+            P.s[i].idle_since = now_ms();
+            r = NULL;
+        } else {
+            P.s[i].r = NULL;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&P.lock);
+    ccap_redis_free(r); /* closes it (if its descriptor is still ours) */
+}
+
+void ccap_wait_reap(int idle_ms)
+{
+    struct ccap_redis *gone[CCAP_WAIT_MAX_CONNS];
+    int n = 0;
+    long long now = now_ms();
+
+    pthread_mutex_lock(&P.lock);
+    for (int i = 0; i < CCAP_WAIT_MAX_CONNS; i++) {
+        if (P.s[i].r && !P.s[i].lent && (idle_ms <= 0 || now - P.s[i].idle_since >= idle_ms)) {
+            gone[n++] = P.s[i].r;
+            P.s[i].r = NULL;
+        }
+    }
+    pthread_mutex_unlock(&P.lock);
+    for (int i = 0; i < n; i++)
+        ccap_redis_free(gone[i]);
+}
+
+int ccap_wait_conn_count(void)
+{
+    int n = 0;
+
+    pthread_mutex_lock(&P.lock);
+    for (int i = 0; i < CCAP_WAIT_MAX_CONNS; i++)
+        n += P.s[i].r != NULL;
+    pthread_mutex_unlock(&P.lock);
+    return n;
+}
+
+int ccap_wait_block(struct ccap_redis *r, const char *key, int block_ms)
+{
+    char secs[16];
+    const char *argv[3] = { "BLPOP", key, secs };
+    redisReply *rep;
+    int rc;
+
+    if (block_ms < 0)
+        block_ms = 0;
+    /* whole seconds: older servers take no fractions */
+    snprintf(secs, sizeof secs, "%d", block_ms / 1000 + 2);
+    rc = ccap_redis_send(r, 3, argv);
+    if (rc < 0)
+        return rc;
+    rc = ccap_redis_recv(r, block_ms, &rep);
+    if (rc == -EAGAIN)
+        return 0;
+    if (rc < 0)
+        return rc;
+    rc = rep->type == REDIS_REPLY_ERROR ? -EPROTO : 1;
+    freeReplyObject(rep);
+    if (rc < 0)
+        ccap_redis_close(r); /* e.g. BLPOP refused by an ACL: never spin on it */
+    return rc;
+}
+
+int ccap_wait_finish(struct ccap_redis *r, int timeout_ms)
+{
+    redisReply *rep;
+    int rc = ccap_redis_recv(r, timeout_ms, &rep);
+
+    if (rc == 0) {
+        freeReplyObject(rep);
+        return 0;
+    }
+    ccap_redis_close(r);
+    return rc == -EAGAIN ? -ETIMEDOUT : rc;
+}
+
+/* ---- the waker: one blocking connection for all of a lane's waiters ---- */
+
+#define WAKER_BLOCK_S 30        /* server timeout of a waker's BLPOP: a safety net, then sent again */
+#define WAKER_REPLY_SLACK_MS 5000 /* its reply may come this much after the server's timeout */
+#define WAKER_IDLE_MS 10000     /* a waker without waiters ends after this long */
+#define WAKER_BACKOFF_MS 250    /* a failed block is tried again after this, doubling ... */
+#define WAKER_BACKOFF_MAX_MS 4000 /* ... up to this */
+
+static void cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t a;
+
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
+/* Waits on CV (P.lock held) until signalled or UNTIL (monotonic ms). */
+static void cond_wait_until(pthread_cond_t *cv, long long until)
+{
+    struct timespec ts = { .tv_sec = until / 1000, .tv_nsec = (until % 1000) * 1000000L };
+
+    pthread_cond_timedwait(cv, &P.lock, &ts);
+}
+
+/* Under P.lock: sets BITS on every waiter of L and wakes them. */
+static void wake_all(struct ccap_wait_lane *l, int bits)
+{
+    for (struct ccap_waiter *w = l->head; w; w = w->next) {
+        w->woke |= bits;
+        pthread_cond_signal(&w->cv);
+    }
+}
+
+/* Under P.lock: the BLPOP's arguments for L's waiters, copied into *BUF
+ * (the keys) and *ARGV (grown as needed; the caller frees both). Marks them
+ * included and L blocking. Returns argc, or -ENOMEM. */
+static int collect(struct ccap_wait_lane *l, char **buf, size_t *cap, const char ***argv, size_t *acap)
+{
+    size_t n = 0, len = 0, off = 0;
+    int argc = 0;
+
+    for (struct ccap_waiter *w = l->head; w; w = w->next, n++)
+        len += strlen(w->key) + 1;
+    len += strlen(l->poke) + 1 + 16;
+    if (len > *cap) {
+        char *b = realloc(*buf, len);
+        if (!b) return -ENOMEM;
+        *buf = b, *cap = len;
+    }
+    if (n + 3 > *acap) {
+        const char **a = realloc(*argv, (n + 3) * sizeof **argv);
+        if (!a) return -ENOMEM;
+        *argv = a, *acap = n + 3;
+    }
+    (*argv)[argc++] = "BLPOP";
+    for (struct ccap_waiter *w = l->head; w; w = w->next) {
+        (*argv)[argc++] = strcpy(*buf + off, w->key);
+        off += strlen(w->key) + 1;
+        w->in_block = true;
+    }
+    (*argv)[argc++] = strcpy(*buf + off, l->poke);
+    off += strlen(l->poke) + 1;
+    snprintf(*buf + off, 16, "%d", WAKER_BLOCK_S); /* whole seconds: older servers take no fractions */
+    (*argv)[argc++] = *buf + off;
+    l->blocking = true;
+    l->stale = false;
+    return argc;
+}
+
+/* Reads the reply of the BLPOP pending on R: the key it popped into KEY
+ * ("" when the server's timeout ended it). Returns 0, or -errno after
+ * closing R (a lost connection, no reply in time, an error reply). */
+static int block_reply(struct ccap_redis *r, char *key, size_t keylen)
+{
+    redisReply *rep;
+    int rc = ccap_redis_recv(r, WAKER_BLOCK_S * 1000 + WAKER_REPLY_SLACK_MS, &rep);
+
+    key[0] = '\0';
+    if (rc == -EAGAIN)
+        rc = -ETIMEDOUT;
+    if (rc == 0) {
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 && rep->element[0]->type == REDIS_REPLY_STRING)
+            snprintf(key, keylen, "%s", rep->element[0]->str);
+        else if (rep->type != REDIS_REPLY_NIL)
+            rc = -EPROTO;   /* e.g. BLPOP refused by an ACL */
+        freeReplyObject(rep);
+    }
+    if (rc < 0)
+        ccap_redis_close(r);
+    return rc;
+}
+
+/* Under P.lock: the outcome RC of one block of L, KEY the list it popped.
+ * A token goes to its waiter; the first failure in a row makes every
+ * waiter re-check once (a token may have been lost with Redis's data, or a
+ * ticket), then the waker backs off (waiters poll meanwhile). */
+static void deliver(struct ccap_wait_lane *l, int rc, const char *key)
+{
+    if (rc >= 0) {
+        l->failures = 0;
+        for (struct ccap_waiter *w = l->head; w && key[0]; w = w->next) {
+            if (strcmp(w->key, key) == 0) {
+                w->woke |= CCAP_WOKE_TOKEN;
+                pthread_cond_signal(&w->cv);
+            }
+        }
+        return;
+    }
+    if (l->failures++ == 0)
+        wake_all(l, CCAP_WOKE_BROKEN);
+    int backoff = WAKER_BACKOFF_MS << (l->failures < 5 ? l->failures - 1 : 4);
+    cond_wait_until(&l->cv, now_ms() + (backoff < WAKER_BACKOFF_MAX_MS ? backoff : WAKER_BACKOFF_MAX_MS));
+}
+
+/* Under P.lock: waits up to WAKER_IDLE_MS for a waiter. True if one came. */
+static bool idle_wait(struct ccap_wait_lane *l)
+{
+    long long until = now_ms() + WAKER_IDLE_MS;
+
+    while (!l->head && now_ms() < until)
+        cond_wait_until(&l->cv, until);
+    return l->head != NULL;
+}
+
+/* A lane's thread: blocks on all of its waiters' wake lists and its poke
+ * list at once, hands each token to its waiter, and ends after
+ * WAKER_IDLE_MS without waiters, giving its connection back to the pool. */
+static void *waker_main(void *arg)
+{
+    struct ccap_wait_lane *l = arg;
+    struct ccap_redis *r;
+    char *buf = NULL, key[CCAP_WAIT_KEY_MAX];
+    const char **argv = NULL;
+    size_t cap = 0, acap = 0;
+
+    pthread_mutex_lock(&P.lock);
+    while (l->head || idle_wait(l)) {
+        int rc = collect(l, &buf, &cap, &argv, &acap);
+        r = l->r;
+        pthread_mutex_unlock(&P.lock);
+        if (rc > 0)
+            rc = ccap_redis_send(r, rc, argv);
+        if (rc >= 0) {
+            pthread_mutex_lock(&P.lock);
+            l->failures = 0;    /* connected: waiters wait for tokens again */
+            pthread_mutex_unlock(&P.lock);
+            rc = block_reply(r, key, sizeof key);
+        }
+        pthread_mutex_lock(&P.lock);
+        l->blocking = false;
+        deliver(l, rc, key);
+    }
+    r = l->r;
+    l->r = NULL;
+    l->running = false;
+    pthread_mutex_unlock(&P.lock);
+    ccap_wait_conn_put(r, true);
+    free(buf);
+    free(argv);
+    return NULL;
+}
+
+/* How waker threads start: set by the runtime (the shim's guarded
+ * threads), else plain detached threads with every signal blocked. */
+static ccap_wait_spawn_fn *spawn_fn;
+
+void ccap_wait_set_spawn(ccap_wait_spawn_fn *fn)
+{
+    spawn_fn = fn;
+}
+
+static bool spawn(struct ccap_wait_lane *l)
+{
+    sigset_t all, old;
+    pthread_attr_t a;
+    pthread_t t;
+    bool ok;
+
+    if (spawn_fn)
+        return spawn_fn(waker_main, l);
+    sigfillset(&all);   /* the thread must not take the program's signals */
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&a, 128 * 1024);
+    ok = pthread_create(&t, &a, waker_main, l) == 0;
+    pthread_attr_destroy(&a);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return ok;
+}
+
+/* Under P.lock: the lane of semaphore NAME -- the only one, or in Redis
+ * Cluster NAME's own (a BLPOP takes keys of one slot only) -- made if
+ * needed, with its poke list in NAME's slot. NULL when all are taken. */
+static struct ccap_wait_lane *lane_for(const struct ccap_redis_conf *conf, const char *prefix, const char *name)
+{
+    const char *tag = conf->n_cluster > 0 ? name : "";
+    struct ccap_wait_lane *l = NULL;
+    char id[64];
+
+    for (int i = 0; i < CCAP_WAIT_LANES; i++) {
+        if (P.l[i].used && strcmp(P.l[i].tag, tag) == 0)
+            return &P.l[i];
+        if (!P.l[i].used && !l)
+            l = &P.l[i];
+    }
+    if (!l || strlen(tag) >= sizeof l->tag)
+        return NULL;
+    snprintf(id, sizeof id, "poke.%d.%d.%lld", (int)getpid(), (int)(l - P.l), now_ms());
+    if (ccap_sem_wake_key(l->poke, sizeof l->poke, prefix, name, id) < 0)
+        return NULL;
+    strcpy(l->tag, tag);
+    cond_init(&l->cv);
+    l->used = true;
+    return l;
+}
+
+int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, const char *prefix,
+                     const char *name, char *poke, size_t pokelen)
+{
+    struct ccap_redis *spare = NULL;
+    struct ccap_wait_lane *l;
+    int rc = 0;
+
+    w->woke = 0;
+    w->in_block = false;
+    pthread_mutex_lock(&P.lock);
+    l = lane_for(conf, prefix, name);
+    if (l && !l->r)
+        l->r = conn_get_locked(conf);
+    if (l && l->r && !l->running && !(l->running = spawn(l))) {
+        spare = l->r;   /* no thread: nobody would give it back */
+        l->r = NULL;
+    }
+    if (!l || !l->r) {
+        pthread_mutex_unlock(&P.lock);
+        ccap_wait_conn_put(spare, true);
+        return l ? -ENOMEM : -EAGAIN;
+    }
+    cond_init(&w->cv);
+    w->lane = l;
+    w->next = l->head;
+    l->head = w;
+    if (l->blocking && !l->stale && (size_t)snprintf(poke, pokelen, "%s", l->poke) < pokelen) {
+        l->stale = true;
+        rc = 1;
+    }
+    pthread_cond_signal(&l->cv);    /* an idle waker starts blocking */
+    pthread_mutex_unlock(&P.lock);
+    return rc;
+}
+
+void ccap_waiter_poke_failed(struct ccap_waiter *w)
+{
+    pthread_mutex_lock(&P.lock);
+    w->lane->stale = false;
+    pthread_mutex_unlock(&P.lock);
+}
+
+/* Under P.lock: whether W may miss a token: its waker is failing, or
+ * blocks without W's key and no poke is on its way. */
+static bool must_poll(const struct ccap_waiter *w)
+{
+    const struct ccap_wait_lane *l = w->lane;
+
+    return l->failures > 0 || (l->blocking && !w->in_block && !l->stale);
+}
+
+int ccap_waiter_wait(struct ccap_waiter *w, long long until_ms)
+{
+    long long start = now_ms(), poll_end = start + CCAP_WAIT_POLL_MS;
+    int woke = 0;
+
+    pthread_mutex_lock(&P.lock);
+    for (;;) {
+        long long now = now_ms();
+        bool poll = must_poll(w);
+        if (w->woke || now >= until_ms) {
+            woke = w->woke;
+            break;
+        }
+        if (poll && now >= poll_end) {
+            woke = CCAP_WOKE_POLL;
+            break;
+        }
+        cond_wait_until(&w->cv, poll && poll_end < until_ms ? poll_end : until_ms);
+    }
+    w->woke = 0;
+    pthread_mutex_unlock(&P.lock);
+    return woke;
+}
+
+void ccap_waiter_leave(struct ccap_waiter *w)
+{
+    pthread_mutex_lock(&P.lock);
+    for (struct ccap_waiter **pp = &w->lane->head; *pp; pp = &(*pp)->next) {
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&P.lock);
+    pthread_cond_destroy(&w->cv);
+}
+
+int ccap_wait_waker_count(void)
+{
+    int n = 0;
+
+    pthread_mutex_lock(&P.lock);
+    for (int i = 0; i < CCAP_WAIT_LANES; i++)
+        n += P.l[i].running;
+    pthread_mutex_unlock(&P.lock);
+    return n;
+}

@@ -1,0 +1,167 @@
+/* wait.h -- waiting for a permit without polling: waiters' own Redis connections and their blocks. */
+#ifndef CCAP_WAIT_H
+#define CCAP_WAIT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include "redis.h"
+
+/* A connect that finds no permit free queues a ticket in Redis
+ * (lua/acquire.lua: a FIFO of waiters) and then sleeps until a token on its
+ * own wake list, <prefix>{<name>}:wake:<holder id>, or a time of its own
+ * (runtime/waiting.c). Whoever frees a permit (release.lua; acquire.lua when it
+ * sweeps expired leases or dead tickets) pushes a token to the wake lists of
+ * the first (limit - count) waiters. A token pushed before its waiter
+ * blocks stays in the list: no wake-up is lost.
+ *
+ * The waker. BLPOP never runs on the shim's shared connection: a blocked
+ * thread would hold it (and every other thread's acquire and release) for
+ * the whole block. Waiting threads do not block on Redis themselves either:
+ * a per-process waker thread, started with the first waiter and ended
+ * WAKER_IDLE_MS after the last, blocks with one BLPOP on all of the
+ * process's wake lists at once plus a poke list of its own, and hands each
+ * token to its waiter (a condition variable). A waiter joining while that
+ * BLPOP is pending pushes one token to the poke list (on the shared
+ * connection) so that the waker blocks again with its key; joins in the
+ * meantime share that poke. Leaving costs nothing (the waker drops the key
+ * at its next block). So a process keeps at most two Redis connections
+ * however many of its threads wait: the shared one and the waker's. In
+ * Redis Cluster one BLPOP takes keys of one slot only, and the semaphore
+ * name is the hash tag: there is one waker (thread and connection) per
+ * semaphore with waiters, at most CCAP_WAIT_LANES. When the waker's
+ * connection fails, each waiter re-checks once, then polls every
+ * CCAP_WAIT_POLL_MS until the waker blocks again.
+ *
+ * The waker's connection comes from a small pool (also usable directly, by
+ * the tests and tools): made on demand (same client as the main one:
+ * CLOEXEC, high fd number, identity-checked), kept while idle for at most
+ * CCAP_WAIT_IDLE_MS, and forgotten without I/O in a forked child (which
+ * has no waker thread and no waiter: its wakers start afresh). */
+
+/* Connections kept or lent at once by one process. */
+#define CCAP_WAIT_MAX_CONNS 64
+/* An idle pooled connection is closed after this long. */
+#define CCAP_WAIT_IDLE_MS 10000
+/* Wakers at most (one per semaphore with waiters in Redis Cluster, else one). */
+#define CCAP_WAIT_LANES 8
+/* A waiter that may miss a token (its waker failing) re-checks this often. */
+#define CCAP_WAIT_POLL_MS 1000
+/* The longest wake list key. */
+#define CCAP_WAIT_KEY_MAX 640
+
+/* A waiting thread, registered with its waker (ccap_waiter_join). Owned by
+ * the waiting thread (on its stack); the fields are the waker's. */
+struct ccap_waiter {
+    char key[CCAP_WAIT_KEY_MAX];  /* its wake list: set before ccap_waiter_join */
+    int woke;                     /* CCAP_WOKE_* bits not yet seen by the waiter */
+    bool in_block;                /* KEY is in the waker's pending (or next) BLPOP */
+    pthread_cond_t cv;
+    struct ccap_wait_lane *lane;
+    struct ccap_waiter *next;
+};
+#define CCAP_WOKE_TOKEN 1   /* a token came: re-check now */
+#define CCAP_WOKE_BROKEN 2  /* the waker's connection failed: a token may be lost, re-check */
+#define CCAP_WOKE_POLL 4    /* CCAP_WAIT_POLL_MS passed while a token could be missed: re-check */
+
+/* Registers W (W->key set) with the waker of semaphore NAME (key prefix
+ * PREFIX), starting it if needed; CONF (copied) makes its connection.
+ * Returns 1 when the caller must push one token to the poke list written to
+ * POKE (POKELEN bytes) -- with LPUSH on a connection of its own, not
+ * waiting for the waker -- or call ccap_waiter_poke_failed if it cannot;
+ * 0 when not; -ENOMEM or -EAGAIN (no waker: no memory, no thread, all
+ * CCAP_WAIT_LANES taken) when W is not registered (the caller re-checks on
+ * its own). Thread-safe; no I/O. */
+int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, const char *prefix,
+                     const char *name, char *poke, size_t pokelen);
+
+/* The poke ccap_waiter_join asked for was not sent: W polls until its key is
+ * in a block, and the next join pokes. Thread-safe. */
+void ccap_waiter_poke_failed(struct ccap_waiter *w);
+
+/* Sleeps until W gets a token, its waker fails, UNTIL_MS (monotonic ms)
+ * comes, or CCAP_WAIT_POLL_MS pass while W may miss a token. Returns the
+ * CCAP_WOKE_* bits (cleared for the next call), 0 at UNTIL_MS. Only W's
+ * thread calls it. */
+int ccap_waiter_wait(struct ccap_waiter *w, long long until_ms);
+
+/* Unregisters W (joined). Its key stays in a pending BLPOP until the waker's
+ * next block: a token popped for it then is dropped. Thread-safe. */
+void ccap_waiter_leave(struct ccap_waiter *w);
+
+/* Waker threads running now, for tests. */
+int ccap_wait_waker_count(void);
+
+/* Lends a connection for blocking, made from CONF (copied) if none is idle.
+ * Returns NULL when CCAP_WAIT_MAX_CONNS are out or memory is short (the
+ * caller then sleeps instead). No I/O: the connection opens at first use.
+ * Thread-safe. */
+struct ccap_redis *ccap_wait_conn_get(const struct ccap_redis_conf *conf);
+
+/* Gives back a connection from ccap_wait_conn_get. KEEP false (or a reply
+ * still pending: the caller knows) closes it; true pools it for reuse.
+ * Thread-safe. */
+void ccap_wait_conn_put(struct ccap_redis *r, bool keep);
+
+/* Closes pooled connections idle for IDLE_MS or longer (0: all idle ones).
+ * For the heartbeat. Thread-safe. */
+void ccap_wait_reap(int idle_ms);
+
+/* Connections currently made (idle + lent), for tests and the bench. */
+int ccap_wait_conn_count(void);
+
+/* ---- the client side of a block (core/redis_block.c) ----
+ * For a waiter's own connection, never the shared one: the caller sends a
+ * blocking command and waits for its reply with a deadline of its own,
+ * because a server's timeout of a blocking command may fire up to 1/hz s
+ * late (100 ms with the default hz 10). */
+
+/* Connects if needed (to the node serving ARGV[1], the key) and sends ARGV
+ * without reading the reply. Returns 0, or -errno as ccap_redis_command (the
+ * connection is then dropped). At most one reply may be pending: read it
+ * with ccap_redis_recv. Writes never raise SIGPIPE. */
+int ccap_redis_send(struct ccap_redis *r, int argc, const char *const *argv);
+
+/* Waits up to TIMEOUT_MS (>= 0) for the pending reply. Returns 0 and *REPLY
+ * (any type, error replies too; caller frees), -EAGAIN when none came in time
+ * (still pending: call again, or ccap_redis_close), or -errno on a transport
+ * error (connection dropped). EINTR is retried within the timeout. */
+int ccap_redis_recv(struct ccap_redis *r, int timeout_ms, redisReply **reply);
+
+/* Closes the connection used last (if its descriptor is still ours),
+ * abandoning a pending reply; the next call reconnects. */
+void ccap_redis_close(struct ccap_redis *r);
+
+/* Sends BLPOP KEY on R (a lent connection) and waits up to BLOCK_MS for its
+ * reply. The server-side timeout is BLOCK_MS rounded up to whole seconds
+ * plus one, a safety net only: the deadline here is exact. Returns 1 when
+ * the BLPOP answered (a token, or the server's timeout), 0 when BLOCK_MS
+ * passed first (the BLPOP is still pending: end it by pushing a token to KEY
+ * -- acquire.lua's "u" flag -- then call ccap_wait_finish), or -errno when
+ * the connection failed (it is closed). */
+int ccap_wait_block(struct ccap_redis *r, const char *key, int block_ms);
+
+/* Reads the reply of a pending BLPOP after its wake list got a token, within
+ * TIMEOUT_MS. Returns 0, or -errno after closing R when it did not come. */
+int ccap_wait_finish(struct ccap_redis *r, int timeout_ms);
+
+/* Starts FN(ARG) as a detached thread; returns true if it started. */
+typedef bool ccap_wait_spawn_fn(void *(*fn)(void *), void *arg);
+
+/* Makes waker threads start through FN: in the shim, threads whose calls
+ * are the shim's own (its guard set, so the waker's connects and closes
+ * pass the hooks straight through) and that take no signal of the
+ * program. NULL (the default): plain threads with every signal blocked.
+ * Call before the first wait; not thread-safe against a running wait. */
+void ccap_wait_set_spawn(ccap_wait_spawn_fn *fn);
+
+/* fork(): the child neither shares the parent's sockets nor uses a lock
+ * another thread held at fork time. Called by the runtime's one set of
+ * fork handlers (runtime/lifecycle.c) around every fork: PREPARE takes the
+ * pool's lock, PARENT releases it, CHILD forgets every connection without
+ * I/O (it closes only its own copies of the descriptors), forgets the
+ * wakers (their threads are not in the child) and releases the lock. */
+void ccap_wait_fork_prepare(void);
+void ccap_wait_fork_parent(void);
+void ccap_wait_fork_child(void);
+
+#endif
