@@ -331,14 +331,18 @@ do
         end
     end
     -- permits freed by lease expiry, or queue places freed: the first
-    -- (limit - count) waiters may go; wake the last FREED of them, the ones
-    -- this call let in (each list holds one token)
+    -- (limit - count) waiters may go; wake the first FREED of them (each
+    -- list holds one token: a waiter woken twice takes one). From the head,
+    -- not the ones this call let in: a wake-up a waiter could not use (it
+    -- saw a lower limit -- a process whose configuration is older -- or it
+    -- died) must not leave the head asleep while permits are free; each
+    -- waiter admitted passes the wake-up on to the new head.
     local free = limit - count
     local top = math.min(free, qlen)
     if free < qlen0 then freed = freed + places end
     if freed > 0 and top > 0 then
         local base = string.sub(queue, 1, -6) .. 'wake:'
-        for _, w in ipairs(redis.call('ZRANGE', queue, math.max(0, top - freed), top - 1)) do
+        for _, w in ipairs(redis.call('ZRANGE', queue, 0, math.min(freed, top) - 1)) do
             if w ~= holder then
                 local e = tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)
                 redis.call('LPUSH', base .. w, 'w')

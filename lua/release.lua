@@ -8,9 +8,9 @@
 -- ARGV[2]  audit stream MAXLEN ~ (0: no audit)
 -- ARGV[3]  configured limit (-1: unknown, wake one waiter per permit freed)
 -- Takes HOLDER out of the queue too (a waiter giving up), then wakes at most
--- as many waiters as this call freed permits or queue places: the last of
--- the first (limit - live holders), the ones it let in, by pushing a token
--- to their wake lists.
+-- as many waiters as this call freed permits or queue places, from the
+-- head of the queue (acquire.lua says why), by pushing a token to their
+-- wake lists.
 -- Returns 1 if the holder was removed, 0 if it held no permit.
 --
 -- Only this member is removed, never another holder. The TTL invariant (the
@@ -80,7 +80,7 @@ if qlen0 > 0 then
         if free < qlen0 then freed = freed + left + #dead end
         local top = math.min(free, redis.call('ZCARD', queue))
         if freed > 0 and top > 0 then
-            for _, w in ipairs(redis.call('ZRANGE', queue, math.max(0, top - freed), top - 1)) do
+            for _, w in ipairs(redis.call('ZRANGE', queue, 0, math.min(freed, top) - 1)) do
                 local e = tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)
                 redis.call('LPUSH', base .. w, 'w')
                 redis.call('LTRIM', base .. w, 0, 0)

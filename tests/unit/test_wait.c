@@ -197,21 +197,38 @@ static void test_free_slots_wake_several(void **state)
     assert_false(granted("m", "W2", 2, 5000));
     assert_false(granted("m", "W3", 2, 5000));
     /* the runtime limit rises to 4 and one permit is released: three free,
-     * but one call wakes only as many as it freed (one): the last of the
-     * first three; each waiter admitted passes the wake-up on */
+     * but one call wakes only as many as it freed (one): the head; each
+     * waiter admitted passes the wake-up on to the new head */
     redisReply *rep = redisCommand(CLI, "SET " PFX "{m}:limit 4");
     assert_non_null(rep);
     freeReplyObject(rep);
     assert_int_equal(t_release_wake(R, PFX, "m", "A", 2), 1);
-    assert_int_equal(tokens("m", "W1") + tokens("m", "W2"), 0);
-    assert_int_equal(tokens("m", "W3"), 1);
-    assert_true(granted("m", "W3", 2, 5000)); /* within the first three */
-    assert_int_equal(tokens("m", "W1"), 0);
-    assert_int_equal(tokens("m", "W2"), 1);
-    assert_true(granted("m", "W2", 2, 5000));
     assert_int_equal(tokens("m", "W1"), 1);
+    assert_int_equal(tokens("m", "W2") + tokens("m", "W3"), 0);
     assert_true(granted("m", "W1", 2, 5000));
+    assert_int_equal(tokens("m", "W2"), 1);
+    assert_int_equal(tokens("m", "W3"), 0);
+    assert_true(granted("m", "W2", 2, 5000));
+    assert_int_equal(tokens("m", "W3"), 1);
+    assert_true(granted("m", "W3", 2, 5000));
     assert_false(granted("m", "W4", 2, 5000));
+}
+
+/* Processes that see different limits (a reload not yet everywhere): a
+ * release by one that sees 2 frees a permit; the head of the queue is
+ * woken, not the second waiter, whose older view (limit 1) would refuse it
+ * and leave the head asleep while the permit is free. */
+static void test_release_wakes_head(void **state)
+{
+    (void)state;
+    assert_true(granted("h", "A", 1, 0));
+    assert_false(granted("h", "W1", 1, 5000));
+    assert_false(granted("h", "W2", 1, 5000));
+    assert_int_equal(t_release_wake(R, PFX, "h", "A", 2), 1);
+    assert_int_equal(tokens("h", "W1"), 1);
+    assert_int_equal(tokens("h", "W2"), 0);
+    assert_false(granted("h", "W2", 1, 5000));
+    assert_true(granted("h", "W1", 1, 5000));
 }
 
 /* max_waiters: a newcomer that would queue behind that many tickets is
@@ -667,6 +684,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_lost_wakeup_between_attempt_and_block, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pool_reuse_reap_fork, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_grace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_release_wakes_head, setup, teardown),
         cmocka_unit_test_setup_teardown(test_max_waiters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wake_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_waker_one_connection, setup, teardown),
