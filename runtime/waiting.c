@@ -187,6 +187,26 @@ static void wait_init(struct wait *ws, const struct ccap_sem_conf *s, size_t sem
                                    .max_waiters = s->max_waiters, .audit_maxlen = ccap_rt_audit_maxlen() };
 }
 
+/* A reload replaced the configuration while this connect waits: its
+ * next attempts ask with the semaphore's limit, rate, burst and
+ * max_waiters in force (a raised limit lets it in at once), not the ones
+ * it started with. Its lease, deadline and errno stay the connect's. The
+ * old configuration outlives the wait (runtime/reload.c's grace). */
+static void follow_reload(struct wait *ws)
+{
+    const struct ccap_config *cfg = ccap_rt_config();
+    int i;
+
+    if (!cfg || cfg == ws->cfg || (i = ccap_config_sem_index(cfg, ws->s->name)) < 0)
+        return;
+    ws->cfg = cfg;
+    ws->s = &cfg->sems[i];
+    ws->q.limit = ws->s->limit;
+    ws->q.rate = ws->s->rate;
+    ws->q.burst = ws->s->burst;
+    ws->q.max_waiters = ws->s->max_waiters;
+}
+
 /* One acquire attempt; the one at the deadline leaves the queue. Returns
  * 1 granted, 0 denied (ws->res says when to re-check), -errno. */
 static int attempt(struct wait *ws)
@@ -194,6 +214,7 @@ static int attempt(struct wait *ws)
     long long t = ccap_now_ms();
     int rc;
 
+    follow_reload(ws);
     if (ws->guard && t < ws->deadline && holds_permit(ws->sem))
         ws->deadline = t;   /* one last attempt */
     ws->q.waited_ms = t - ws->start;
