@@ -1,4 +1,4 @@
--- timeout.lua -- records that an acquirer gave up waiting (ops counters, issue 7).
+-- timeout.lua -- records that an acquirer gave up waiting (the counters and histogram conncap stats shows).
 --
 -- KEYS[1]  <prefix>{name}:stats    hash of counters (see acquire.lua)
 -- KEYS[2]  <prefix>{name}:waiters  sorted set of waiting holder ids
