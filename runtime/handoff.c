@@ -306,7 +306,7 @@ char *const *ccap_handoff_exec_pre(char *const *envp, struct ccap_exec *x)
     memset(x, 0, sizeof(*x));
     if (ccap_handoff_waiting()) ccap_handoff_adopt();
     bool old_entry = ccap_handoff_in_envp(envp);
-    if (ccap_rt_waits_exec()) ccap_rt_flush();   /* no ticket of a waiting thread outlives the exec */
+    if (ccap_rt_waits_drop()) ccap_rt_flush();   /* no ticket of a waiting thread outlives the exec */
     if (ccap_ptab_empty() && !old_entry) return envp;
 
     struct ccap_handoff_entry *surv = NULL;

@@ -34,7 +34,7 @@ struct wait {
     struct ccap_sem_req q;
     struct ccap_sem_result res;
     struct ccap_waiter w;
-    atomic_bool execd;  /* an exec released P's holder id (ccap_rt_waits_exec) */
+    atomic_bool execd;  /* an exec or exit released P's holder id (ccap_rt_waits_drop) */
     struct wait *next;  /* in the process's list of waits */
 };
 
@@ -161,7 +161,7 @@ static void drop_holder_id(struct ccap_permit *p)
     ccap_rt_kick();
 }
 
-bool ccap_rt_waits_exec(void)
+bool ccap_rt_waits_drop(void)
 {
     bool any = false;
     pthread_mutex_lock(&waits_lock);
@@ -203,7 +203,7 @@ void ccap_rt_waits_fork_child(void)
     waits_head = NULL;  /* the waiting threads stayed in the parent */
 }
 
-/* An exec that failed released P's holder id (ccap_rt_waits_exec): the
+/* An exec that failed released P's holder id (ccap_rt_waits_drop): the
  * wait goes on with a fresh id and a new ticket, joined again under it. */
 static void after_exec(struct wait *ws)
 {

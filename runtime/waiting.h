@@ -22,15 +22,15 @@
  * wait_timeout_ms. */
 int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd);
 
-/* Before an exec: releases (kept, sent by the caller's flush) the holder id
- * of every wait in progress (it may have a ticket in a queue), so that no
- * ticket of a thread the exec ends blocks the queue until its TTL. Returns
- * true when it released one. A wait that goes on (the exec failed) takes
- * a fresh holder id at its next attempt. Takes the waits' lock, then
- * rlock. Thread-safe. */
-bool ccap_rt_waits_exec(void);
+/* Before the image ends (an exec, a normal exit): releases (kept, sent by
+ * the caller's flush) the holder id of every wait in progress (it may have
+ * a ticket in a queue), so that no ticket of a thread that ends with the
+ * image blocks the queue until its TTL. Returns true when it released one.
+ * A wait that goes on (the exec failed) takes a fresh holder id at its next
+ * attempt. Takes the waits' lock, then rlock. Thread-safe. */
+bool ccap_rt_waits_drop(void);
 
-/* After an exec failed: wakes the waits ccap_rt_waits_exec released, so
+/* After an exec failed: wakes the waits ccap_rt_waits_drop released, so
  * that they queue again at once under fresh ids. Thread-safe. */
 void ccap_rt_waits_exec_failed(void);
 

@@ -1,4 +1,4 @@
-# lifecycle_exec_wait.sh -- exec while another thread waits for a permit: the waiter's ticket leaves the queue with the exec (no dead ticket holds the FIFO for a TTL); after a failed exec the waiter goes on and gets its permit.
+# lifecycle_exec_wait.sh -- exec or exit while another thread waits for a permit: the waiter's ticket leaves the queue with the image (no dead ticket holds the FIFO for a TTL); after a failed exec the waiter goes on and gets its permit.
 . "$(dirname "$0")/../lib/harness.sh"
 h_plain_only
 h_redis_start
@@ -7,7 +7,8 @@ h_conf "$T/c.conf" s 1 30000 20000 "127.0.0.1:$SRV_PORT"
 export CONNCAP_CONFIG="$T/c.conf"
 qlen_is() { [ "$(h_rcli zcard 'conncap:{s}:queue')" -eq "$1" ]; }
 # we.py PORT PATH: a thread connects (and waits); after 1 s the main thread
-# execs PATH; if that fails, it prints the thread's outcome
+# execs PATH (PATH "exit": returns from the program); if the exec fails, it
+# prints the thread's outcome
 cat >"$T/we.py" <<'PY'
 import os, socket, sys, threading, time
 out = []
@@ -19,6 +20,8 @@ def one():
 t = threading.Thread(target=one, daemon=True)
 t.start()
 time.sleep(1)
+if sys.argv[2] == "exit":
+    sys.exit(0)
 try:
     os.execv(sys.argv[2], [sys.argv[2], "30"])
 except OSError as e:
@@ -38,6 +41,11 @@ E=$!
 _pids+=("$E")
 WAIT_S=5 h_wait_for grep -q sleep "/proc/$E/comm" || h_fail "no exec: $(cat "$T/e.out" "$T/e.err")"
 WAIT_S=5 h_wait_for qlen_is 0 || h_fail "the exec left $(h_rcli zcard 'conncap:{s}:queue') ticket(s) in the queue"
+
+# a normal exit: same
+LD_PRELOAD="$LIB" /usr/bin/python3 "$T/we.py" "$SRV_PORT" exit >"$T/x.out" 2>"$T/x.err" 7>&- ||
+    h_fail "the exiting program failed: $(cat "$T/x.err")"
+qlen_is 0 || h_fail "the exit left $(h_rcli zcard 'conncap:{s}:queue') ticket(s) in the queue"
 
 # a failed exec: the waiter goes on (a new ticket) and gets the permit the holder gives back
 LD_PRELOAD="$LIB" /usr/bin/python3 "$T/we.py" "$SRV_PORT" /nonexistent/prog >"$T/f.out" 2>"$T/f.err" 7>&- &
