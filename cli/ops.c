@@ -433,8 +433,8 @@ long long ccap_ops_wake_queue(struct ccap_redis *r, const struct ccap_config *cf
             strlen(wk) + q->element[i]->len >= sizeof wk)
             continue;
         strcat(wk, q->element[i]->str);
-        redisReply *a = cmd(r, 3, (const char *[]){ "LPUSH", wk, "w" }), *b = a ? cmd(r, 4, (const char *[]){ "LTRIM", wk, "0", "0" }) : NULL,
-                   *c = b ? cmd(r, 3, (const char *[]){ "PEXPIRE", wk, ttl }) : NULL;
+        const char *push[] = { "LPUSH", wk, "w" }, *trim[] = { "LTRIM", wk, "0", "0" }, *pexp[] = { "PEXPIRE", wk, ttl };
+        redisReply *a = cmd(r, 3, push), *b = a ? cmd(r, 4, trim) : NULL, *c = b ? cmd(r, 3, pexp) : NULL;
         rc = c ? 0 : -EIO;
         woken += c != NULL;
         redisReply *all[] = { a, b, c };
