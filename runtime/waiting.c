@@ -204,17 +204,22 @@ void ccap_rt_waits_fork_child(void)
 }
 
 /* An exec that failed released P's holder id (ccap_rt_waits_drop): the
- * wait goes on with a fresh id and a new ticket, joined again under it. */
-static void after_exec(struct wait *ws)
+ * wait goes on with a fresh id and a new ticket, joined again under it.
+ * Returns false when the process is exiting instead: the wait must end
+ * without queueing again (no ticket may outlive the process). */
+static bool after_exec(struct wait *ws)
 {
     if (!atomic_exchange(&ws->execd, false))
-        return;
-    ccap_rt_next_holder(ws->p);
+        return true;
     ws->in_redis = false;
+    if (atomic_load(&ccap_rt.shutting_down))
+        return false;
+    ccap_rt_next_holder(ws->p);
     if (ws->joined) {
         ccap_waiter_leave(&ws->w);
         ws->joined = false;
     }
+    return true;
 }
 
 /* True if this process holds a permit of semaphore SEM: one atomic load. */
@@ -394,7 +399,10 @@ int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cc
     wait_init(&ws, s, sem, p, fd);
     waits_add(&ws);
     for (;;) {
-        after_exec(&ws);
+        if (!after_exec(&ws)) {
+            rc = -ws.fail_errno;    /* the process is exiting */
+            break;
+        }
         rc = attempt(&ws);
         if (rc == 1)
             break;
