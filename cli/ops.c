@@ -392,6 +392,59 @@ const char *ccap_ops_who(char *buf, size_t n)
     return buf;
 }
 
+/* The limit in force of S: the override key, else the configured one;
+ * -1 on a Redis error. */
+static long long limit_in_force(struct ccap_redis *r, const char *pfx, const struct ccap_sem_conf *s)
+{
+    char lk[600];
+    if (ccap_sem_key(lk, sizeof lk, pfx, s->name, CCAP_KEY_LIMIT) < 0)
+        return -1;
+    redisReply *a = cmd(r, 2, (const char *[]){ "GET", lk });
+    if (!a)
+        return -1;
+    char *end = NULL;
+    long long v = a->type == REDIS_REPLY_STRING ? strtoll(a->str, &end, 10) : -1;
+    bool ok = a->type == REDIS_REPLY_STRING && end != a->str && !*end && v >= 0;
+    freeReplyObject(a);
+    return ok ? v : s->limit;
+}
+
+long long ccap_ops_wake_queue(struct ccap_redis *r, const struct ccap_config *cfg, const struct ccap_sem_conf *s,
+                              long long n)
+{
+    char qk[600], wk[700], top[24], ttl[24];
+    const char *pfx = cfg->redis.key_prefix;
+    if (ccap_sem_key(qk, sizeof qk, pfx, s->name, CCAP_KEY_QUEUE) < 0)
+        return -ENAMETOOLONG;
+    if (n < 0 && (n = limit_in_force(r, pfx, s)) < 0)
+        return -EIO;
+    if (n == 0)
+        return 0;
+    snprintf(top, sizeof top, "%lld", (n < CCAP_OPS_WAKE_MAX ? n : CCAP_OPS_WAKE_MAX) - 1);
+    snprintf(ttl, sizeof ttl, "%d", s->lease_ms > 3000 ? s->lease_ms : 3000); /* a ticket's TTL at most */
+    redisReply *q = cmd(r, 4, (const char *[]){ "ZRANGE", qk, "0", top });
+    if (!q)
+        return -EIO;
+    long long woken = 0;
+    int rc = q->type == REDIS_REPLY_ARRAY ? 0 : -EPROTO;
+    for (size_t i = 0; rc == 0 && i < q->elements; i++) {
+        if (q->element[i]->type != REDIS_REPLY_STRING ||
+            ccap_sem_key(wk, sizeof wk, pfx, s->name, CCAP_KEY_WAKE) < 0 ||
+            strlen(wk) + q->element[i]->len >= sizeof wk)
+            continue;
+        strcat(wk, q->element[i]->str);
+        const char *push[] = { "LPUSH", wk, "w" }, *trim[] = { "LTRIM", wk, "0", "0" }, *pexp[] = { "PEXPIRE", wk, ttl };
+        redisReply *a = cmd(r, 3, push), *b = a ? cmd(r, 4, trim) : NULL, *c = b ? cmd(r, 3, pexp) : NULL;
+        rc = c ? 0 : -EIO;
+        woken += c != NULL;
+        redisReply *all[] = { a, b, c };
+        for (int j = 0; j < 3; j++)
+            if (all[j]) freeReplyObject(all[j]);
+    }
+    freeReplyObject(q);
+    return rc < 0 ? rc : woken;
+}
+
 int ccap_ops_audit(struct ccap_redis *r, const struct ccap_config *cfg, const char *name, const char *const *kv,
                    int nkv)
 {

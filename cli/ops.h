@@ -162,6 +162,16 @@ const char *ccap_ops_who(char *buf, size_t n);
 int ccap_ops_audit(struct ccap_redis *r, const struct ccap_config *cfg, const char *name, const char *const *kv,
                    int nkv);
 
+/* Pushes a wake token to the first N tickets of S's queue (at most
+ * CCAP_OPS_WAKE_MAX; N < 0: the limit in force), as a release does: after
+ * an operator frees permits (reset, a raised limit), the waiters sleep
+ * until a token comes, so they must be told. A woken waiter that finds no
+ * permit free sleeps again. Returns the number woken, or -errno (error
+ * text in ccap_redis_errstr). */
+enum { CCAP_OPS_WAKE_MAX = 10000 };
+long long ccap_ops_wake_queue(struct ccap_redis *r, const struct ccap_config *cfg, const struct ccap_sem_conf *s,
+                              long long n);
+
 /* Set by SIGINT/SIGTERM once ccap_ops_catch_signals ran (no SA_RESTART, so
  * a blocked poll/read returns EINTR). */
 extern volatile sig_atomic_t ccap_ops_stop;

@@ -15,6 +15,7 @@ const char ccap_help_reset[] =
     "leases. Counters are kept. Processes still alive and holding connections\n"
     "register their permits again at their next heartbeat (within a third of\n"
     "the lease; counted in reregistered), so the count comes back to the truth.\n"
+    "The first waiters in its queue (up to the limit) are woken at once.\n"
     "Refuses to run without --yes. The reset is logged on stderr, to the\n"
     "configured log target when it is syslog, and to the audit stream (event\n"
     "reset, by user@host) when audit is on.\n"
@@ -113,6 +114,8 @@ int ccap_cmd_reset(int argc, char **argv)
         const char *kv[] = { "event", "reset", "by", who, "dropped", num };
         if (ccap_ops_audit(r, cfg, s->name, kv, 6) < 0)
             fprintf(stderr, "conncap reset: audit stream: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
+        if (ccap_ops_wake_queue(r, cfg, s, -1) < 0)   /* the freed permits go to the queue now */
+            fprintf(stderr, "conncap reset: waking the waiters: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
         report(cfg, s, dropped, who, o.json);
         rc = CCAP_EXIT_OK;
     }

@@ -12,7 +12,8 @@
 const char ccap_help_set_limit[] =
     "Sets the limit of semaphore NAME to N (an integer >= 0) for every process\n"
     "at once, by writing the key <key_prefix>{NAME}:limit; running programs apply\n"
-    "it at their next acquire (no restart). Lowering it removes nobody: holders\n"
+    "it at their next acquire (no restart; the waiters in its queue, up to the\n"
+    "new limit, are woken to try at once). Lowering it removes nobody: holders\n"
     "above the new limit keep their connections, nobody new is admitted until\n"
     "the count is below it. --default deletes the key: the limit of the\n"
     "configuration file applies again. The key has no TTL. Logged to the audit\n"
@@ -38,7 +39,7 @@ static void print_result(const struct ccap_sem_conf *s, long long v, const redis
     } else {
         if (def) printf("%s: limit %d (configured; override removed), was %s\n", s->name, s->limit, was);
         else printf("%s: limit %lld (runtime override; configured %d), was %s\n", s->name, v, s->limit, was);
-        printf("running programs apply it at their next acquire\n");
+        printf("running programs apply it at their next acquire (waiters: at once)\n");
     }
 }
 
@@ -85,6 +86,9 @@ int ccap_cmd_set_limit(int argc, char **argv)
         const char *kv[] = { "event", "set-limit", "by", ccap_ops_who(who, sizeof who), "limit", def ? "default" : val };
         if (ccap_ops_audit(r, cfg, s->name, kv, 6) < 0)
             fprintf(stderr, "conncap set-limit: audit stream: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
+        /* a raised limit frees permits: the waiters sleep until told */
+        if (ccap_ops_wake_queue(r, cfg, s, -1) < 0)
+            fprintf(stderr, "conncap set-limit: waking the waiters: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
     }
     if (old) freeReplyObject(old);
     if (rep) freeReplyObject(rep);

@@ -12,6 +12,7 @@
 #include "runtime.h"
 #include "env.h"
 #include "handoff.h"
+#include "waiting.h"
 #include "log.h"
 
 #define NAME_EQ CCAP_HANDOFF_ENV "="
@@ -305,6 +306,7 @@ char *const *ccap_handoff_exec_pre(char *const *envp, struct ccap_exec *x)
     memset(x, 0, sizeof(*x));
     if (ccap_handoff_waiting()) ccap_handoff_adopt();
     bool old_entry = ccap_handoff_in_envp(envp);
+    if (ccap_rt_waits_drop()) ccap_rt_flush();   /* no ticket of a waiting thread outlives the exec */
     if (ccap_ptab_empty() && !old_entry) return envp;
 
     struct ccap_handoff_entry *surv = NULL;
@@ -352,6 +354,7 @@ char *const *ccap_handoff_exec_e2big(struct ccap_exec *x)
 void ccap_handoff_exec_post(struct ccap_exec *x)
 {
     int saved = errno;
+    ccap_rt_waits_exec_failed();
     if (x->n_gone) {
         /* Register first, attach after: a close racing us then releases
          * a permit that is registered, never one registered after it. */

@@ -7,6 +7,7 @@
 #include "reload.h"
 #include "rt_int.h"
 #include "wait.h"
+#include "waiting.h"
 
 /* The order, and why:
  *   prepare: waiters' pool -> live configuration (its lock, then the name
@@ -25,6 +26,7 @@
  * Each handler is safe when its module was never used. */
 static void fork_prepare(void)
 {
+    ccap_rt_waits_fork_prepare();
     ccap_wait_fork_prepare();
     ccap_live_fork_prepare();
     pthread_mutex_lock(&ccap_rt.rlock);
@@ -37,6 +39,7 @@ static void fork_parent(void)
     pthread_mutex_unlock(&ccap_rt.rlock);
     ccap_live_fork_parent();
     ccap_wait_fork_parent();
+    ccap_rt_waits_fork_parent();
 }
 
 static void fork_child(void)
@@ -52,6 +55,7 @@ static void fork_child(void)
     if (ccap_rt.hooks.fork_child) ccap_rt.hooks.fork_child();
     ccap_redis_fork_child();
     ccap_wait_fork_child();
+    ccap_rt_waits_fork_child();
 }
 
 void ccap_rt_lifecycle_init(void)

@@ -2,6 +2,7 @@
 #include "breaker.h"
 #include "handoff.h"
 #include "rt_int.h"
+#include "waiting.h"
 
 /* The breaker's gate around one flush. */
 static int flush_call(void *arg)
@@ -31,6 +32,7 @@ void ccap_rt_shutdown(void)
     if (ccap_handoff_waiting()) ccap_handoff_adopt();
     if (!ccap_rt_stateful() || !ccap_rt_config()) return;   /* never used: nothing to load */
     atomic_store(&ccap_rt.shutting_down, true);
+    ccap_rt_waits_drop();  /* the tickets of threads still waiting */
     ccap_rt_release_list(ccap_ptab_take_all());
     ccap_rt_flush();      /* the releases reach Redis before the process ends */
 }

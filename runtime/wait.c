@@ -494,6 +494,19 @@ void ccap_waiter_leave(struct ccap_waiter *w)
     pthread_cond_destroy(&w->cv);
 }
 
+void ccap_waiter_nudge(struct ccap_waiter *w)
+{
+    pthread_mutex_lock(&P.lock);
+    for (struct ccap_waiter *x = w->lane ? w->lane->head : NULL; x; x = x->next) {
+        if (x == w) {
+            w->woke |= CCAP_WOKE_TOKEN;
+            pthread_cond_signal(&w->cv);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&P.lock);
+}
+
 int ccap_wait_waker_count(void)
 {
     int n = 0;

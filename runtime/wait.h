@@ -88,6 +88,10 @@ int ccap_waiter_wait(struct ccap_waiter *w, long long until_ms);
  * next block: a token popped for it then is dropped. Thread-safe. */
 void ccap_waiter_leave(struct ccap_waiter *w);
 
+/* Wakes W as a token would, if W is registered now (a W that left, or
+ * never joined, is left alone). W must stay valid for the call. Thread-safe. */
+void ccap_waiter_nudge(struct ccap_waiter *w);
+
 /* Waker threads running now, for tests. */
 int ccap_wait_waker_count(void);
 

@@ -34,7 +34,34 @@ struct wait {
     struct ccap_sem_req q;
     struct ccap_sem_result res;
     struct ccap_waiter w;
+    atomic_bool execd;  /* an exec or exit released P's holder id (ccap_rt_waits_drop) */
+    struct wait *next;  /* in the process's list of waits */
 };
+
+/* The waits in progress in this process, for an exec. Lock order: waits_lock
+ * before rlock. */
+static pthread_mutex_t waits_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct wait *waits_head;
+
+static void waits_add(struct wait *ws)
+{
+    pthread_mutex_lock(&waits_lock);
+    ws->next = waits_head;
+    waits_head = ws;
+    pthread_mutex_unlock(&waits_lock);
+}
+
+static void waits_remove(struct wait *ws)
+{
+    pthread_mutex_lock(&waits_lock);
+    for (struct wait **pp = &waits_head; *pp; pp = &(*pp)->next) {
+        if (*pp == ws) {
+            *pp = ws->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&waits_lock);
+}
 
 static void sleep_ms(long long ms)
 {
@@ -132,6 +159,67 @@ static void drop_holder_id(struct ccap_permit *p)
     pthread_mutex_unlock(&ccap_rt.rlock);
     ccap_rt_next_holder(p);
     ccap_rt_kick();
+}
+
+bool ccap_rt_waits_drop(void)
+{
+    bool any = false;
+    pthread_mutex_lock(&waits_lock);
+    for (struct wait *ws = waits_head; ws; ws = ws->next) {
+        if (atomic_exchange(&ws->execd, true))
+            continue;   /* released by an exec that failed; the waiter has not gone on yet */
+        pthread_mutex_lock(&ccap_rt.rlock);
+        ccap_rt_release_kept(ws->p->sem, ccap_config_sem_index(ccap_rt.cfg, ws->p->sem), ws->p->holder,
+                             ccap_now_ms() + 2LL * ws->p->lease_ms);
+        pthread_mutex_unlock(&ccap_rt.rlock);
+        any = true;
+    }
+    pthread_mutex_unlock(&waits_lock);
+    return any;
+}
+
+void ccap_rt_waits_exec_failed(void)
+{
+    pthread_mutex_lock(&waits_lock);
+    for (struct wait *ws = waits_head; ws; ws = ws->next)
+        if (atomic_load(&ws->execd))
+            ccap_waiter_nudge(&ws->w);
+    pthread_mutex_unlock(&waits_lock);
+}
+
+void ccap_rt_waits_fork_prepare(void)
+{
+    pthread_mutex_lock(&waits_lock);
+}
+
+void ccap_rt_waits_fork_parent(void)
+{
+    pthread_mutex_unlock(&waits_lock);
+}
+
+void ccap_rt_waits_fork_child(void)
+{
+    pthread_mutex_init(&waits_lock, NULL);
+    waits_head = NULL;  /* the waiting threads stayed in the parent */
+}
+
+/* An exec that failed released P's holder id (ccap_rt_waits_drop): the
+ * wait goes on with a fresh id and a new ticket, joined again under it.
+ * Returns false when the process is exiting instead: the wait must end
+ * without queueing again (no ticket may outlive the process). */
+static bool after_exec(struct wait *ws)
+{
+    if (!atomic_exchange(&ws->execd, false))
+        return true;
+    ws->in_redis = false;
+    if (atomic_load(&ccap_rt.shutting_down))
+        return false;
+    ccap_rt_next_holder(ws->p);
+    if (ws->joined) {
+        ccap_waiter_leave(&ws->w);
+        ws->joined = false;
+    }
+    return true;
 }
 
 /* True if this process holds a permit of semaphore SEM: one atomic load. */
@@ -330,7 +418,12 @@ int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cc
     int rc;
 
     wait_init(&ws, s, sem, p, fd);
+    waits_add(&ws);
     for (;;) {
+        if (!after_exec(&ws)) {
+            rc = -ws.fail_errno;    /* the process is exiting */
+            break;
+        }
         rc = attempt(&ws);
         if (rc == 1)
             break;
@@ -352,8 +445,11 @@ int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cc
         }
         block(&ws);
     }
+    waits_remove(&ws);
     if (ws.joined)
         ccap_waiter_leave(&ws.w);
+    if (atomic_load(&ws.execd))
+        ws.in_redis = false;    /* its holder id is released already */
     if (ws.in_redis && (rc != 1 || (p->flags & CCAP_PERMIT_LOCAL)))
         drop_holder_id(p);
     return rc;

@@ -2,6 +2,7 @@
 #ifndef CCAP_WAITING_H
 #define CCAP_WAITING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include "config.h"
 #include "permit.h"
@@ -20,5 +21,24 @@
  * May give P a new holder id. Thread-safe; blocks up to the semaphore's
  * wait_timeout_ms. */
 int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd);
+
+/* Before the image ends (an exec, a normal exit): releases (kept, sent by
+ * the caller's flush) the holder id of every wait in progress (it may have
+ * a ticket in a queue), so that no ticket of a thread that ends with the
+ * image blocks the queue until its TTL. Returns true when it released one.
+ * A wait that goes on (the exec failed) takes a fresh holder id at its next
+ * attempt. Takes the waits' lock, then rlock. Thread-safe. */
+bool ccap_rt_waits_drop(void);
+
+/* After an exec failed: wakes the waits ccap_rt_waits_drop released, so
+ * that they queue again at once under fresh ids. Thread-safe. */
+void ccap_rt_waits_exec_failed(void);
+
+/* fork(): prepare takes the waits' lock, parent releases it, child
+ * forgets the waits (their threads stayed in the parent). For the runtime's
+ * fork handlers (runtime/lifecycle.c): prepare before rlock. */
+void ccap_rt_waits_fork_prepare(void);
+void ccap_rt_waits_fork_parent(void);
+void ccap_rt_waits_fork_child(void);
 
 #endif

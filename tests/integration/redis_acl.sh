@@ -163,7 +163,11 @@ cli_ok 0 set-limit api 3
 cli_ok 0 set-limit api --default
 cli_ok 0 audit --count 5 api
 cli_ok 0 watch --iterations 1 api
+admin zadd 'conncap:{api}:queue' 1 acl-test-waiter >/dev/null   # reset wakes it, as the operator
 cli_ok 0 reset api --yes
+[ "$(admin llen 'conncap:{api}:wake:acl-test-waiter')" = 1 ] || h_fail "reset as the operator woke no waiter"
+admin zrem 'conncap:{api}:queue' acl-test-waiter >/dev/null
+admin del 'conncap:{api}:wake:acl-test-waiter' >/dev/null
 h_stop_pid $holder
 grep -q 'redis: reachable' "$T/cli.out" || h_fail "check did not reach redis: $(cat "$T/cli.out")"
 grep -q 'event=reset' "$T/cli.out" || "$CLI" audit --count 3 api -c "$T/o.conf" 2>&1 | grep -q reset ||
