@@ -20,8 +20,15 @@
 /* Every hook: permits handed over by an exec are adopted at the first
  * interposed call of any kind, so they are renewed even if the new image
  * never connects again (one relaxed load when nothing waits); a thread
- * that came due starts (see ccap_later_poll). */
-#define FIRST_NEED() do { if (__builtin_expect(ccap_handoff_waiting(), 0)) ccap_shim_adopt(); ccap_later_poll(); } while (0)
+ * that came due starts (see ccap_later_poll). Never inside the guard: the
+ * shim's own calls (its threads, its Redis I/O under its locks, a
+ * sanitizer's report reading the binary) must not start threads. */
+#define FIRST_NEED()                                                                       \
+    do {                                                                                   \
+        if (ccap_guard) break;                                                             \
+        if (__builtin_expect(ccap_handoff_waiting(), 0)) ccap_shim_adopt();                \
+        ccap_later_poll();                                                                 \
+    } while (0)
 
 __thread int ccap_guard __attribute__((tls_model("initial-exec")));
 void ccap_shim_adopt(void)
@@ -194,7 +201,7 @@ static void after_close_range(unsigned lo, unsigned hi)
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
     bool l = false;
-    if (!ccap_guard) FIRST_NEED();
+    FIRST_NEED();
     if (!ccap_guard && !(flags & CLOSE_RANGE_CLOEXEC)) l = ccap_rt_own_fd_begin(first, last);
     int rc = REAL(close_range) ? LOAD(close_range)(first, last, flags)
                                : (int)syscall(SYS_close_range, first, last, flags);

@@ -25,8 +25,11 @@ sent() {
 # 1. connect, close at once: 2 commands (FCALL acquire, FCALL release), no
 #    renewal; one thread (the heartbeat, its first beat not due yet), and
 #    none with CONNCAP_HEARTBEAT=lazy
+# (ThreadSanitizer's runtime starts a background thread of its own with a
+# process's first thread: one more task under SAN=tsan)
+most=2; [ "${SAN:-}" = tsan ] && most=3
 sent run 0 0
-[ "$(tasks "$T/out")" -le 2 ] || h_fail "connect+close started more than the heartbeat: $(tasks "$T/out") tasks"
+[ "$(tasks "$T/out")" -le $most ] || h_fail "connect+close started more than the heartbeat: $(tasks "$T/out") tasks"
 [ "$(tr '\n' ' ' <"$T/cmds")" = "FCALL FCALL " ] || h_fail "want FCALL FCALL, sent: $(tr '\n' ' ' <"$T/cmds")"
 h_note "connect+close: $(tasks "$T/out") tasks, commands: $(tr '\n' ' ' <"$T/cmds")"
 sent env CONNCAP_HEARTBEAT=lazy LD_PRELOAD="$LIB" "$PROGS/taskhold" 127.0.0.1 "$SRV_PORT" 0 0
@@ -34,8 +37,11 @@ sent env CONNCAP_HEARTBEAT=lazy LD_PRELOAD="$LIB" "$PROGS/taskhold" 127.0.0.1 "$
 [ "$(tr '\n' ' ' <"$T/cmds")" = "FCALL FCALL " ] || h_fail "lazy: want FCALL FCALL, sent: $(tr '\n' ' ' <"$T/cmds")"
 h_note "connect+close, lazy: 1 task, commands: $(tr '\n' ' ' <"$T/cmds")"
 # the same checked independently of /proc: no clone at all
+# (under SAN=asan, LeakSanitizer's exit check clones a tracer of its own,
+# and cannot run under ptrace anyway: it is off for this run)
 if command -v strace >/dev/null; then
-    CONNCAP_HEARTBEAT=lazy LD_PRELOAD="$LIB" strace -f -e trace=clone,clone3 -o "$T/st" \
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+        CONNCAP_HEARTBEAT=lazy LD_PRELOAD="$LIB" strace -f -e trace=clone,clone3 -o "$T/st" \
         "$PROGS/taskhold" 127.0.0.1 "$SRV_PORT" 0 0 >/dev/null
     ! grep -q 'clone' "$T/st" || h_fail "lazy: strace saw a thread start: $(grep clone "$T/st")"
 fi
