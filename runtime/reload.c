@@ -18,6 +18,7 @@
 #include "log.h"
 #include "names.h"
 #include "sem.h"
+#include "waiting.h"
 
 #define SWEEP_PERIOD_MS 10000
 
@@ -408,6 +409,7 @@ static void apply(struct ccap_config *new, long long now)
     if (atomic_load(&live.first_round) != 1)
         first_round_done();
     ccap_rt_config_applied(new);
+    ccap_rt_waits_nudge();
     ccap_log(CCAP_LOG_INFO, "reloaded %s: %zu semaphores, %zu rules", live.path, new->n_sems, new->n_rules);
 }
 

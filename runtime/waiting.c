@@ -178,6 +178,14 @@ bool ccap_rt_waits_drop(void)
     return any;
 }
 
+void ccap_rt_waits_nudge(void)
+{
+    pthread_mutex_lock(&waits_lock);
+    for (struct wait *ws = waits_head; ws; ws = ws->next)
+        ccap_waiter_nudge(&ws->w);  /* a no-op for a wait not registered with a waker */
+    pthread_mutex_unlock(&waits_lock);
+}
+
 void ccap_rt_waits_exec_failed(void)
 {
     pthread_mutex_lock(&waits_lock);
@@ -379,6 +387,8 @@ static void join(struct wait *ws)
         return;
     }
     ws->joined = true;
+    if (ccap_rt.hooks.waiting)
+        ccap_rt.hooks.waiting();    /* reloads must reach this wait even if the program makes no other call */
     if (rc == 1 && poke_waker(poke) < 0)
         ccap_waiter_poke_failed(&ws->w);
 }

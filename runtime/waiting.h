@@ -30,6 +30,12 @@ int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cc
  * attempt. Takes the waits' lock, then rlock. Thread-safe. */
 bool ccap_rt_waits_drop(void);
 
+/* A reload swapped the configuration: every wait in progress re-checks
+ * now, with the settings in force (a raised limit lets it in at once),
+ * instead of at its next token, lease end or ticket refresh. Takes the
+ * waits' lock, then the waker pool's. Thread-safe. */
+void ccap_rt_waits_nudge(void);
+
 /* After an exec failed: wakes the waits ccap_rt_waits_drop released, so
  * that they queue again at once under fresh ids. Thread-safe. */
 void ccap_rt_waits_exec_failed(void);

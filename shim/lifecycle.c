@@ -21,6 +21,7 @@ static const struct ccap_rt_hooks hooks = {
     .permit_taken = ccap_later_heartbeat,
     .fork_child = fork_child,
     .need_watch = ccap_later_watch,
+    .waiting = ccap_watch_start,
     .spawn = ccap_shim_spawn_guarded,
 };
 
