@@ -73,21 +73,24 @@ static int do_listen(const char *portfile)
     fclose(f);
     for (;;) {
         int c = accept(s, NULL, NULL);
-        if (c >= 0) close(c);
+        if (c >= 0)
+            close(c);
     }
 }
 
 static int do_conn(int port, int n)
 {
     struct sockaddr_in a = loopback(port);
-    int w = socket(AF_INET, SOCK_STREAM, 0);     /* warm-up: the shim loads its configuration */
-    if (connect(w, (struct sockaddr *)&a, sizeof(a)) != 0) die("connect");
+    int w = socket(AF_INET, SOCK_STREAM, 0); /* warm-up: the shim loads its configuration */
+    if (connect(w, (struct sockaddr *)&a, sizeof(a)) != 0)
+        die("connect");
     close(w);
     long long t0 = now_ns();
     CALLGRIND_TOGGLE_COLLECT;
     for (int i = 0; i < n; i++) {
         int s = socket(AF_INET, SOCK_STREAM, 0);
-        if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0) die("connect");
+        if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0)
+            die("connect");
         close(s);
     }
     CALLGRIND_TOGGLE_COLLECT;
@@ -102,10 +105,12 @@ static int do_close(int n, int rounds)
     long long total = 0;
     for (int r = 0; r < rounds; r++) {
         for (int i = 0; i < n; i++)
-            if ((fds[i] = fcntl(base, F_DUPFD, 3)) < 0) die("dup");
+            if ((fds[i] = fcntl(base, F_DUPFD, 3)) < 0)
+                die("dup");
         long long t0 = now_ns();
         CALLGRIND_TOGGLE_COLLECT;
-        for (int i = 0; i < n; i++) close(fds[i]);
+        for (int i = 0; i < n; i++)
+            close(fds[i]);
         CALLGRIND_TOGGLE_COLLECT;
         total += now_ns() - t0;
     }
@@ -117,7 +122,8 @@ static int do_floor(const char *sock, int port, int n, int k)
 {
     struct sockaddr_in a = loopback(port);
     redisContext *c = redisConnectUnix(sock);
-    if (!c || c->err) die("redis");
+    if (!c || c->err)
+        die("redis");
     redisReply *r = redisCommand(c, "SCRIPT LOAD %s", "return 1");
     char sha[64];
     snprintf(sha, sizeof(sha), "%s", r->str);
@@ -126,11 +132,13 @@ static int do_floor(const char *sock, int port, int n, int k)
     for (int i = 0; i < n; i++) {
         for (int j = 0; j < k; j++) {
             r = redisCommand(c, "EVALSHA %s 0", sha);
-            if (!r) die("evalsha");
+            if (!r)
+                die("evalsha");
             freeReplyObject(r);
         }
         int s = socket(AF_INET, SOCK_STREAM, 0);
-        if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0) die("connect");
+        if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0)
+            die("connect");
         close(s);
     }
     printf("%.1f\n", (double)(now_ns() - t0) / n);
@@ -143,7 +151,8 @@ static int do_spin(long n)
     volatile uint64_t x = 1;
     long long t0 = now_ns();
     CALLGRIND_TOGGLE_COLLECT;
-    for (long i = 0; i < n; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    for (long i = 0; i < n; i++)
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
     CALLGRIND_TOGGLE_COLLECT;
     printf("%.3f\n", (double)(now_ns() - t0) / n);
     return 0;
@@ -155,8 +164,10 @@ static long rss_kib(void)
     long kib = -1;
     FILE *f = fopen("/proc/self/status", "r");
     while (f && fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmRSS: %ld", &kib) == 1) break;
-    if (f) fclose(f);
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
     return kib;
 }
 
@@ -168,12 +179,14 @@ static int do_mem(int port, int n)
     long before = rss_kib();
     for (int i = 0; i < n; i++) {
         fds[i] = socket(AF_INET, SOCK_STREAM, 0);
-        if (connect(fds[i], (struct sockaddr *)&a, sizeof(a)) != 0) die("connect");
+        if (connect(fds[i], (struct sockaddr *)&a, sizeof(a)) != 0)
+            die("connect");
     }
     struct timespec ts = { 0, 300 * 1000000L }; /* let the heartbeat thread settle */
     nanosleep(&ts, NULL);
     printf("%ld %ld\n", before, rss_kib());
-    for (int i = 0; i < n; i++) close(fds[i]);
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
     return 0;
 }
 
@@ -184,13 +197,15 @@ static int handoff_child(int port, int n, int hold_us)
     char line[64];
     for (int i = 0; i < n; i++) {
         int s = socket(AF_INET, SOCK_STREAM, 0);
-        if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0) die("connect");
+        if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0)
+            die("connect");
         long long t1 = now_ns();
         nanosleep(&hold, NULL);
         long long t2 = now_ns();
         close(s);
         int k = snprintf(line, sizeof(line), "%lld %lld\n", t1, t2);
-        if (write(1, line, (size_t)k) != k) return 1;
+        if (write(1, line, (size_t)k) != k)
+            return 1;
     }
     return 0;
 }
@@ -200,24 +215,34 @@ static int do_handoff(char **argv)
     for (int p = 0; p < 2; p++) {
         char *av[] = { argv[0], "handoff-child", argv[2], argv[3], argv[4], NULL };
         pid_t pid;
-        if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, av, environ) != 0) die("spawn");
+        if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, av, environ) != 0)
+            die("spawn");
     }
     int st, bad = 0;
-    while (wait(&st) > 0) bad |= !WIFEXITED(st) || WEXITSTATUS(st);
+    while (wait(&st) > 0)
+        bad |= !WIFEXITED(st) || WEXITSTATUS(st);
     return bad;
 }
 
 int main(int argc, char **argv)
 {
     const char *m = argc > 1 ? argv[1] : "";
-    if (!strcmp(m, "listen") && argc == 3) return do_listen(argv[2]);
-    if (!strcmp(m, "conn") && argc == 4) return do_conn(atoi(argv[2]), atoi(argv[3]));
-    if (!strcmp(m, "close") && argc == 4) return do_close(atoi(argv[2]), atoi(argv[3]));
-    if (!strcmp(m, "floor") && argc == 6) return do_floor(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
-    if (!strcmp(m, "spin") && argc == 3) return do_spin(atol(argv[2]));
-    if (!strcmp(m, "mem") && argc == 4) return do_mem(atoi(argv[2]), atoi(argv[3]));
-    if (!strcmp(m, "handoff") && argc == 5) return do_handoff(argv);
-    if (!strcmp(m, "handoff-child") && argc == 5) return handoff_child(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
+    if (!strcmp(m, "listen") && argc == 3)
+        return do_listen(argv[2]);
+    if (!strcmp(m, "conn") && argc == 4)
+        return do_conn(atoi(argv[2]), atoi(argv[3]));
+    if (!strcmp(m, "close") && argc == 4)
+        return do_close(atoi(argv[2]), atoi(argv[3]));
+    if (!strcmp(m, "floor") && argc == 6)
+        return do_floor(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    if (!strcmp(m, "spin") && argc == 3)
+        return do_spin(atol(argv[2]));
+    if (!strcmp(m, "mem") && argc == 4)
+        return do_mem(atoi(argv[2]), atoi(argv[3]));
+    if (!strcmp(m, "handoff") && argc == 5)
+        return do_handoff(argv);
+    if (!strcmp(m, "handoff-child") && argc == 5)
+        return handoff_child(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
     fprintf(stderr, "usage: see the comment at the top of bench/bench.c\n");
     return 2;
 }

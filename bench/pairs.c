@@ -36,9 +36,12 @@ static int child(const char *sock, double secs, int limit)
         snprintf(holder, sizeof(holder), "bench/%d/%ld", (int)getpid(), n);
         struct ccap_sem_req q = { .holder = holder, .lease_ms = 30000, .limit = limit, .ticket_ttl_ms = 5000 };
         struct ccap_sem_result res;
-        if (ccap_sem_acquire(r, "bench:", "pairs", &q, &res) < 0) return 1;
-        if (!res.granted) continue;     /* contended: try again (the bench uses an uncontended limit) */
-        if (ccap_sem_release(r, "bench:", "pairs", &(struct ccap_sem_rel){ holder, limit, 0 }) < 0) return 1;
+        if (ccap_sem_acquire(r, "bench:", "pairs", &q, &res) < 0)
+            return 1;
+        if (!res.granted)
+            continue; /* contended: try again (the bench uses an uncontended limit) */
+        if (ccap_sem_release(r, "bench:", "pairs", &(struct ccap_sem_rel){ holder, limit, 0 }) < 0)
+            return 1;
         n++;
     }
     printf("%ld\n", n);
@@ -48,28 +51,33 @@ static int child(const char *sock, double secs, int limit)
 
 int main(int argc, char **argv)
 {
-    if (argc == 6 && !strcmp(argv[5], "--child")) return child(argv[1], atof(argv[3]), atoi(argv[4]));
+    if (argc == 6 && !strcmp(argv[5], "--child"))
+        return child(argv[1], atof(argv[3]), atoi(argv[4]));
     if (argc != 5) {
         fprintf(stderr, "usage: pairs SOCK NPROC SECONDS LIMIT\n");
         return 2;
     }
     int nproc = atoi(argv[2]);
     int fds[2];
-    if (pipe(fds) != 0) return 1;
+    if (pipe(fds) != 0)
+        return 1;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
     for (int p = 0; p < nproc; p++) {
         char *av[] = { argv[0], argv[1], argv[2], argv[3], argv[4], "--child", NULL };
         pid_t pid;
-        if (posix_spawn(&pid, "/proc/self/exe", &fa, NULL, av, environ) != 0) return 1;
+        if (posix_spawn(&pid, "/proc/self/exe", &fa, NULL, av, environ) != 0)
+            return 1;
     }
     close(fds[1]);
     FILE *in = fdopen(fds[0], "r");
     long total = 0, v;
-    while (fscanf(in, "%ld", &v) == 1) total += v;
+    while (fscanf(in, "%ld", &v) == 1)
+        total += v;
     int st, bad = 0;
-    while (wait(&st) > 0) bad |= !WIFEXITED(st) || WEXITSTATUS(st);
+    while (wait(&st) > 0)
+        bad |= !WIFEXITED(st) || WEXITSTATUS(st);
     printf("%.0f\n", total / atof(argv[3]));
     return bad;
 }

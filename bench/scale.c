@@ -23,8 +23,8 @@
 #include "sem.h"
 
 #define PFX "scale:"
-static redisContext *A;       /* plain commands: set-up and accounting */
-static struct ccap_redis *R;  /* the shim's calls */
+static redisContext *A;      /* plain commands: set-up and accounting */
+static struct ccap_redis *R; /* the shim's calls */
 
 static redisReply *cmd(const char *fmt, ...)
 {
@@ -85,7 +85,8 @@ static void fill_verb(const char *verb, const char *key, const char *tag, int n,
     }
     for (int i = 0; i < sent; i++) {
         redisReply *rep;
-        if (redisGetReply(A, (void **)&rep) != REDIS_OK) exit(1);
+        if (redisGetReply(A, (void **)&rep) != REDIS_OK)
+            exit(1);
         freeReplyObject(rep);
     }
 }
@@ -95,7 +96,8 @@ static void fill_verb(const char *verb, const char *key, const char *tag, int n,
 static void fill(const char *key, const char *since, const char *tag, int n, long long score)
 {
     fill_verb("ZADD", key, tag, n, score);
-    if (since) fill_verb("HSET", since, tag, n, score - 1000);
+    if (since)
+        fill_verb("HSET", since, tag, n, score - 1000);
 }
 
 static int cmp_ll(const void *a, const void *b)
@@ -135,13 +137,15 @@ static void report(const char *name)
 
 static void baseline(void)
 {
-    for (int i = 0; i < 20; i++) run("ZCARD " PFX "{base}:holders");
+    for (int i = 0; i < 20; i++)
+        run("ZCARD " PFX "{base}:holders");
 }
 
 static void acquire(const char *sem, const char *holder, int limit, int ticket_ttl, struct ccap_sem_result *res)
 {
-    struct ccap_sem_req q = { .holder = holder, .lease_ms = 30000, .limit = limit, .ticket_ttl_ms = ticket_ttl,
-                              .wait_left_ms = ticket_ttl };
+    struct ccap_sem_req q = {
+        .holder = holder, .lease_ms = 30000, .limit = limit, .ticket_ttl_ms = ticket_ttl, .wait_left_ms = ticket_ttl
+    };
     if (ccap_sem_acquire(R, PFX, sem, &q, res) < 0) {
         fprintf(stderr, "scale: acquire: %s\n", ccap_redis_errstr(R));
         exit(1);
@@ -150,7 +154,8 @@ static void acquire(const char *sem, const char *holder, int limit, int ticket_t
 
 static void release(const char *sem, const char *holder, int limit)
 {
-    if (ccap_sem_release(R, PFX, sem, &(struct ccap_sem_rel){ holder, limit, 0 }) < 0) exit(1);
+    if (ccap_sem_release(R, PFX, sem, &(struct ccap_sem_rel){ holder, limit, 0 }) < 0)
+        exit(1);
 }
 
 /* 100,000 holders whose leases ended (a crashed fleet): the acquires that
@@ -169,7 +174,8 @@ static void case_sweep(void)
         redisReply *z = cmd("ZCARD " PFX "{sw}:holders");
         long long left = z->integer;
         freeReplyObject(z);
-        if (left == 0) break;
+        if (left == 0)
+            break;
     }
     report("sweep_100k_expired");
     fill(PFX "{live}:holders", PFX "{live}:since", "live", 100000, server_ms() + 600000);
@@ -195,8 +201,10 @@ static void case_renew(void)
     }
     run("SLOWLOG RESET");
     baseline();
-    if (ccap_sem_renew(R, PFX, "rn", h, 10000, 30000, 1) != 10000) exit(1);
-    if (ccap_sem_renew(R, PFX, "rn", h, 10000, 30000, 1) != 0) exit(1);
+    if (ccap_sem_renew(R, PFX, "rn", h, 10000, 30000, 1) != 10000)
+        exit(1);
+    if (ccap_sem_renew(R, PFX, "rn", h, 10000, 30000, 1) != 0)
+        exit(1);
     report("renew_10k_permits");
 }
 
@@ -216,10 +224,12 @@ static void case_waiters(void)
     baseline();
     run("SET " PFX "{wq}:limit 20000");
     release("wq", "H", 1);
-    redisReply *n = cmd("EVAL %s 0", "local n = 0 for _, k in ipairs(redis.call('KEYS', 'scale:{wq}:wake:*')) do n = n + 1 end return n");
+    redisReply *n =
+        cmd("EVAL %s 0",
+            "local n = 0 for _, k in ipairs(redis.call('KEYS', 'scale:{wq}:wake:*')) do n = n + 1 end return n");
     long long woken = n->integer;
     freeReplyObject(n);
-    for (int i = 0; i < 20; i++) {   /* the woken ones come, each passes the wake-up on */
+    for (int i = 0; i < 20; i++) { /* the woken ones come, each passes the wake-up on */
         snprintf(h, sizeof h, "w%d", i);
         acquire("wq", h, 1, 5000, &res);
     }
@@ -245,7 +255,8 @@ static double usec_of(const char *const *names)
         snprintf(pat, sizeof pat, "cmdstat_%s:", *n);
         const char *p = strstr(r->str, pat);
         const char *u = p ? strstr(p, "usec=") : NULL;
-        if (u) total += atof(u + 5);
+        if (u)
+            total += atof(u + 5);
     }
     freeReplyObject(r);
     return total;
@@ -272,8 +283,10 @@ static double round_script(int n, const char *sha, const char *rel, const char *
         char h[32];
         snprintf(h, sizeof h, "o%d", i);
         run("EVALSHA %s 1 %s %s 1000 30000", sha, key, h);
-        if (!strcmp(rel, "ZREM")) run("ZREM %s %s", key, h);
-        else run("DECR %s", key);
+        if (!strcmp(rel, "ZREM"))
+            run("ZREM %s %s", key, h);
+        else
+            run("DECR %s", key);
     }
     return usec_of(names) / n;
 }
@@ -288,15 +301,19 @@ static void case_pairs(int n)
     static const char ctr[] = /* the counter design: GET, INCR, EXPIRE */
         "local c = tonumber(redis.call('GET', KEYS[1]) or '0') "
         "if c < tonumber(ARGV[2]) then redis.call('INCR', KEYS[1]) redis.call('EXPIRE', KEYS[1], 30) return 1 end return 0";
-    static const char *const rs_names[] = { "evalsha", "zrem", NULL }, *const ctr_names[] = { "evalsha", "decr", NULL };
+    static const char *const rs_names[] = { "evalsha", "zrem", NULL }, *const ctr_names[] = { "evalsha", "decr",
+                                                                                              NULL };
     redisReply *a = cmd("SCRIPT LOAD %s", rs), *b = cmd("SCRIPT LOAD %s", ctr);
     double best[3] = { 1e9, 1e9, 1e9 };
     for (int r = 0; r < 5; r++) {
         double o = round_ours(n), s = round_script(n, a->str, "ZREM", PFX "{rs}:holders", rs_names),
                c = round_script(n, b->str, "DECR", PFX "{ctr}:count", ctr_names);
-        if (o < best[0]) best[0] = o;
-        if (s < best[1]) best[1] = s;
-        if (c < best[2]) best[2] = c;
+        if (o < best[0])
+            best[0] = o;
+        if (s < best[1])
+            best[1] = s;
+        if (c < best[2])
+            best[2] = c;
     }
     printf("%.2f %.2f %.2f\n", best[0], best[1], best[2]);
     freeReplyObject(a);
@@ -315,7 +332,8 @@ int main(int argc, char **argv)
     c.connect_timeout_ms = 5000;
     c.command_timeout_ms = 5000;
     R = ccap_redis_new(&c);
-    if (!A || A->err || !R) return 1;
+    if (!A || A->err || !R)
+        return 1;
     if (!strcmp(argv[2], "pairs") && argc == 4) {
         case_pairs(atoi(argv[3]));
         return 0;

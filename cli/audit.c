@@ -7,20 +7,19 @@
 #include "ops.h"
 
 #define USAGE "audit [-c FILE] [--json] [--count N] [--follow] NAME"
-#define BLOCK_MS "1000"    /* XREAD BLOCK per round: the stop flag is looked at in between */
+#define BLOCK_MS "1000" /* XREAD BLOCK per round: the stop flag is looked at in between */
 
-const char ccap_help_audit[] =
-    "Prints the last --count N (default 10) events of the audit stream of\n"
-    "semaphore NAME (<key_prefix>{NAME}:audit; written when the config says\n"
-    "audit = true, bounded by audit_maxlen), oldest first:\n"
-    "  TIME (UTC)  EVENT  FIELD=VALUE...\n"
-    "Events: acquire (holder, wait_ms, count, limit), release (holder, count),\n"
-    "timeout (holder, wait_ms), reset (by, dropped), set-limit (by, limit).\n"
-    "  --follow  then waits for new events (XREAD BLOCK) and prints them as they\n"
-    "            come, until Ctrl-C or SIGTERM\n"
-    "  --json    one JSON object per line: {id, time_ms, event, FIELD: VALUE...}\n"
-    "            (values as strings)\n"
-    "Exit: 0 ok, 2 usage, config or Redis error.";
+const char ccap_help_audit[] = "Prints the last --count N (default 10) events of the audit stream of\n"
+                               "semaphore NAME (<key_prefix>{NAME}:audit; written when the config says\n"
+                               "audit = true, bounded by audit_maxlen), oldest first:\n"
+                               "  TIME (UTC)  EVENT  FIELD=VALUE...\n"
+                               "Events: acquire (holder, wait_ms, count, limit), release (holder, count),\n"
+                               "timeout (holder, wait_ms), reset (by, dropped), set-limit (by, limit).\n"
+                               "  --follow  then waits for new events (XREAD BLOCK) and prints them as they\n"
+                               "            come, until Ctrl-C or SIGTERM\n"
+                               "  --json    one JSON object per line: {id, time_ms, event, FIELD: VALUE...}\n"
+                               "            (values as strings)\n"
+                               "Exit: 0 ok, 2 usage, config or Redis error.";
 
 /* Prints one stream entry {id, [field, value, ...]}; stores its id in LAST. */
 static void entry(const redisReply *e, bool json, char *last, size_t lastlen)
@@ -54,7 +53,8 @@ static void entry(const redisReply *e, bool json, char *last, size_t lastlen)
     }
     const char *ev = "?";
     for (size_t i = 0; i + 1 < kv->elements; i += 2)
-        if (kv->element[i]->str && !strcmp(kv->element[i]->str, "event")) ev = kv->element[i + 1]->str;
+        if (kv->element[i]->str && !strcmp(kv->element[i]->str, "event"))
+            ev = kv->element[i + 1]->str;
     printf("%s  %-9s", when, ccap_ops_esc(ev));
     for (size_t i = 0; i + 1 < kv->elements; i += 2)
         if (kv->element[i]->str && strcmp(kv->element[i]->str, "event"))
@@ -70,8 +70,10 @@ static int backlog(struct ccap_redis *r, const char *key, long long count, bool 
     const char *a[] = { "XREVRANGE", key, "+", "-", "COUNT", cnt };
     redisReply *rep = NULL;
     if (ccap_redis_command(r, 6, a, &rep) < 0 || rep->type != REDIS_REPLY_ARRAY) {
-        fprintf(stderr, "conncap audit: %s: %s\n", ccap_ops_esc(key), rep ? "not a stream" : ccap_ops_esc(ccap_redis_errstr(r)));
-        if (rep) freeReplyObject(rep);
+        fprintf(stderr, "conncap audit: %s: %s\n", ccap_ops_esc(key),
+                rep ? "not a stream" : ccap_ops_esc(ccap_redis_errstr(r)));
+        if (rep)
+            freeReplyObject(rep);
         return -1;
     }
     if (count > 0) {
@@ -92,7 +94,8 @@ static int follow(struct ccap_redis *r, const char *key, bool json, char *last, 
         const char *a[] = { "XREAD", "COUNT", "100", "BLOCK", BLOCK_MS, "STREAMS", key, last };
         redisReply *rep = NULL;
         if (ccap_redis_command(r, 8, a, &rep) < 0) {
-            if (ccap_ops_stop) break;
+            if (ccap_ops_stop)
+                break;
             fprintf(stderr, "conncap audit: %s: %s\n", ccap_ops_esc(key), ccap_ops_esc(ccap_redis_errstr(r)));
             return -1;
         }
@@ -116,9 +119,11 @@ int ccap_cmd_audit(int argc, char **argv)
     bool follow_on = false;
     char *ops[1];
     const struct ccap_opt opts[] = { { "count", CCAP_OPT_INT, &count, 0, 1e9 },
-                                     { "follow", CCAP_OPT_FLAG, &follow_on, 0, 0 }, { NULL } };
+                                     { "follow", CCAP_OPT_FLAG, &follow_on, 0, 0 },
+                                     { NULL } };
     int n = ccap_ops_parse(argc, argv, USAGE, &o, opts, ops, 1);
-    if (n < 0) return CCAP_EXIT_USAGE;
+    if (n < 0)
+        return CCAP_EXIT_USAGE;
     if (n != 1) {
         fprintf(stderr, "conncap audit: which semaphore?\nusage: conncap %s\n", USAGE);
         return CCAP_EXIT_USAGE;
@@ -126,7 +131,8 @@ int ccap_cmd_audit(int argc, char **argv)
     struct ccap_config *cfg;
     struct ccap_redis *r;
     /* XREAD BLOCK needs a command timeout past the block time */
-    if (ccap_ops_open(&o, follow_on ? 1000 + 2000 : 0, &cfg, &r) < 0) return CCAP_EXIT_USAGE;
+    if (ccap_ops_open(&o, follow_on ? 1000 + 2000 : 0, &cfg, &r) < 0)
+        return CCAP_EXIT_USAGE;
     int rc = CCAP_EXIT_USAGE;
     if (ccap_ops_sem(cfg, "audit", ops[0])) {
         char key[600], last[64] = "0-0";

@@ -9,14 +9,20 @@
 /* Exit statuses of every subcommand. `run` exits with the program's own
  * status, so its own failures use 125 (as env, timeout and nice do), and
  * 126/127 when the program cannot be executed / is not found. */
-enum { CCAP_EXIT_OK = 0, CCAP_EXIT_ALERT = 1, CCAP_EXIT_USAGE = 2, CCAP_EXIT_RUN_FAILED = 125,
-       CCAP_EXIT_CANNOT_EXEC = 126, CCAP_EXIT_NOT_FOUND = 127 };
+enum {
+    CCAP_EXIT_OK = 0,
+    CCAP_EXIT_ALERT = 1,
+    CCAP_EXIT_USAGE = 2,
+    CCAP_EXIT_RUN_FAILED = 125,
+    CCAP_EXIT_CANNOT_EXEC = 126,
+    CCAP_EXIT_NOT_FOUND = 127
+};
 
 struct ccap_cmd {
     const char *name;
-    int (*fn)(int argc, char **argv);   /* argv[0] is the subcommand */
+    int (*fn)(int argc, char **argv); /* argv[0] is the subcommand */
     const char *usage, *help;
-    const char *details;                /* longer --help text, or NULL */
+    const char *details; /* longer --help text, or NULL */
 };
 
 /* Absolute path of libconncap.so: $CONNCAP_LIBRARY, else beside the binary
@@ -53,9 +59,9 @@ void ccap_cli_redis_error(const struct ccap_config *cfg, const struct ccap_redis
 
 int ccap_cmd_run(int argc, char **argv);
 int ccap_cmd_check(int argc, char **argv);
-int ccap_cmd_setup(int argc, char **argv);    /* cli/setup.c */
+int ccap_cmd_setup(int argc, char **argv); /* cli/setup.c */
 int ccap_cmd_status(int argc, char **argv);
-int ccap_cmd_explain(int argc, char **argv);  /* cli/explain.c: exit 0 matched, 1 not, 2 error */
+int ccap_cmd_explain(int argc, char **argv); /* cli/explain.c: exit 0 matched, 1 not, 2 error */
 /* ops commands (cli/status.c holders.c stats.c metrics.c setlimit.c reset.c watch.c audit.c) */
 int ccap_cmd_holders(int argc, char **argv);
 int ccap_cmd_stats(int argc, char **argv);

@@ -9,7 +9,7 @@
 #include "ops.h"
 
 #define STDIN_NAME "<stdin>"
-#define STDIN_MAX (4 << 20)   /* bytes of configuration read from standard input */
+#define STDIN_MAX (4 << 20) /* bytes of configuration read from standard input */
 
 int ccap_cli_parse(int argc, char **argv, struct ccap_cli_opts *o, const char *usage)
 {
@@ -17,7 +17,8 @@ int ccap_cli_parse(int argc, char **argv, struct ccap_cli_opts *o, const char *u
     int i = 1;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) {
-            if (++i >= argc) goto bad;
+            if (++i >= argc)
+                goto bad;
             o->config = argv[i];
         } else if (!strncmp(argv[i], "--config=", 9)) {
             o->config = argv[i] + 9;
@@ -47,12 +48,14 @@ static int stdin_to_file(char *path, size_t n)
     const char *tmp = getenv("TMPDIR");
     snprintf(path, n, "%s/conncap-stdin.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     int fd = mkostemp(path, O_CLOEXEC), e = 0;
-    if (fd < 0) return -errno;
+    if (fd < 0)
+        return -errno;
     char buf[16384];
     size_t total = 0;
     for (;;) {
         ssize_t r = read(0, buf, sizeof buf);
-        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && errno == EINTR)
+            continue;
         if (r <= 0) {
             e = r < 0 ? errno : 0;
             break;
@@ -64,14 +67,19 @@ static int stdin_to_file(char *path, size_t n)
         }
         for (ssize_t off = 0, w; off < r; off += w)
             if ((w = write(fd, buf + off, (size_t)(r - off))) < 0) {
-                if (errno == EINTR) { w = 0; continue; }
+                if (errno == EINTR) {
+                    w = 0;
+                    continue;
+                }
                 e = errno;
                 break;
             }
-        if (e) break;
+        if (e)
+            break;
     }
     close(fd);
-    if (e) unlink(path);
+    if (e)
+        unlink(path);
     return -e;
 }
 
@@ -116,7 +124,8 @@ struct ccap_config *ccap_cli_config(const struct ccap_cli_opts *o)
     char err[512];
     struct ccap_config *cfg = NULL;
     const char *path = o->config ? o->config : ccap_config_path();
-    if (!strcmp(path, "-")) return config_from_stdin();
+    if (!strcmp(path, "-"))
+        return config_from_stdin();
     if (ccap_config_load(path, &cfg, err, sizeof(err)) < 0) {
         fprintf(stderr, "conncap: %s\n", err);
         return NULL;
@@ -127,7 +136,8 @@ struct ccap_config *ccap_cli_config(const struct ccap_cli_opts *o)
 struct ccap_redis *ccap_cli_redis_new(const struct ccap_config *cfg)
 {
     struct ccap_redis *r = ccap_redis_new(&cfg->redis);
-    if (r) ccap_redis_set_caps(r, &ccap_resp_caps_cli);
+    if (r)
+        ccap_redis_set_caps(r, &ccap_resp_caps_cli);
     return r;
 }
 
@@ -150,9 +160,14 @@ struct ccap_redis *ccap_cli_redis(const struct ccap_config *cfg)
 void ccap_cli_redis_error(const struct ccap_config *cfg, const struct ccap_redis *r)
 {
     const struct ccap_redis_conf *c = &cfg->redis;
-    const char *e = ccap_redis_errstr(r)[0] ? ccap_ops_esc(ccap_redis_errstr(r)) : "no answer", *why = strstr(e, ": ");
-    if (!strncmp(e, "redis connect to ", 17) && why) e = why + 2;   /* the address is said once */
-    if (c->n_sentinels || c->n_cluster) fprintf(stderr, "conncap: redis: %s\n", e);
-    else if (c->socket) fprintf(stderr, "conncap: redis at %s: %s\n", c->socket, e);
-    else fprintf(stderr, "conncap: redis at %s:%d: %s\n", c->host, c->port, e);
+    const char *e = ccap_redis_errstr(r)[0] ? ccap_ops_esc(ccap_redis_errstr(r)) : "no answer",
+               *why = strstr(e, ": ");
+    if (!strncmp(e, "redis connect to ", 17) && why)
+        e = why + 2; /* the address is said once */
+    if (c->n_sentinels || c->n_cluster)
+        fprintf(stderr, "conncap: redis: %s\n", e);
+    else if (c->socket)
+        fprintf(stderr, "conncap: redis at %s: %s\n", c->socket, e);
+    else
+        fprintf(stderr, "conncap: redis at %s:%d: %s\n", c->host, c->port, e);
 }

@@ -15,36 +15,35 @@
 
 static const char *usage = "explain [-c FILE] [--json] HOST[:PORT]";
 
-const char ccap_help_explain[] =
-    "Says which rule and semaphore a connect to HOST[:PORT] gets, and why. HOST\n"
-    "is resolved as a program's getaddrinfo() would, and the names of\n"
-    "resolve = true rules as the shim would; then for each address: the first\n"
-    "rule that matches (by the address, or by a name recorded for it), its\n"
-    "semaphore and limits, and the pattern and name that matched. Without a\n"
-    "PORT, patterns limited to ports count as matching (it says so). A name that\n"
-    "does not resolve is matched by name alone. HOST may be an address\n"
-    "(10.0.0.5:443, [2001:db8::1]:443, ::1). No Redis is contacted.\n"
-    "  --json   one JSON object: {destination, host, port (null: any),\n"
-    "           literal, resolves, resolve_error, addresses: [{address, port,\n"
-    "           rule, line, semaphore, limit, lease_ms, wait_timeout_ms,\n"
-    "           because, ports_assumed}] (rule null: no rule matches),\n"
-    "           by_name (the same for the name alone, when it does not\n"
-    "           resolve), matched, rule, semaphore}; notes go to stderr\n"
-    "Exit: 0 matched, 1 not matched, 2 usage or configuration error.";
+const char ccap_help_explain[] = "Says which rule and semaphore a connect to HOST[:PORT] gets, and why. HOST\n"
+                                 "is resolved as a program's getaddrinfo() would, and the names of\n"
+                                 "resolve = true rules as the shim would; then for each address: the first\n"
+                                 "rule that matches (by the address, or by a name recorded for it), its\n"
+                                 "semaphore and limits, and the pattern and name that matched. Without a\n"
+                                 "PORT, patterns limited to ports count as matching (it says so). A name that\n"
+                                 "does not resolve is matched by name alone. HOST may be an address\n"
+                                 "(10.0.0.5:443, [2001:db8::1]:443, ::1). No Redis is contacted.\n"
+                                 "  --json   one JSON object: {destination, host, port (null: any),\n"
+                                 "           literal, resolves, resolve_error, addresses: [{address, port,\n"
+                                 "           rule, line, semaphore, limit, lease_ms, wait_timeout_ms,\n"
+                                 "           because, ports_assumed}] (rule null: no rule matches),\n"
+                                 "           by_name (the same for the name alone, when it does not\n"
+                                 "           resolve), matched, rule, semaphore}; notes go to stderr\n"
+                                 "Exit: 0 matched, 1 not matched, 2 usage or configuration error.";
 
 /* What one address (or the name alone) gets. */
 struct verdict {
-    char addr[INET6_ADDRSTRLEN + 8];   /* "" for the name alone */
+    char addr[INET6_ADDRSTRLEN + 8]; /* "" for the name alone */
     int port;
-    const struct ccap_rule *rule;      /* NULL: no rule matches */
+    const struct ccap_rule *rule; /* NULL: no rule matches */
     char why[1024];
-    bool ports_assumed;                /* no port given, the rule names ports */
+    bool ports_assumed; /* no port given, the rule names ports */
 };
 
 struct target {
-    char host[256];          /* normalised name, or the address as given */
-    bool literal;            /* an IP address, not a name */
-    int port;                /* 0: not given (any port) */
+    char host[256]; /* normalised name, or the address as given */
+    bool literal;   /* an IP address, not a name */
+    int port;       /* 0: not given (any port) */
 };
 
 /* A name the shim would know, and who looked it up. */
@@ -58,8 +57,8 @@ struct ctx {
     struct ccap_names *map;
     struct known known[MAX_KNOWN];
     size_t n_known;
-    FILE *out;                  /* the text: stdout, or a sink with --json */
-    FILE *notes;                /* stdout, or stderr with --json */
+    FILE *out;   /* the text: stdout, or a sink with --json */
+    FILE *notes; /* stdout, or stderr with --json */
     struct verdict v[MAX_ADDRS + 1];
     size_t n_v;
 };
@@ -170,8 +169,11 @@ static void learn_resolve_names(struct ctx *c)
             struct ccap_addr addrs[MAX_ADDRS];
             const char *why = NULL;
             if (p->kind == CCAP_PAT_WILDCARD) {
-                fprintf(c->notes, "note: rule %zu has resolve = true; the wildcard \"%s\" cannot be looked up (it matches only "
-                       "names the program resolves)\n", i + 1, p->text);
+                fprintf(
+                    c->notes,
+                    "note: rule %zu has resolve = true; the wildcard \"%s\" cannot be looked up (it matches only "
+                    "names the program resolves)\n",
+                    i + 1, p->text);
                 continue;
             }
             if (p->kind != CCAP_PAT_HOST)
@@ -180,7 +182,8 @@ static void learn_resolve_names(struct ctx *c)
             char origin[96];
             snprintf(origin, sizeof origin, "looked up by the shim: resolve = true in rule %zu", i + 1);
             if (n < 0)
-                fprintf(c->notes, "note: rule %zu has resolve = true, but %s does not resolve now (%s)\n", i + 1, p->name, why);
+                fprintf(c->notes, "note: rule %zu has resolve = true, but %s does not resolve now (%s)\n", i + 1,
+                        p->name, why);
             else
                 learn(c, p->name, origin, addrs, (size_t)n);
         }
@@ -234,8 +237,8 @@ static bool rule_matches(const struct ctx *c, const struct ccap_rule *r, const s
         }
         for (size_t i = 0; i < names->n; i++)
             if (ccap_pattern_match_name(&p, names->v[i], (uint16_t)port)) {
-                snprintf(why, n, "the name %s (%s) matches pattern \"%s\"", names->v[i],
-                         origin_of(c, names->v[i]), r->pats[k].text);
+                snprintf(why, n, "the name %s (%s) matches pattern \"%s\"", names->v[i], origin_of(c, names->v[i]),
+                         r->pats[k].text);
                 return true;
             }
     }
@@ -246,8 +249,10 @@ static void print_rule(FILE *f, const struct ccap_config *cfg, const struct ccap
 {
     const struct ccap_sem_conf *s = &cfg->sems[r->sem];
     fprintf(f, "rule %zu (%s:%d) -> semaphore \"%s\" (limit %d, lease %d ms, wait %d ms; non-blocking: %s %s)",
-            (size_t)(r - cfg->rules) + 1, r->file ? r->file : cfg->path, r->line, s->name, s->limit, s->lease_ms, s->wait_timeout_ms,
-            cfg->nonblocking == CCAP_NONBLOCK_FAIL ? "fail at once with" : "wait, or if the process holds one fail with",
+            (size_t)(r - cfg->rules) + 1, r->file ? r->file : cfg->path, r->line, s->name, s->limit, s->lease_ms,
+            s->wait_timeout_ms,
+            cfg->nonblocking == CCAP_NONBLOCK_FAIL ? "fail at once with"
+                                                   : "wait, or if the process holds one fail with",
             ccap_errno_name(cfg->nonblocking_errno));
 }
 
@@ -294,8 +299,10 @@ static const struct ccap_rule *explain_name_only(struct ctx *c, const struct tar
             struct ccap_pattern p = widen(&r->pats[k], t->port);
             if (p.kind != CCAP_PAT_ADDR && ccap_pattern_match_name(&p, t->host, (uint16_t)t->port)) {
                 v->rule = r;
-                snprintf(v->why, sizeof v->why, "the name %s matches pattern \"%s\" (the shim sees it once it "
-                         "resolves)", t->host, r->pats[k].text);
+                snprintf(v->why, sizeof v->why,
+                         "the name %s matches pattern \"%s\" (the shim sees it once it "
+                         "resolves)",
+                         t->host, r->pats[k].text);
                 fprintf(c->out, "by name alone: ");
                 print_rule(c->out, c->cfg, r);
                 fprintf(c->out, "\n    because %s\n", v->why);
@@ -310,8 +317,10 @@ static const struct ccap_rule *explain_name_only(struct ctx *c, const struct tar
 static void json_verdict(const struct ccap_config *cfg, const struct verdict *v)
 {
     printf("{\"address\":");
-    if (v->addr[0]) ccap_ops_json_str(stdout, v->addr);
-    else printf("null");
+    if (v->addr[0])
+        ccap_ops_json_str(stdout, v->addr);
+    else
+        printf("null");
     printf(v->port ? ",\"port\":%d" : ",\"port\":null", v->port);
     if (!v->rule) {
         printf(",\"rule\":null}");
@@ -337,8 +346,10 @@ static void print_json(const struct ctx *c, const char *text, const struct targe
     printf(t->port ? ",\"port\":%d" : ",\"port\":null", t->port);
     printf(",\"literal\":%s,\"resolves\":%s,\"resolve_error\":", t->literal ? "true" : "false",
            unresolved ? "false" : "true");
-    if (unresolved) ccap_ops_json_str(stdout, unresolved);
-    else printf("null");
+    if (unresolved)
+        ccap_ops_json_str(stdout, unresolved);
+    else
+        printf("null");
     printf(",\"addresses\":[");
     size_t from = unresolved ? 1 : 0;
     for (size_t i = from; i < c->n_v; i++) {
@@ -346,8 +357,10 @@ static void print_json(const struct ctx *c, const char *text, const struct targe
         json_verdict(c->cfg, &c->v[i]);
     }
     printf("],\"by_name\":");
-    if (unresolved) json_verdict(c->cfg, &c->v[0]);
-    else printf("null");
+    if (unresolved)
+        json_verdict(c->cfg, &c->v[0]);
+    else
+        printf("null");
     printf(",\"matched\":%s,\"rule\":", first ? "true" : "false");
     if (first) {
         printf("%zu,\"semaphore\":", (size_t)(first - c->cfg->rules) + 1);
@@ -414,7 +427,7 @@ int ccap_cmd_explain(int argc, char **argv)
     struct ccap_config *cfg = ccap_cli_config(&o);
     if (!cfg)
         return CCAP_EXIT_USAGE;
-    static struct ctx c;   /* large: the verdicts */
+    static struct ctx c; /* large: the verdicts */
     c = (struct ctx){ .cfg = cfg, .map = ccap_names_new(CCAP_NAMES_MAX), .out = stdout, .notes = stdout };
     if (o.json) {
         c.out = fopen("/dev/null", "we");
@@ -432,13 +445,15 @@ int ccap_cmd_explain(int argc, char **argv)
     if (o.json)
         print_json(&c, dest[0], &t, unresolved, first);
     else if (first)
-        printf("matched: rule %zu, semaphore \"%s\"\n", (size_t)(first - cfg->rules) + 1, cfg->sems[first->sem].name);
+        printf("matched: rule %zu, semaphore \"%s\"\n", (size_t)(first - cfg->rules) + 1,
+               cfg->sems[first->sem].name);
     else if (cfg->has_names)
         printf("not matched (a program that resolved other names to the same address may still match by them: "
                "the first rule in file order that the address or any of its names matches wins)\n");
     else
         printf("not matched\n");
-    if (o.json) fclose(c.out);
+    if (o.json)
+        fclose(c.out);
     ccap_names_free(c.map);
     ccap_config_free(cfg);
     return first ? CCAP_EXIT_OK : CCAP_EXIT_ALERT;

@@ -7,17 +7,16 @@
 
 #define USAGE "holders [-c FILE] [--json] [--limit N] NAME"
 
-const char ccap_help_holders[] =
-    "Each live holder of semaphore NAME, oldest first: host, pid, fd and\n"
-    "destination (from the holder id host/pid/fd/destination/nonce.seq), age\n"
-    "(since the permit was granted, or since it was re-registered after Redis\n"
-    "lost it) and lease left (renewed every lease/3 by the holder's heartbeat).\n"
-    "  --limit N  show the N oldest only (then \"... and M more\")\n"
-    "  --json   {\"semaphore\", \"now_ms\", \"total\" (live holders), \"holders\":\n"
-    "           [{holder, host, pid, fd, destination, age_ms (null if unknown),\n"
-    "           lease_left_ms}] (the --limit oldest)}\n"
-    "           (host, pid, fd, destination are null for an id of another shape)\n"
-    "Exit: 0 ok, 2 usage, config or Redis error.";
+const char ccap_help_holders[] = "Each live holder of semaphore NAME, oldest first: host, pid, fd and\n"
+                                 "destination (from the holder id host/pid/fd/destination/nonce.seq), age\n"
+                                 "(since the permit was granted, or since it was re-registered after Redis\n"
+                                 "lost it) and lease left (renewed every lease/3 by the holder's heartbeat).\n"
+                                 "  --limit N  show the N oldest only (then \"... and M more\")\n"
+                                 "  --json   {\"semaphore\", \"now_ms\", \"total\" (live holders), \"holders\":\n"
+                                 "           [{holder, host, pid, fd, destination, age_ms (null if unknown),\n"
+                                 "           lease_left_ms}] (the --limit oldest)}\n"
+                                 "           (host, pid, fd, destination are null for an id of another shape)\n"
+                                 "Exit: 0 ok, 2 usage, config or Redis error.";
 
 struct row {
     const char *id;
@@ -27,7 +26,8 @@ struct row {
 static int older_first(const void *a, const void *b)
 {
     const struct row *x = a, *y = b;
-    if (x->age != y->age) return x->age < y->age ? 1 : -1;
+    if (x->age != y->age)
+        return x->age < y->age ? 1 : -1;
     return strcmp(x->id, y->id);
 }
 
@@ -49,8 +49,10 @@ static void print_json(const char *name, long long now, const struct row *rows, 
         } else {
             printf(",\"host\":null,\"pid\":null,\"fd\":null,\"destination\":null");
         }
-        if (rows[i].age >= 0) printf(",\"age_ms\":%lld", rows[i].age);
-        else printf(",\"age_ms\":null");
+        if (rows[i].age >= 0)
+            printf(",\"age_ms\":%lld", rows[i].age);
+        else
+            printf(",\"age_ms\":null");
         printf(",\"lease_left_ms\":%lld}", rows[i].lease_left);
     }
     printf("]}\n");
@@ -65,17 +67,21 @@ static void print_table(FILE *f, const struct row *rows, size_t n, size_t max)
         ccap_ops_duration(rows[i].age, a, sizeof a);
         ccap_ops_duration(rows[i].lease_left, l, sizeof l);
         if (ccap_ops_parse_holder(rows[i].id, &h) == 0)
-            fprintf(f, "%-20s %7ld %5ld  %-26s %12s %12s\n", ccap_ops_esc(h.host), h.pid, h.fd, ccap_ops_esc(h.dest), a, l);
+            fprintf(f, "%-20s %7ld %5ld  %-26s %12s %12s\n", ccap_ops_esc(h.host), h.pid, h.fd, ccap_ops_esc(h.dest),
+                    a, l);
         else
             fprintf(f, "%-20s %7s %5s  %-26s %12s %12s\n", ccap_ops_esc(rows[i].id), "?", "?", "?", a, l);
     }
-    if (n > max) fprintf(f, "... and %zu more\n", n - max);
-    if (!n) fprintf(f, "(no holders)\n");
+    if (n > max)
+        fprintf(f, "... and %zu more\n", n - max);
+    if (!n)
+        fprintf(f, "(no holders)\n");
 }
 
 /* Reads the live holders and their acquire times; prints them to F (JSON,
  * or a table), at most MAX of them. */
-static int show(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg, const char *name, bool json, size_t max)
+static int show(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg, const char *name, bool json,
+                size_t max)
 {
     long long now = ccap_ops_server_ms(r);
     if (now < 0) {
@@ -93,14 +99,16 @@ static int show(FILE *f, struct ccap_redis *r, const struct ccap_config *cfg, co
         ccap_ops_list_free(&l);
         return CCAP_EXIT_USAGE;
     }
-    now = l.end_ms;   /* ages and leases as of the end of the reading */
+    now = l.end_ms; /* ages and leases as of the end of the reading */
     for (size_t i = 0; i < l.n; i++) {
         long long t = l.v[i].since_ms, e = l.v[i].expiry_ms;
         rows[i] = (struct row){ l.v[i].id, e > now ? e - now : 0, t < 0 ? -1 : now > t ? now - t : 0 };
     }
     qsort(rows, l.n, sizeof(*rows), older_first);
-    if (json) print_json(name, now, rows, l.n, max);
-    else print_table(f, rows, l.n, max);
+    if (json)
+        print_json(name, now, rows, l.n, max);
+    else
+        print_table(f, rows, l.n, max);
     free(rows);
     ccap_ops_list_free(&l);
     return CCAP_EXIT_OK;
@@ -119,15 +127,19 @@ int ccap_cmd_holders(int argc, char **argv)
     char *names[1];
     const struct ccap_opt opts[] = { { "limit", CCAP_OPT_INT, &limit, 0, 1e12 }, { NULL } };
     int n = ccap_ops_parse(argc, argv, USAGE, &o, opts, names, 1);
-    if (n < 0) return CCAP_EXIT_USAGE;
+    if (n < 0)
+        return CCAP_EXIT_USAGE;
     if (n != 1) {
         fprintf(stderr, "conncap holders: which semaphore?\nusage: conncap %s\n", USAGE);
         return CCAP_EXIT_USAGE;
     }
     struct ccap_config *cfg;
     struct ccap_redis *r;
-    if (ccap_ops_open(&o, 0, &cfg, &r) < 0) return CCAP_EXIT_USAGE;
-    int rc = ccap_ops_sem(cfg, "holders", names[0]) ? show(stdout, r, cfg, names[0], o.json, limit < 0 ? (size_t)-1 : (size_t)limit) : CCAP_EXIT_USAGE;
+    if (ccap_ops_open(&o, 0, &cfg, &r) < 0)
+        return CCAP_EXIT_USAGE;
+    int rc = ccap_ops_sem(cfg, "holders", names[0])
+                 ? show(stdout, r, cfg, names[0], o.json, limit < 0 ? (size_t)-1 : (size_t)limit)
+                 : CCAP_EXIT_USAGE;
     ccap_ops_close(cfg, r);
     return rc;
 }

@@ -10,7 +10,8 @@ static int keep_reply(struct ccap_ops_list *l, redisReply *rep)
     if (l->n_pages == l->cap_pages) {
         size_t cap = l->cap_pages ? l->cap_pages * 2 : 16;
         redisReply **p = realloc(l->pages, cap * sizeof(*p));
-        if (!p) return -ENOMEM;
+        if (!p)
+            return -ENOMEM;
         l->pages = p;
         l->cap_pages = cap;
     }
@@ -23,7 +24,8 @@ static int add_entry(struct ccap_ops_list *l, const char *id, long long expiry)
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 256;
         struct ccap_ops_entry *v = realloc(l->v, cap * sizeof(*v));
-        if (!v) return -ENOMEM;
+        if (!v)
+            return -ENOMEM;
         l->v = v;
         l->cap = cap;
     }
@@ -45,8 +47,8 @@ static int fail(struct ccap_redis *r, int e)
 struct cursor {
     char min[48];
     long long off;
-    double last;        /* the last score read */
-    const char *id;     /* the last id read; NULL before the first page */
+    double last;    /* the last score read */
+    const char *id; /* the last id read; NULL before the first page */
 };
 
 /* Appends one reply page [id, score, ...] to L and moves C past it.
@@ -57,14 +59,19 @@ static int add_page(struct ccap_ops_list *l, const redisReply *rep, struct curso
     size_t n = rep->elements / 2, trail = 0;
     for (size_t i = 0; i < n; i++) {
         const redisReply *id = rep->element[2 * i], *sc = rep->element[2 * i + 1];
-        if (id->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING) return -EPROTO;
-        if (add_entry(l, id->str, atoll(sc->str)) < 0) return -ENOMEM;
+        if (id->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING)
+            return -EPROTO;
+        if (add_entry(l, id->str, atoll(sc->str)) < 0)
+            return -ENOMEM;
     }
-    if (n < CCAP_OPS_PAGE) return 0;
+    if (n < CCAP_OPS_PAGE)
+        return 0;
     const char *id = rep->element[2 * n - 2]->str, *score = rep->element[2 * n - 1]->str;
     double last = strtod(score, NULL);
-    if (c->id && (last < c->last || (last == c->last && strcmp(id, c->id) <= 0))) return -EPROTO;
-    while (trail < n && strtod(rep->element[2 * (n - trail) - 1]->str, NULL) == last) trail++;
+    if (c->id && (last < c->last || (last == c->last && strcmp(id, c->id) <= 0)))
+        return -EPROTO;
+    while (trail < n && strtod(rep->element[2 * (n - trail) - 1]->str, NULL) == last)
+        trail++;
     c->off = c->id && last == c->last && trail == n ? c->off + (long long)n : (long long)trail;
     snprintf(c->min, sizeof c->min, "%s", score);
     c->last = last;
@@ -85,7 +92,8 @@ static int read_holders(struct ccap_redis *r, const char *key, long long now_ms,
         const char *a[] = { "ZRANGEBYSCORE", key, c.min, "+inf", "WITHSCORES", "LIMIT", off, count };
         redisReply *rep = NULL;
         int rc = ccap_redis_command(r, 8, a, &rep);
-        if (rc < 0) return rc;
+        if (rc < 0)
+            return rc;
         bool ok = rep->type == REDIS_REPLY_ARRAY && rep->elements % 2 == 0;
         if (!ok || keep_reply(l, rep) < 0) {
             freeReplyObject(rep);
@@ -93,7 +101,8 @@ static int read_holders(struct ccap_redis *r, const char *key, long long now_ms,
         }
         size_t got = rep->elements / 2;
         rc = add_page(l, rep, &c);
-        if (rc < 0 || got < CCAP_OPS_PAGE) return rc < 0 ? fail(r, rc) : 0;
+        if (rc < 0 || got < CCAP_OPS_PAGE)
+            return rc < 0 ? fail(r, rc) : 0;
     }
 }
 
@@ -107,7 +116,8 @@ static int by_id(const void *a, const void *b)
 static int by_expiry(const void *a, const void *b)
 {
     const struct ccap_ops_entry *x = a, *y = b;
-    if (x->expiry_ms != y->expiry_ms) return x->expiry_ms < y->expiry_ms ? -1 : 1;
+    if (x->expiry_ms != y->expiry_ms)
+        return x->expiry_ms < y->expiry_ms ? -1 : 1;
     return strcmp(x->id, y->id);
 }
 
@@ -118,7 +128,8 @@ static void dedupe(struct ccap_ops_list *l)
     size_t k = 0;
     qsort(l->v, l->n, sizeof(*l->v), by_id);
     for (size_t i = 0; i < l->n; i++) {
-        if (k && !strcmp(l->v[k - 1].id, l->v[i].id)) k--;
+        if (k && !strcmp(l->v[k - 1].id, l->v[i].id))
+            k--;
         l->v[k++] = l->v[i];
     }
     l->n = k;
@@ -132,15 +143,19 @@ static int read_since(struct ccap_redis *r, const char *key, struct ccap_ops_lis
     const char *a[CCAP_OPS_PAGE + 2] = { "HMGET", key };
     for (size_t at = 0; at < l->n; at += CCAP_OPS_PAGE) {
         size_t n = l->n - at < CCAP_OPS_PAGE ? l->n - at : CCAP_OPS_PAGE;
-        for (size_t i = 0; i < n; i++) a[i + 2] = l->v[at + i].id;
+        for (size_t i = 0; i < n; i++)
+            a[i + 2] = l->v[at + i].id;
         redisReply *rep = NULL;
         int rc = ccap_redis_command(r, (int)n + 2, a, &rep);
-        if (rc < 0) return rc;
+        if (rc < 0)
+            return rc;
         rc = rep->type == REDIS_REPLY_ARRAY && rep->elements == n ? 0 : -EPROTO;
         for (size_t i = 0; rc == 0 && i < n; i++)
-            if (rep->element[i]->type == REDIS_REPLY_STRING) l->v[at + i].since_ms = atoll(rep->element[i]->str);
+            if (rep->element[i]->type == REDIS_REPLY_STRING)
+                l->v[at + i].since_ms = atoll(rep->element[i]->str);
         freeReplyObject(rep);
-        if (rc < 0) return fail(r, rc);
+        if (rc < 0)
+            return fail(r, rc);
     }
     return 0;
 }
@@ -156,17 +171,23 @@ int ccap_ops_list_holders(struct ccap_redis *r, const struct ccap_config *cfg, c
         return -ENAMETOOLONG;
     }
     int rc = read_holders(r, hk, now_ms, out);
-    if (rc == 0) dedupe(out);
-    if (rc == 0 && since) rc = read_since(r, sk, out);
-    if (rc == 0 && (out->end_ms = ccap_ops_server_ms(r)) < 0) rc = -EIO;
-    if (out->end_ms < now_ms) out->end_ms = now_ms;
-    if (rc < 0) ccap_ops_list_free(out);
+    if (rc == 0)
+        dedupe(out);
+    if (rc == 0 && since)
+        rc = read_since(r, sk, out);
+    if (rc == 0 && (out->end_ms = ccap_ops_server_ms(r)) < 0)
+        rc = -EIO;
+    if (out->end_ms < now_ms)
+        out->end_ms = now_ms;
+    if (rc < 0)
+        ccap_ops_list_free(out);
     return rc;
 }
 
 void ccap_ops_list_free(struct ccap_ops_list *l)
 {
-    for (size_t i = 0; i < l->n_pages; i++) freeReplyObject(l->pages[i]);
+    for (size_t i = 0; i < l->n_pages; i++)
+        freeReplyObject(l->pages[i]);
     free(l->pages);
     free(l->v);
     memset(l, 0, sizeof(*l));

@@ -15,12 +15,17 @@ const struct ccap_ops_counter ccap_ops_counters[CCAP_OPS_N_COUNTERS] = {
     { CCAP_STAT_ACQUIRED, "conncap_acquired_total", "Permits granted (by Redis) to connect." },
     { CCAP_STAT_RELEASED, "conncap_released_total", "Permits given back when a connection ended." },
     { CCAP_STAT_TIMED_OUT, "conncap_timed_out_total", "Waits for a permit that gave up (connect failed)." },
-    { CCAP_STAT_DENIED, "conncap_denied_total", "Acquire attempts refused because no permit was free (every retry counts)." },
-    { CCAP_STAT_RECLAIMED, "conncap_reclaimed_total", "Holders dropped when their lease ended (crashed or stuck processes)." },
-    { CCAP_STAT_REREGISTERED, "conncap_reregistered_total", "Holders Redis had lost, registered again by their heartbeat." },
-    { CCAP_STAT_FALLBACK, "conncap_fallback_granted_total", "Permits granted while Redis was down, counted once registered." },
+    { CCAP_STAT_DENIED, "conncap_denied_total",
+      "Acquire attempts refused because no permit was free (every retry counts)." },
+    { CCAP_STAT_RECLAIMED, "conncap_reclaimed_total",
+      "Holders dropped when their lease ended (crashed or stuck processes)." },
+    { CCAP_STAT_REREGISTERED, "conncap_reregistered_total",
+      "Holders Redis had lost, registered again by their heartbeat." },
+    { CCAP_STAT_FALLBACK, "conncap_fallback_granted_total",
+      "Permits granted while Redis was down, counted once registered." },
     { CCAP_STAT_RESET_DROPPED, "conncap_reset_dropped_total", "Holders dropped by conncap reset." },
-    { CCAP_STAT_QUEUE_FULL, "conncap_queue_full_total", "Connects refused at once: max_waiters were queued already." },
+    { CCAP_STAT_QUEUE_FULL, "conncap_queue_full_total",
+      "Connects refused at once: max_waiters were queued already." },
 };
 
 const int ccap_ops_bounds_ms[CCAP_WAIT_N_BOUNDS] = CCAP_WAIT_BOUNDS_MS;
@@ -49,12 +54,8 @@ static int set_opt(const char *cmd, const struct ccap_opt *op, const char *val)
 {
     char *end;
     switch (op->kind) {
-    case CCAP_OPT_FLAG:
-        *(bool *)op->dst = true;
-        return 0;
-    case CCAP_OPT_STR:
-        *(const char **)op->dst = val;
-        return 0;
+    case CCAP_OPT_FLAG: *(bool *)op->dst = true; return 0;
+    case CCAP_OPT_STR: *(const char **)op->dst = val; return 0;
     case CCAP_OPT_INT: {
         errno = 0;
         long long v = strtoll(val, &end, 10);
@@ -109,8 +110,8 @@ static int one_opt(int argc, char **argv, int *i, const struct ccap_opt *opts)
     return 0;
 }
 
-int ccap_ops_parse(int argc, char **argv, const char *usage, struct ccap_cli_opts *o,
-                   const struct ccap_opt *opts, char **operands, int max)
+int ccap_ops_parse(int argc, char **argv, const char *usage, struct ccap_cli_opts *o, const struct ccap_opt *opts,
+                   char **operands, int max)
 {
     int n = 0;
     bool dashdash = false;
@@ -225,13 +226,18 @@ static void stat_field(struct ccap_ops_sem *out, const char *f, long long v)
             out->counter[i] = v;
             return;
         }
-    if (!strcmp(f, CCAP_STAT_WAIT_COUNT)) out->wait_count = v;
-    else if (!strcmp(f, CCAP_STAT_WAIT_SUM)) out->wait_sum_ms = v;
-    else if (!strcmp(f, CCAP_STAT_FULL_SINCE)) out->full_since_ms = v;
-    else if (!strcmp(f, "wait_le_inf")) out->bucket[CCAP_WAIT_N_BOUNDS] = v;
+    if (!strcmp(f, CCAP_STAT_WAIT_COUNT))
+        out->wait_count = v;
+    else if (!strcmp(f, CCAP_STAT_WAIT_SUM))
+        out->wait_sum_ms = v;
+    else if (!strcmp(f, CCAP_STAT_FULL_SINCE))
+        out->full_since_ms = v;
+    else if (!strcmp(f, "wait_le_inf"))
+        out->bucket[CCAP_WAIT_N_BOUNDS] = v;
     else if (!strncmp(f, "wait_le_", 8))
         for (int i = 0; i < CCAP_WAIT_N_BOUNDS; i++)
-            if (atoi(f + 8) == ccap_ops_bounds_ms[i]) out->bucket[i] = v;
+            if (atoi(f + 8) == ccap_ops_bounds_ms[i])
+                out->bucket[i] = v;
 }
 
 /* restart_grace_ms (see acquire.lua): ms left before NAME grants new
@@ -261,12 +267,14 @@ int ccap_ops_read(struct ccap_redis *r, const struct ccap_config *cfg, const str
     out->conf = s;
     out->now_ms = now_ms;
     out->full_since_ms = -1;
-    if (ccap_sem_key(lk, sizeof lk, pfx, s->name, CCAP_KEY_LIMIT) < 0 || ccap_sem_key(hk, sizeof hk, pfx, s->name, CCAP_KEY_HOLDERS) < 0 ||
-        ccap_sem_key(wk, sizeof wk, pfx, s->name, CCAP_KEY_WAITERS) < 0 || ccap_sem_key(sk, sizeof sk, pfx, s->name, CCAP_KEY_STATS) < 0)
+    if (ccap_sem_key(lk, sizeof lk, pfx, s->name, CCAP_KEY_LIMIT) < 0 ||
+        ccap_sem_key(hk, sizeof hk, pfx, s->name, CCAP_KEY_HOLDERS) < 0 ||
+        ccap_sem_key(wk, sizeof wk, pfx, s->name, CCAP_KEY_WAITERS) < 0 ||
+        ccap_sem_key(sk, sizeof sk, pfx, s->name, CCAP_KEY_STATS) < 0)
         return -ENAMETOOLONG;
     snprintf(nowx, sizeof nowx, "(%lld", now_ms);
-    const char *get[] = { "GET", lk }, *zh[] = { "ZCOUNT", hk, nowx, "+inf" }, *zw[] = { "ZCOUNT", wk, nowx, "+inf" },
-               *hg[] = { "HGETALL", sk };
+    const char *get[] = { "GET", lk }, *zh[] = { "ZCOUNT", hk, nowx, "+inf" },
+               *zw[] = { "ZCOUNT", wk, nowx, "+inf" }, *hg[] = { "HGETALL", sk };
     redisReply *a = cmd(r, 2, get), *b = a ? cmd(r, 4, zh) : NULL, *c = b ? cmd(r, 4, zw) : NULL,
                *d = c ? cmd(r, 2, hg) : NULL;
     int rc = d ? 0 : -EIO;
@@ -325,13 +333,13 @@ void ccap_ops_json_str(FILE *f, const char *s)
         } else if (k) {
             fwrite(p + i, 1, k, f);
         } else if (p[i] < 0x20 || p[i] == 0x7f) {
-            fprintf(f, "\\u%04x", p[i]);      /* a control character */
+            fprintf(f, "\\u%04x", p[i]); /* a control character */
             k = 1;
         } else if (p[i] == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f) {
-            fprintf(f, "\\u%04x", p[i + 1]);  /* a C1 control character */
+            fprintf(f, "\\u%04x", p[i + 1]); /* a C1 control character */
             k = 2;
         } else {
-            fprintf(f, "\\\\x%02x", p[i]);   /* not UTF-8: the byte, as the text \xHH */
+            fprintf(f, "\\\\x%02x", p[i]); /* not UTF-8: the byte, as the text \xHH */
             k = 1;
         }
         i += k;
@@ -348,9 +356,11 @@ const char *ccap_ops_esc(const char *s)
     static __thread unsigned next;
     char *out = bufs[next++ % ESC_BUFS];
     int cut = 0;
-    if (!s) return "";
+    if (!s)
+        return "";
     size_t w = ccap_text_escape(out, ESC_LEN - 4, s, strlen(s), CCAP_ESC_BACKSLASH, &cut);
-    if (cut) memcpy(out + w, "...", 3), w += 3;
+    if (cut)
+        memcpy(out + w, "...", 3), w += 3;
     out[w] = '\0';
     return out;
 }
@@ -362,7 +372,8 @@ int ccap_ops_parse_holder(const char *id, struct ccap_ops_holder *h)
     struct ccap_holder p;
     int rc = ccap_holder_parse(id, &p);
     _Static_assert(sizeof h->host == sizeof p.host && sizeof h->dest == sizeof p.dest &&
-                   sizeof h->nonce == sizeof p.nonce, "holder part sizes");
+                       sizeof h->nonce == sizeof p.nonce,
+                   "holder part sizes");
     memcpy(h->host, p.host, sizeof h->host);
     memcpy(h->dest, p.dest, sizeof h->dest);
     memcpy(h->nonce, p.nonce, sizeof h->nonce);
@@ -373,11 +384,16 @@ int ccap_ops_parse_holder(const char *id, struct ccap_ops_holder *h)
 
 const char *ccap_ops_duration(long long ms, char *buf, size_t n)
 {
-    if (ms < 0) snprintf(buf, n, "-");
-    else if (ms < 1000) snprintf(buf, n, "%lld ms", ms);
-    else if (ms < 60000) snprintf(buf, n, "%.1f s", ms / 1000.0);
-    else if (ms < 3600000) snprintf(buf, n, "%lld min %lld s", ms / 60000, ms / 1000 % 60);
-    else snprintf(buf, n, "%lld h %lld min", ms / 3600000, ms / 60000 % 60);
+    if (ms < 0)
+        snprintf(buf, n, "-");
+    else if (ms < 1000)
+        snprintf(buf, n, "%lld ms", ms);
+    else if (ms < 60000)
+        snprintf(buf, n, "%.1f s", ms / 1000.0);
+    else if (ms < 3600000)
+        snprintf(buf, n, "%lld min %lld s", ms / 60000, ms / 1000 % 60);
+    else
+        snprintf(buf, n, "%lld h %lld min", ms / 3600000, ms / 60000 % 60);
     return buf;
 }
 
@@ -386,7 +402,8 @@ const char *ccap_ops_who(char *buf, size_t n)
     char host[256] = "?";
     const char *user = getenv("SUDO_USER");
     struct passwd *pw = user && *user ? NULL : getpwuid(geteuid());
-    if (!user || !*user) user = pw ? pw->pw_name : "?";
+    if (!user || !*user)
+        user = pw ? pw->pw_name : "?";
     gethostname(host, sizeof host - 1);
     snprintf(buf, n, "%s@%s", user, host);
     return buf;
@@ -433,13 +450,15 @@ long long ccap_ops_wake_queue(struct ccap_redis *r, const struct ccap_config *cf
             strlen(wk) + q->element[i]->len >= sizeof wk)
             continue;
         strcat(wk, q->element[i]->str);
-        const char *push[] = { "LPUSH", wk, "w" }, *trim[] = { "LTRIM", wk, "0", "0" }, *pexp[] = { "PEXPIRE", wk, ttl };
+        const char *push[] = { "LPUSH", wk, "w" }, *trim[] = { "LTRIM", wk, "0", "0" },
+                   *pexp[] = { "PEXPIRE", wk, ttl };
         redisReply *a = cmd(r, 3, push), *b = a ? cmd(r, 4, trim) : NULL, *c = b ? cmd(r, 3, pexp) : NULL;
         rc = c ? 0 : -EIO;
         woken += c != NULL;
         redisReply *all[] = { a, b, c };
         for (int j = 0; j < 3; j++)
-            if (all[j]) freeReplyObject(all[j]);
+            if (all[j])
+                freeReplyObject(all[j]);
     }
     freeReplyObject(q);
     return rc < 0 ? rc : woken;
@@ -473,8 +492,10 @@ int ccap_ops_audit(struct ccap_redis *r, const struct ccap_config *cfg, const ch
 
 static void json_num(FILE *f, double v)
 {
-    if (v < 0) fprintf(f, "null");
-    else fprintf(f, "%.3f", v);
+    if (v < 0)
+        fprintf(f, "null");
+    else
+        fprintf(f, "%.3f", v);
 }
 
 void ccap_ops_json_sem(FILE *f, const struct ccap_ops_sem *s, bool first)
@@ -497,8 +518,10 @@ void ccap_ops_json_sem(FILE *f, const struct ccap_ops_sem *s, bool first)
     long long cum = 0;
     for (int i = 0; i <= CCAP_WAIT_N_BOUNDS; i++) {
         cum += s->bucket[i];
-        if (i < CCAP_WAIT_N_BOUNDS) fprintf(f, "{\"le_ms\":%d,\"count\":%lld},", ccap_ops_bounds_ms[i], cum);
-        else fprintf(f, "{\"le_ms\":null,\"count\":%lld}", cum);
+        if (i < CCAP_WAIT_N_BOUNDS)
+            fprintf(f, "{\"le_ms\":%d,\"count\":%lld},", ccap_ops_bounds_ms[i], cum);
+        else
+            fprintf(f, "{\"le_ms\":null,\"count\":%lld}", cum);
     }
     fprintf(f, "]}}");
 }

@@ -12,10 +12,10 @@
 /* One command-specific option: "--NAME VALUE", "--NAME=VALUE" or "--NAME". */
 enum ccap_opt_kind { CCAP_OPT_FLAG, CCAP_OPT_STR, CCAP_OPT_INT, CCAP_OPT_NUM };
 struct ccap_opt {
-    const char *name;       /* without the leading "--" */
+    const char *name; /* without the leading "--" */
     enum ccap_opt_kind kind;
-    void *dst;              /* bool *, const char **, long long *, double * */
-    double min, max;        /* allowed range for INT and NUM */
+    void *dst;       /* bool *, const char **, long long *, double * */
+    double min, max; /* allowed range for INT and NUM */
 };
 
 /* Parses ARGV (ARGV[0] is the subcommand) for -c FILE/--config, --json and
@@ -23,8 +23,8 @@ struct ccap_opt {
  * other words are operands, stored in OPERANDS (at most MAX; "--" ends the
  * options). Fills *O (first is unused). Returns the number of operands, or
  * -1 after printing the problem and USAGE to stderr. */
-int ccap_ops_parse(int argc, char **argv, const char *usage, struct ccap_cli_opts *o,
-                   const struct ccap_opt *opts, char **operands, int max);
+int ccap_ops_parse(int argc, char **argv, const char *usage, struct ccap_cli_opts *o, const struct ccap_opt *opts,
+                   char **operands, int max);
 
 /* The configured semaphore called NAME, or NULL after printing an error
  * (with the known names) to stderr. CMD names the subcommand. */
@@ -43,9 +43,9 @@ long long ccap_ops_server_ms(struct ccap_redis *r);
 /* The counters of the stats hash, in the order of ccap_ops_counters. */
 enum { CCAP_OPS_N_COUNTERS = 9 };
 struct ccap_ops_counter {
-    const char *field;      /* in <prefix>{name}:stats */
-    const char *metric;     /* Prometheus name (a counter: ends in _total) */
-    const char *help;       /* one line */
+    const char *field;  /* in <prefix>{name}:stats */
+    const char *metric; /* Prometheus name (a counter: ends in _total) */
+    const char *help;   /* one line */
 };
 extern const struct ccap_ops_counter ccap_ops_counters[CCAP_OPS_N_COUNTERS];
 extern const int ccap_ops_bounds_ms[CCAP_WAIT_N_BOUNDS];
@@ -53,16 +53,16 @@ extern const int ccap_ops_bounds_ms[CCAP_WAIT_N_BOUNDS];
 /* One semaphore as Redis sees it now. */
 struct ccap_ops_sem {
     const struct ccap_sem_conf *conf;
-    long long now_ms;           /* server time of the reading */
-    long long holders;          /* live holders (lease not ended) */
-    long long limit;            /* limit in force */
-    bool override;              /* the limit key is set */
-    long long waiters;          /* acquirers refused and still waiting */
-    long long full_since_ms;    /* server ms since no permit is free, or -1 */
+    long long now_ms;        /* server time of the reading */
+    long long holders;       /* live holders (lease not ended) */
+    long long limit;         /* limit in force */
+    bool override;           /* the limit key is set */
+    long long waiters;       /* acquirers refused and still waiting */
+    long long full_since_ms; /* server ms since no permit is free, or -1 */
     long long counter[CCAP_OPS_N_COUNTERS];
     long long bucket[CCAP_WAIT_N_BOUNDS + 1]; /* per bucket (not cumulative); last: > 10 s */
     long long wait_count, wait_sum_ms;
-    long long grace_left_ms;    /* restart_grace_ms: ms before new permits are granted; 0 none, -1: the
+    long long grace_left_ms; /* restart_grace_ms: ms before new permits are granted; 0 none, -1: the
                                  * epoch key is gone, the next acquire starts a grace */
 };
 
@@ -116,18 +116,18 @@ int ccap_ops_parse_holder(const char *id, struct ccap_ops_holder *h);
 
 /* One live holder of a listing. */
 struct ccap_ops_entry {
-    const char *id;         /* points into the listing's replies */
-    long long expiry_ms;    /* lease end, server ms */
-    long long since_ms;     /* acquire time, server ms; -1 unknown or not read */
+    const char *id;      /* points into the listing's replies */
+    long long expiry_ms; /* lease end, server ms */
+    long long since_ms;  /* acquire time, server ms; -1 unknown or not read */
 };
 
 /* A listing: V[0..N) ordered by lease end, then id (as ZRANGEBYSCORE). */
 struct ccap_ops_list {
-    long long end_ms;       /* server ms once read: a lease renewed meanwhile
+    long long end_ms; /* server ms once read: a lease renewed meanwhile
                              * ends at most one lease after it */
     struct ccap_ops_entry *v;
     size_t n, cap;
-    redisReply **pages;     /* owned: the replies V points into */
+    redisReply **pages; /* owned: the replies V points into */
     size_t n_pages, cap_pages;
 };
 

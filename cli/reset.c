@@ -9,18 +9,17 @@
 
 #define USAGE "reset [-c FILE] [--json] NAME --yes"
 
-const char ccap_help_reset[] =
-    "Drops every holder of semaphore NAME at once (and their acquire times),\n"
-    "for after an incident, e.g. when crashed processes left permits with long\n"
-    "leases. Counters are kept. Processes still alive and holding connections\n"
-    "register their permits again at their next heartbeat (within a third of\n"
-    "the lease; counted in reregistered), so the count comes back to the truth.\n"
-    "The first waiters in its queue (up to the limit) are woken at once.\n"
-    "Refuses to run without --yes. The reset is logged on stderr, to the\n"
-    "configured log target when it is syslog, and to the audit stream (event\n"
-    "reset, by user@host) when audit is on.\n"
-    "  --json   also print {semaphore, dropped, by} on stdout\n"
-    "Exit: 0 done, 2 usage (no --yes), config or Redis error.";
+const char ccap_help_reset[] = "Drops every holder of semaphore NAME at once (and their acquire times),\n"
+                               "for after an incident, e.g. when crashed processes left permits with long\n"
+                               "leases. Counters are kept. Processes still alive and holding connections\n"
+                               "register their permits again at their next heartbeat (within a third of\n"
+                               "the lease; counted in reregistered), so the count comes back to the truth.\n"
+                               "The first waiters in its queue (up to the limit) are woken at once.\n"
+                               "Refuses to run without --yes. The reset is logged on stderr, to the\n"
+                               "configured log target when it is syslog, and to the audit stream (event\n"
+                               "reset, by user@host) when audit is on.\n"
+                               "  --json   also print {semaphore, dropped, by} on stdout\n"
+                               "Exit: 0 done, 2 usage (no --yes), config or Redis error.";
 
 /* Runs ARGV; stores its integer reply in *OUT when OUT. An error reply
  * containing NOSUCH (may be NULL; "no such key") counts as 0. 0 or -errno
@@ -29,9 +28,12 @@ static int run(struct ccap_redis *r, int argc, const char **argv, long long *out
 {
     redisReply *rep = NULL;
     int rc = ccap_redis_command(r, argc, argv, &rep);
-    if (out) *out = rc == 0 && rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
-    if (rc == -EPROTO && nosuch && strstr(ccap_redis_errstr(r), nosuch)) rc = 0;
-    if (rep) freeReplyObject(rep);
+    if (out)
+        *out = rc == 0 && rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
+    if (rc == -EPROTO && nosuch && strstr(ccap_redis_errstr(r), nosuch))
+        rc = 0;
+    if (rep)
+        freeReplyObject(rep);
     return rc;
 }
 
@@ -48,7 +50,8 @@ static long long drop_all(struct ccap_redis *r, const char *pfx, const char *nam
     snprintf(sfx, sizeof sfx, "%s:reset:%ld.%lld", CCAP_KEY_HOLDERS, (long)getpid(), ccap_ops_server_ms(r));
     if (ccap_sem_key(hk, sizeof hk, pfx, name, CCAP_KEY_HOLDERS) < 0 ||
         ccap_sem_key(sk, sizeof sk, pfx, name, CCAP_KEY_SINCE) < 0 ||
-        ccap_sem_key(stk, sizeof stk, pfx, name, CCAP_KEY_STATS) < 0 || ccap_sem_key(tmp, sizeof tmp, pfx, name, sfx) < 0)
+        ccap_sem_key(stk, sizeof stk, pfx, name, CCAP_KEY_STATS) < 0 ||
+        ccap_sem_key(tmp, sizeof tmp, pfx, name, sfx) < 0)
         return -ENAMETOOLONG;
     long long n = 0;
     char num[24];
@@ -89,19 +92,23 @@ int ccap_cmd_reset(int argc, char **argv)
     char *ops[1];
     const struct ccap_opt opts[] = { { "yes", CCAP_OPT_FLAG, &yes, 0, 0 }, { NULL } };
     int n = ccap_ops_parse(argc, argv, USAGE, &o, opts, ops, 1);
-    if (n < 0) return CCAP_EXIT_USAGE;
+    if (n < 0)
+        return CCAP_EXIT_USAGE;
     if (n != 1) {
         fprintf(stderr, "conncap reset: which semaphore?\nusage: conncap %s\n", USAGE);
         return CCAP_EXIT_USAGE;
     }
     if (!yes) {
-        fprintf(stderr, "conncap reset: this drops every holder of '%s' for the whole fleet; "
-                        "add --yes to do it\nusage: conncap %s\n", ops[0], USAGE);
+        fprintf(stderr,
+                "conncap reset: this drops every holder of '%s' for the whole fleet; "
+                "add --yes to do it\nusage: conncap %s\n",
+                ops[0], USAGE);
         return CCAP_EXIT_USAGE;
     }
     struct ccap_config *cfg;
     struct ccap_redis *r;
-    if (ccap_ops_open(&o, 0, &cfg, &r) < 0) return CCAP_EXIT_USAGE;
+    if (ccap_ops_open(&o, 0, &cfg, &r) < 0)
+        return CCAP_EXIT_USAGE;
     const struct ccap_sem_conf *s = ccap_ops_sem(cfg, "reset", ops[0]);
     int rc = CCAP_EXIT_USAGE;
     long long dropped = s ? drop_all(r, cfg->redis.key_prefix, s->name) : -1;
@@ -114,7 +121,7 @@ int ccap_cmd_reset(int argc, char **argv)
         const char *kv[] = { "event", "reset", "by", who, "dropped", num };
         if (ccap_ops_audit(r, cfg, s->name, kv, 6) < 0)
             fprintf(stderr, "conncap reset: audit stream: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
-        if (ccap_ops_wake_queue(r, cfg, s, -1) < 0)   /* the freed permits go to the queue now */
+        if (ccap_ops_wake_queue(r, cfg, s, -1) < 0) /* the freed permits go to the queue now */
             fprintf(stderr, "conncap reset: waking the waiters: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
         report(cfg, s, dropped, who, o.json);
         rc = CCAP_EXIT_OK;

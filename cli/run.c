@@ -23,7 +23,8 @@ static char *preload_with(const char *lib)
     }
     strcpy(out, lib);
     for (char *save, *tok = strtok_r(copy, ": ", &save); tok; tok = strtok_r(NULL, ": ", &save)) {
-        if (!strcmp(tok, lib)) continue;
+        if (!strcmp(tok, lib))
+            continue;
         strcat(out, ":");
         strcat(out, tok);
     }
@@ -31,29 +32,29 @@ static char *preload_with(const char *lib)
     return out;
 }
 
-const char ccap_help_run[] =
-    "Runs CMD with libconncap.so first in LD_PRELOAD (entries already there are\n"
-    "kept, after it) and CONNCAP_CONFIG set to the configuration's absolute\n"
-    "path; the configuration is validated first. conncap execs CMD (no child\n"
-    "process), so signals, the pid and the exit status are CMD's own: use it as a\n"
-    "container entrypoint or in ExecStart=. The shim is $CONNCAP_LIBRARY, else the\n"
-    "one installed with this conncap (conncap --version names it).\n"
-    "  -c FILE  the configuration (else $CONNCAP_CONFIG, else /etc/conncap.conf);\n"
-    "           not \"-\": the program re-reads the file (hot reload)\n"
-    "Exit: CMD's own status; 125 conncap's own error (usage, bad configuration,\n"
-    "shim missing); 126 CMD cannot be executed; 127 CMD not found.";
+const char ccap_help_run[] = "Runs CMD with libconncap.so first in LD_PRELOAD (entries already there are\n"
+                             "kept, after it) and CONNCAP_CONFIG set to the configuration's absolute\n"
+                             "path; the configuration is validated first. conncap execs CMD (no child\n"
+                             "process), so signals, the pid and the exit status are CMD's own: use it as a\n"
+                             "container entrypoint or in ExecStart=. The shim is $CONNCAP_LIBRARY, else the\n"
+                             "one installed with this conncap (conncap --version names it).\n"
+                             "  -c FILE  the configuration (else $CONNCAP_CONFIG, else /etc/conncap.conf);\n"
+                             "           not \"-\": the program re-reads the file (hot reload)\n"
+                             "Exit: CMD's own status; 125 conncap's own error (usage, bad configuration,\n"
+                             "shim missing); 126 CMD cannot be executed; 127 CMD not found.";
 
 /* Checks what `run` needs before the exec; prints the problem and returns
  * -1 (exit 125), or 0 with O parsed. */
 static int run_args(int argc, char **argv, struct ccap_cli_opts *o)
 {
     static const char *usage = "run [-c FILE] -- CMD [ARGS...]";
-    if (ccap_cli_parse(argc, argv, o, usage) < 0) return -1;
-    const char *why = o->json ? "--json does not apply (run prints nothing; its exit status is CMD's)"
-                    : o->first >= argc ? "no command given"
-                    : o->config && !strcmp(o->config, "-") ? "-c - does not apply: the program re-reads the "
-                                                              "configuration from its file (give a file)"
-                    : NULL;
+    if (ccap_cli_parse(argc, argv, o, usage) < 0)
+        return -1;
+    const char *why = o->json            ? "--json does not apply (run prints nothing; its exit status is CMD's)"
+                      : o->first >= argc ? "no command given"
+                      : o->config && !strcmp(o->config, "-") ? "-c - does not apply: the program re-reads the "
+                                                               "configuration from its file (give a file)"
+                                                             : NULL;
     if (why) {
         fprintf(stderr, "conncap run: %s\nusage: conncap %s\n", why, usage);
         return -1;
@@ -64,9 +65,11 @@ static int run_args(int argc, char **argv, struct ccap_cli_opts *o)
 int ccap_cmd_run(int argc, char **argv)
 {
     struct ccap_cli_opts o;
-    if (run_args(argc, argv, &o) < 0) return CCAP_EXIT_RUN_FAILED;
+    if (run_args(argc, argv, &o) < 0)
+        return CCAP_EXIT_RUN_FAILED;
     struct ccap_config *cfg = ccap_cli_config(&o);
-    if (!cfg) return CCAP_EXIT_RUN_FAILED;
+    if (!cfg)
+        return CCAP_EXIT_RUN_FAILED;
     char abs[PATH_MAX];
     const char *path = realpath(cfg->path, abs) ? abs : cfg->path;
     const char *lib = ccap_cli_library();
@@ -109,10 +112,15 @@ static void print_tls(const struct ccap_config *cfg)
         return;
     }
     printf("tls: on, verify %s, ca %s%s%s, client certificate %s", t->verify ? "on" : "OFF",
-           t->ca_file ? t->ca_file : t->ca_dir ? t->ca_dir : "the system's", t->ca_file && t->ca_dir ? " and " : "",
-           t->ca_file && t->ca_dir ? t->ca_dir : "", t->cert_file ? t->cert_file : "none");
-    if (t->server_name) printf(", server name %s", t->server_name);
-    if (cfg->redis.n_sentinels) printf(", sentinels %s", t->sentinels ? "over TLS" : "plain");
+           t->ca_file  ? t->ca_file
+           : t->ca_dir ? t->ca_dir
+                       : "the system's",
+           t->ca_file && t->ca_dir ? " and " : "", t->ca_file && t->ca_dir ? t->ca_dir : "",
+           t->cert_file ? t->cert_file : "none");
+    if (t->server_name)
+        printf(", server name %s", t->server_name);
+    if (cfg->redis.n_sentinels)
+        printf(", sentinels %s", t->sentinels ? "over TLS" : "plain");
     printf("\n");
 }
 
@@ -122,10 +130,12 @@ static void print_config(const struct ccap_config *cfg)
     printf("config %s: ok\n", cfg->path);
     if (r->n_cluster) {
         printf("redis: cluster, seeds");
-        for (size_t i = 0; i < r->n_cluster; i++) printf(" %s", r->cluster[i]);
+        for (size_t i = 0; i < r->n_cluster; i++)
+            printf(" %s", r->cluster[i]);
     } else if (r->n_sentinels) {
         printf("redis: master \"%s\" via sentinels", r->master);
-        for (size_t i = 0; i < r->n_sentinels; i++) printf(" %s", r->sentinels[i]);
+        for (size_t i = 0; i < r->n_sentinels; i++)
+            printf(" %s", r->sentinels[i]);
         printf(", db %d", r->db);
     } else if (r->socket) {
         printf("redis: unix:%s db %d", r->socket, r->db);
@@ -142,17 +152,21 @@ static void print_config(const struct ccap_config *cfg)
     if (r->tls.enabled)
         printf(", tls.ca_file %s, tls.cert_file %s, tls.key_file %s", f->ca_file, f->cert_file, f->key_file);
     printf("\n");
-    printf("on_timeout %s, on_redis_down %s\n", ccap_errno_name(cfg->on_timeout_errno), down_name(cfg->on_redis_down));
+    printf("on_timeout %s, on_redis_down %s\n", ccap_errno_name(cfg->on_timeout_errno),
+           down_name(cfg->on_redis_down));
     if (cfg->nonblocking == CCAP_NONBLOCK_FAIL)
         printf("nonblocking fail: a non-blocking connect with no permit free fails at once with %s\n",
                ccap_errno_name(cfg->nonblocking_errno));
     else
         printf("nonblocking wait: a non-blocking connect waits like a blocking one, but fails at once with %s "
-               "if its process already holds a permit of that semaphore\n", ccap_errno_name(cfg->nonblocking_errno));
+               "if its process already holds a permit of that semaphore\n",
+               ccap_errno_name(cfg->nonblocking_errno));
     for (size_t i = 0; i < cfg->n_sems; i++) {
         const struct ccap_sem_conf *s = &cfg->sems[i];
-        printf("semaphore %s: limit %d, lease %d ms, wait %d ms", s->name, s->limit, s->lease_ms, s->wait_timeout_ms);
-        if (s->rate > 0) printf(", rate %g/s burst %d", s->rate, s->burst);
+        printf("semaphore %s: limit %d, lease %d ms, wait %d ms", s->name, s->limit, s->lease_ms,
+               s->wait_timeout_ms);
+        if (s->rate > 0)
+            printf(", rate %g/s burst %d", s->rate, s->burst);
         printf("\n");
     }
     for (size_t i = 0; i < cfg->n_rules; i++) {
@@ -161,7 +175,8 @@ static void print_config(const struct ccap_config *cfg)
             printf("rule %zu (%s:%d) -> %s:", i + 1, ru->file, ru->line, cfg->sems[ru->sem].name);
         else
             printf("rule %zu (line %d) -> %s:", i + 1, ru->line, cfg->sems[ru->sem].name);
-        for (size_t j = 0; j < ru->n_pats; j++) printf(" %s", ru->pats[j].text);
+        for (size_t j = 0; j < ru->n_pats; j++)
+            printf(" %s", ru->pats[j].text);
         printf("\n");
     }
 }
@@ -187,25 +202,31 @@ static void print_config_json(const struct ccap_config *cfg)
     const struct ccap_redis_conf *r = &cfg->redis;
     printf("\"config\":");
     ccap_ops_json_str(stdout, cfg->path);
-    printf(",\"redis\":{\"mode\":\"%s\",\"address\":", r->n_cluster ? "cluster" : r->n_sentinels ? "sentinel"
-                                                        : r->socket ? "unix" : "tcp");
+    printf(",\"redis\":{\"mode\":\"%s\",\"address\":", r->n_cluster     ? "cluster"
+                                                       : r->n_sentinels ? "sentinel"
+                                                       : r->socket      ? "unix"
+                                                                        : "tcp");
     char addr[300];
     snprintf(addr, sizeof addr, "%s:%d", r->host ? r->host : "", r->port);
-    ccap_ops_json_str(stdout, r->n_cluster ? r->cluster[0] : r->n_sentinels ? r->master : r->socket ? r->socket : addr);
+    ccap_ops_json_str(stdout, r->n_cluster     ? r->cluster[0]
+                              : r->n_sentinels ? r->master
+                              : r->socket      ? r->socket
+                                               : addr);
     printf(",\"db\":%d,\"connect_timeout_ms\":%d,\"command_timeout_ms\":%d,\"key_prefix\":", r->db,
            r->connect_timeout_ms, r->command_timeout_ms);
     ccap_ops_json_str(stdout, r->key_prefix);
     printf(",\"password_set\":%s,\"tls\":%s,\"tls_verify\":%s,\"from\":{\"address\":\"%s\","
-           "\"log_level\":\"%s\"}},", r->password ? "true" : "false", r->tls.enabled ? "true" : "false",
-           r->tls.verify ? "true" : "false", cfg->from.address, cfg->from.log_level);
-    printf("\"on_timeout\":\"%s\",\"on_redis_down\":\"%s\",\"semaphores\":[",
-           ccap_errno_name(cfg->on_timeout_errno), down_name(cfg->on_redis_down));
+           "\"log_level\":\"%s\"}},",
+           r->password ? "true" : "false", r->tls.enabled ? "true" : "false", r->tls.verify ? "true" : "false",
+           cfg->from.address, cfg->from.log_level);
+    printf("\"on_timeout\":\"%s\",\"on_redis_down\":\"%s\",\"semaphores\":[", ccap_errno_name(cfg->on_timeout_errno),
+           down_name(cfg->on_redis_down));
     for (size_t i = 0; i < cfg->n_sems; i++) {
         const struct ccap_sem_conf *s = &cfg->sems[i];
         printf("%s{\"name\":", i ? "," : "");
         ccap_ops_json_str(stdout, s->name);
-        printf(",\"limit\":%d,\"lease_ms\":%d,\"wait_timeout_ms\":%d,\"rate\":%g,\"burst\":%d}", s->limit, s->lease_ms,
-               s->wait_timeout_ms, s->rate, s->burst);
+        printf(",\"limit\":%d,\"lease_ms\":%d,\"wait_timeout_ms\":%d,\"rate\":%g,\"burst\":%d}", s->limit,
+               s->lease_ms, s->wait_timeout_ms, s->rate, s->burst);
     }
     printf("],\"rules\":[");
     for (size_t i = 0; i < cfg->n_rules; i++) {
@@ -230,8 +251,10 @@ static void on_version(void *ctx, const char *node, const redisReply *rep, int r
 {
     int *n = ctx;
     (void)node;
-    if (rc == 0 && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, ccap_function_version())) n[0]++;
-    else n[1]++;
+    if (rc == 0 && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, ccap_function_version()))
+        n[0]++;
+    else
+        n[1]++;
 }
 
 /* Whether every server of R (every master of a Cluster) has this build's
@@ -261,55 +284,60 @@ static int check_redis(struct ccap_redis *r, int *functions)
                 pe < 0 ? ccap_ops_esc(ccap_redis_errstr(r)) : "unexpected reply");
         rc = -1;
     }
-    if (pong) freeReplyObject(pong);
+    if (pong)
+        freeReplyObject(pong);
     *functions = rc == 0 && check_functions(r);
-    if (*functions) return CCAP_SCRIPT_COUNT;
+    if (*functions)
+        return CCAP_SCRIPT_COUNT;
     for (int s = 0; s < CCAP_SCRIPT_COUNT && rc >= 0; s++, rc++) {
         const char *args[] = { "SCRIPT", "LOAD", ccap_script_source(s) };
         redisReply *rep = NULL;
         int e = ccap_redis_command(r, 3, args, &rep);
         if (e < 0 || rep->type != REDIS_REPLY_STRING || strcmp(rep->str, ccap_script_sha(s))) {
-            fprintf(stderr, "conncap check: the function library conncap_%s is not loaded, and loading "
+            fprintf(stderr,
+                    "conncap check: the function library conncap_%s is not loaded, and loading "
                     "script %d failed: %s\n  (run `conncap setup` with an administrative user)\n",
                     ccap_function_version(), s, e < 0 ? ccap_ops_esc(ccap_redis_errstr(r)) : "unexpected sha");
             rc = -2;
         }
-        if (rep) freeReplyObject(rep);
+        if (rep)
+            freeReplyObject(rep);
     }
     if (rc >= 0)
-        fprintf(stderr, "conncap check: warning: the function library conncap_%s is not loaded: the shim runs "
+        fprintf(stderr,
+                "conncap check: warning: the function library conncap_%s is not loaded: the shim runs "
                 "the scripts with EVALSHA, so its Redis user needs EVAL rights and can run any Lua (weaker "
-                "isolation); run `conncap setup` with an administrative user\n", ccap_function_version());
+                "isolation); run `conncap setup` with an administrative user\n",
+                ccap_function_version());
     return rc < 0 ? -1 : rc;
 }
 
-const char ccap_help_check[] =
-    "Parses the configuration and prints what it means: the Redis address\n"
-    "(never the password), TLS, on_timeout, on_redis_down, every semaphore and\n"
-    "rule with its line, and where the Redis address, log_level and TLS files\n"
-    "came from (file, default, or CONNCAP_REDIS_URL and the like). Settings\n"
-    "that load but cannot take effect (resolve = true without an exact host\n"
-    "name) are warned about on stderr. Then it connects to Redis, sends PING\n"
-    "and looks for the function library conncap_<version> that `conncap setup`\n"
-    "loads (the shim calls it with FCALL); without it, loads the scripts as the\n"
-    "shim then does (EVALSHA), and warns that isolation is weaker. Over TLS it\n"
-    "prints the protocol, cipher and the server's certificate subject, or why\n"
-    "the handshake failed.\n"
-    "  --offline  validate the file only, without contacting Redis (an image\n"
-    "             build, CI); exit 0 when the file is valid\n"
-    "  --json     one JSON object: {config, redis: {mode, address, db,\n"
-    "             connect_timeout_ms, command_timeout_ms, key_prefix,\n"
-    "             password_set, tls, tls_verify, from: {address, log_level}},\n"
-    "             on_timeout, on_redis_down, semaphores: [{name, limit,\n"
-    "             lease_ms, wait_timeout_ms, rate, burst}], rules: [{line,\n"
-    "             semaphore, match: [...]}], notes: [{level, message}],\n"
-    "             redis_checked, redis_ok, scripts_loaded, functions: true when\n"
-    "             the library is loaded, library: its name}\n"
-    "  -c -       read the configuration from standard input\n"
-    "Errors go to stderr (a configuration error with file and line), nothing to\n"
-    "stdout.\n"
-    "Exit: 0 valid (and Redis reachable, library or scripts usable, unless --offline);\n"
-    "2 usage or configuration error, Redis unreachable or not answering like Redis.";
+const char ccap_help_check[] = "Parses the configuration and prints what it means: the Redis address\n"
+                               "(never the password), TLS, on_timeout, on_redis_down, every semaphore and\n"
+                               "rule with its line, and where the Redis address, log_level and TLS files\n"
+                               "came from (file, default, or CONNCAP_REDIS_URL and the like). Settings\n"
+                               "that load but cannot take effect (resolve = true without an exact host\n"
+                               "name) are warned about on stderr. Then it connects to Redis, sends PING\n"
+                               "and looks for the function library conncap_<version> that `conncap setup`\n"
+                               "loads (the shim calls it with FCALL); without it, loads the scripts as the\n"
+                               "shim then does (EVALSHA), and warns that isolation is weaker. Over TLS it\n"
+                               "prints the protocol, cipher and the server's certificate subject, or why\n"
+                               "the handshake failed.\n"
+                               "  --offline  validate the file only, without contacting Redis (an image\n"
+                               "             build, CI); exit 0 when the file is valid\n"
+                               "  --json     one JSON object: {config, redis: {mode, address, db,\n"
+                               "             connect_timeout_ms, command_timeout_ms, key_prefix,\n"
+                               "             password_set, tls, tls_verify, from: {address, log_level}},\n"
+                               "             on_timeout, on_redis_down, semaphores: [{name, limit,\n"
+                               "             lease_ms, wait_timeout_ms, rate, burst}], rules: [{line,\n"
+                               "             semaphore, match: [...]}], notes: [{level, message}],\n"
+                               "             redis_checked, redis_ok, scripts_loaded, functions: true when\n"
+                               "             the library is loaded, library: its name}\n"
+                               "  -c -       read the configuration from standard input\n"
+                               "Errors go to stderr (a configuration error with file and line), nothing to\n"
+                               "stdout.\n"
+                               "Exit: 0 valid (and Redis reachable, library or scripts usable, unless --offline);\n"
+                               "2 usage or configuration error, Redis unreachable or not answering like Redis.";
 
 int ccap_cmd_check(int argc, char **argv)
 {
@@ -320,29 +348,38 @@ int ccap_cmd_check(int argc, char **argv)
     if (ccap_ops_parse(argc, argv, "check [-c FILE] [--offline] [--json]", &o, opts, ops, 0) < 0)
         return CCAP_EXIT_USAGE;
     struct ccap_config *cfg = ccap_cli_config(&o);
-    if (!cfg) return CCAP_EXIT_USAGE;
-    if (!o.json) print_config(cfg);
-    ccap_config_notes(cfg, print_note, NULL);   /* the shim logs the same at start */
+    if (!cfg)
+        return CCAP_EXIT_USAGE;
+    if (!o.json)
+        print_config(cfg);
+    ccap_config_notes(cfg, print_note, NULL); /* the shim logs the same at start */
     int loaded = 0, functions = 0;
     if (!offline) {
         struct ccap_redis *r = ccap_cli_redis(cfg);
         loaded = r ? check_redis(r, &functions) : -1;
-        if (!o.json && loaded >= 0 && ccap_redis_tls_info(r)[0]) printf("redis tls: %s\n", ccap_redis_tls_info(r));
+        if (!o.json && loaded >= 0 && ccap_redis_tls_info(r)[0])
+            printf("redis tls: %s\n", ccap_redis_tls_info(r));
         ccap_redis_free(r);
     }
     if (o.json && loaded >= 0) {
         printf("{");
         print_config_json(cfg);
         printf(",\"redis_checked\":%s,\"redis_ok\":%s,\"scripts_loaded\":%d,\"functions\":%s,"
-               "\"library\":\"conncap_%s\"}\n", offline ? "false" : "true", offline ? "null" : "true", loaded,
-               offline ? "null" : functions ? "true" : "false", ccap_function_version());
+               "\"library\":\"conncap_%s\"}\n",
+               offline ? "false" : "true", offline ? "null" : "true", loaded,
+               offline     ? "null"
+               : functions ? "true"
+                           : "false",
+               ccap_function_version());
     } else if (!o.json) {
-        if (offline) printf("redis: not contacted (--offline)\n");
+        if (offline)
+            printf("redis: not contacted (--offline)\n");
         else if (loaded >= 0 && functions)
             printf("redis: reachable, function library conncap_%s loaded (FCALL)\n", ccap_function_version());
         else if (loaded >= 0)
             printf("redis: reachable, %d scripts loaded (EVALSHA: function library conncap_%s not loaded, "
-                   "isolation weaker; run conncap setup)\n", loaded, ccap_function_version());
+                   "isolation weaker; run conncap setup)\n",
+                   loaded, ccap_function_version());
     }
     ccap_config_free(cfg);
     return loaded >= 0 ? CCAP_EXIT_OK : CCAP_EXIT_USAGE;

@@ -9,18 +9,17 @@
 
 #define USAGE "set-limit [-c FILE] [--json] NAME N | set-limit [-c FILE] [--json] NAME --default"
 
-const char ccap_help_set_limit[] =
-    "Sets the limit of semaphore NAME to N (an integer >= 0) for every process\n"
-    "at once, by writing the key <key_prefix>{NAME}:limit; running programs apply\n"
-    "it at their next acquire (no restart; the waiters in its queue, up to the\n"
-    "new limit, are woken to try at once). Lowering it removes nobody: holders\n"
-    "above the new limit keep their connections, nobody new is admitted until\n"
-    "the count is below it. --default deletes the key: the limit of the\n"
-    "configuration file applies again. The key has no TTL. Logged to the audit\n"
-    "stream when audit is on.\n"
-    "  --json   {semaphore, limit, override (false after --default),\n"
-    "           configured_limit, previous_limit, previous_override}\n"
-    "Exit: 0 done, 2 usage, config or Redis error.";
+const char ccap_help_set_limit[] = "Sets the limit of semaphore NAME to N (an integer >= 0) for every process\n"
+                                   "at once, by writing the key <key_prefix>{NAME}:limit; running programs apply\n"
+                                   "it at their next acquire (no restart; the waiters in its queue, up to the\n"
+                                   "new limit, are woken to try at once). Lowering it removes nobody: holders\n"
+                                   "above the new limit keep their connections, nobody new is admitted until\n"
+                                   "the count is below it. --default deletes the key: the limit of the\n"
+                                   "configuration file applies again. The key has no TTL. Logged to the audit\n"
+                                   "stream when audit is on.\n"
+                                   "  --json   {semaphore, limit, override (false after --default),\n"
+                                   "           configured_limit, previous_limit, previous_override}\n"
+                                   "Exit: 0 done, 2 usage, config or Redis error.";
 
 /* Prints the new limit of S (V, or -1 after --default) and the one the
  * limit key OLD (GET's reply) held before. */
@@ -28,17 +27,22 @@ static void print_result(const struct ccap_sem_conf *s, long long v, const redis
 {
     char was[64];
     bool def = v < 0, had = old->type == REDIS_REPLY_STRING;
-    if (had) snprintf(was, sizeof was, "%s (runtime override)", old->str);
-    else snprintf(was, sizeof was, "%d (configured)", s->limit);
+    if (had)
+        snprintf(was, sizeof was, "%s (runtime override)", old->str);
+    else
+        snprintf(was, sizeof was, "%d (configured)", s->limit);
     if (json) {
         printf("{\"semaphore\":");
         ccap_ops_json_str(stdout, s->name);
         printf(",\"limit\":%lld,\"override\":%s,\"configured_limit\":%d,\"previous_limit\":%lld,"
-               "\"previous_override\":%s}\n", def ? s->limit : v, def ? "false" : "true", s->limit,
-               had ? atoll(old->str) : s->limit, had ? "true" : "false");
+               "\"previous_override\":%s}\n",
+               def ? s->limit : v, def ? "false" : "true", s->limit, had ? atoll(old->str) : s->limit,
+               had ? "true" : "false");
     } else {
-        if (def) printf("%s: limit %d (configured; override removed), was %s\n", s->name, s->limit, was);
-        else printf("%s: limit %lld (runtime override; configured %d), was %s\n", s->name, v, s->limit, was);
+        if (def)
+            printf("%s: limit %d (configured; override removed), was %s\n", s->name, s->limit, was);
+        else
+            printf("%s: limit %lld (runtime override; configured %d), was %s\n", s->name, v, s->limit, was);
         printf("running programs apply it at their next acquire (waiters: at once)\n");
     }
 }
@@ -50,14 +54,16 @@ int ccap_cmd_set_limit(int argc, char **argv)
     char *ops[2];
     const struct ccap_opt opts[] = { { "default", CCAP_OPT_FLAG, &def, 0, 0 }, { NULL } };
     int n = ccap_ops_parse(argc, argv, USAGE, &o, opts, ops, 2);
-    if (n < 0) return CCAP_EXIT_USAGE;
+    if (n < 0)
+        return CCAP_EXIT_USAGE;
     long long v = -1;
     if (n == 2 && !def) {
         char *end;
         errno = 0;
         v = strtoll(ops[1], &end, 10);
         if (errno || end == ops[1] || *end || v < 0 || v > INT_MAX) {
-            fprintf(stderr, "conncap set-limit: the limit must be an integer from 0 to %d, not '%s'\n", INT_MAX, ops[1]);
+            fprintf(stderr, "conncap set-limit: the limit must be an integer from 0 to %d, not '%s'\n", INT_MAX,
+                    ops[1]);
             return CCAP_EXIT_USAGE;
         }
     } else if (!(n == 1 && def)) {
@@ -66,7 +72,8 @@ int ccap_cmd_set_limit(int argc, char **argv)
     }
     struct ccap_config *cfg;
     struct ccap_redis *r;
-    if (ccap_ops_open(&o, 0, &cfg, &r) < 0) return CCAP_EXIT_USAGE;
+    if (ccap_ops_open(&o, 0, &cfg, &r) < 0)
+        return CCAP_EXIT_USAGE;
     const struct ccap_sem_conf *s = ccap_ops_sem(cfg, "set-limit", ops[0]);
     int rc = s ? CCAP_EXIT_OK : CCAP_EXIT_USAGE;
     char key[600], val[24], who[300];
@@ -83,15 +90,18 @@ int ccap_cmd_set_limit(int argc, char **argv)
     }
     if (rc == CCAP_EXIT_OK) {
         print_result(s, def ? -1 : v, old, o.json);
-        const char *kv[] = { "event", "set-limit", "by", ccap_ops_who(who, sizeof who), "limit", def ? "default" : val };
+        const char *kv[] = { "event", "set-limit",          "by", ccap_ops_who(who, sizeof who),
+                             "limit", def ? "default" : val };
         if (ccap_ops_audit(r, cfg, s->name, kv, 6) < 0)
             fprintf(stderr, "conncap set-limit: audit stream: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
         /* a raised limit frees permits: the waiters sleep until told */
         if (ccap_ops_wake_queue(r, cfg, s, -1) < 0)
             fprintf(stderr, "conncap set-limit: waking the waiters: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
     }
-    if (old) freeReplyObject(old);
-    if (rep) freeReplyObject(rep);
+    if (old)
+        freeReplyObject(old);
+    if (rep)
+        freeReplyObject(rep);
     ccap_ops_close(cfg, r);
     return rc;
 }

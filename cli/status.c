@@ -7,19 +7,18 @@
 
 #define USAGE "status [-c FILE] [--json] [--full-alert SECONDS] [NAME...]"
 
-const char ccap_help_status[] =
-    "Per semaphore: live holders / limit in force (a runtime override from\n"
-    "`conncap set-limit` is marked), waiters, and each holder with its lease left.\n"
-    "Alert marks: \"over limit\" when more holders than the limit (after a lowered\n"
-    "limit, or re-registration after a Redis loss), and \"no permit free for T\"\n"
-    "when the limit has been fully used for longer than --full-alert SECONDS\n"
-    "(default 60; 0 turns it off). With restart_grace_ms set: the time left\n"
-    "before new permits after Redis lost the semaphore.\n"
-    "  --json   one JSON object: {\"semaphores\": [{name, holders, limit,\n"
-    "           configured_limit, override, waiters, full_for_ms, over_limit,\n"
-    "           full_too_long, alert, restart_grace_left_ms (0 none, -1 the\n"
-    "           next connect starts one), list: [{holder, lease_left_ms}]}]}\n"
-    "Exit: 0 ok, 1 an alert on any semaphore, 2 usage, config or Redis error.";
+const char ccap_help_status[] = "Per semaphore: live holders / limit in force (a runtime override from\n"
+                                "`conncap set-limit` is marked), waiters, and each holder with its lease left.\n"
+                                "Alert marks: \"over limit\" when more holders than the limit (after a lowered\n"
+                                "limit, or re-registration after a Redis loss), and \"no permit free for T\"\n"
+                                "when the limit has been fully used for longer than --full-alert SECONDS\n"
+                                "(default 60; 0 turns it off). With restart_grace_ms set: the time left\n"
+                                "before new permits after Redis lost the semaphore.\n"
+                                "  --json   one JSON object: {\"semaphores\": [{name, holders, limit,\n"
+                                "           configured_limit, override, waiters, full_for_ms, over_limit,\n"
+                                "           full_too_long, alert, restart_grace_left_ms (0 none, -1 the\n"
+                                "           next connect starts one), list: [{holder, lease_left_ms}]}]}\n"
+                                "Exit: 0 ok, 1 an alert on any semaphore, 2 usage, config or Redis error.";
 
 /* The live holders of S and their lease left, as printed below its line. */
 static int list_holders(struct ccap_redis *r, const struct ccap_config *cfg, const struct ccap_sem_conf *s,
@@ -67,18 +66,25 @@ static int show(struct ccap_redis *r, const struct ccap_config *cfg, const struc
                over ? "true" : "false", too_long ? "true" : "false", over || too_long ? "true" : "false",
                st.grace_left_ms);
     } else {
-        printf("%-24s %lld/%lld%s", ccap_ops_esc(s->name), st.holders, st.limit, st.override ? " (runtime override)" : "");
-        if (st.waiters) printf(", %lld waiting", st.waiters);
-        if (over) printf("  ALERT: over limit");
-        if (too_long) printf("  ALERT: no permit free for %s", ccap_ops_duration(full_for, d, sizeof d));
+        printf("%-24s %lld/%lld%s", ccap_ops_esc(s->name), st.holders, st.limit,
+               st.override ? " (runtime override)" : "");
+        if (st.waiters)
+            printf(", %lld waiting", st.waiters);
+        if (over)
+            printf("  ALERT: over limit");
+        if (too_long)
+            printf("  ALERT: no permit free for %s", ccap_ops_duration(full_for, d, sizeof d));
         if (st.grace_left_ms > 0)
-            printf("  restart grace: new permits in %s (redis lost this semaphore)", ccap_ops_duration(st.grace_left_ms, d, sizeof d));
+            printf("  restart grace: new permits in %s (redis lost this semaphore)",
+                   ccap_ops_duration(st.grace_left_ms, d, sizeof d));
         else if (st.grace_left_ms < 0)
-            printf("  restart grace: starts at the next connect (no epoch key: redis lost this semaphore, or never saw it)");
+            printf(
+                "  restart grace: starts at the next connect (no epoch key: redis lost this semaphore, or never saw it)");
         printf("\n");
     }
     int rc = list_holders(r, cfg, s, now, json);
-    if (json) printf("]}");
+    if (json)
+        printf("]}");
     return rc < 0 ? -1 : over || too_long;
 }
 
@@ -89,10 +95,12 @@ int ccap_cmd_status(int argc, char **argv)
     char *names[64];
     const struct ccap_opt opts[] = { { "full-alert", CCAP_OPT_NUM, &full_alert, 0, 1e9 }, { NULL } };
     int n = ccap_ops_parse(argc, argv, USAGE, &o, opts, names, 64);
-    if (n < 0) return CCAP_EXIT_USAGE;
+    if (n < 0)
+        return CCAP_EXIT_USAGE;
     struct ccap_config *cfg;
     struct ccap_redis *r;
-    if (ccap_ops_open(&o, 0, &cfg, &r) < 0) return CCAP_EXIT_USAGE;
+    if (ccap_ops_open(&o, 0, &cfg, &r) < 0)
+        return CCAP_EXIT_USAGE;
     for (int i = 0; i < n; i++)
         if (!ccap_ops_sem(cfg, "status", names[i])) {
             ccap_ops_close(cfg, r);
@@ -104,18 +112,24 @@ int ccap_cmd_status(int argc, char **argv)
         fprintf(stderr, "conncap status: redis TIME: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
         rc = CCAP_EXIT_USAGE;
     }
-    if (o.json && rc == CCAP_EXIT_OK) printf("{\"semaphores\":[");
+    if (o.json && rc == CCAP_EXIT_OK)
+        printf("{\"semaphores\":[");
     bool first = true;
     for (size_t i = 0; i < cfg->n_sems && rc != CCAP_EXIT_USAGE; i++) {
         bool want = n == 0;
-        for (int j = 0; j < n; j++) want = want || !strcmp(names[j], cfg->sems[i].name);
-        if (!want) continue;
+        for (int j = 0; j < n; j++)
+            want = want || !strcmp(names[j], cfg->sems[i].name);
+        if (!want)
+            continue;
         int e = show(r, cfg, &cfg->sems[i], now, o.json, first, (long long)(full_alert * 1000));
         first = false;
-        if (e < 0) rc = CCAP_EXIT_USAGE;
-        else if (e > 0) rc = CCAP_EXIT_ALERT;
+        if (e < 0)
+            rc = CCAP_EXIT_USAGE;
+        else if (e > 0)
+            rc = CCAP_EXIT_ALERT;
     }
-    if (o.json && now >= 0) printf("]}\n");
+    if (o.json && now >= 0)
+        printf("]}\n");
     ccap_ops_close(cfg, r);
     return rc;
 }

@@ -20,27 +20,48 @@
 /* What a loader needs to hand out messages and look semaphores up. */
 struct ctx {
     const char *path;
-    const struct ccap_conf_text *text;  /* maps libconfig's lines back to files */
-    const config_setting_t *sems;       /* the semaphores list, or NULL */
-    size_t *sem_order;                  /* indices of cfg->sems sorted by name, or NULL */
-    char **note;                        /* where a password_file warning goes, or NULL */
-    size_t n_pats;                      /* match patterns so far, in all rules */
+    const struct ccap_conf_text *text; /* maps libconfig's lines back to files */
+    const config_setting_t *sems;      /* the semaphores list, or NULL */
+    size_t *sem_order;                 /* indices of cfg->sems sorted by name, or NULL */
+    char **note;                       /* where a password_file warning goes, or NULL */
+    size_t n_pats;                     /* match patterns so far, in all rules */
     char *err;
     size_t errlen;
 };
 
-static const char *const top_keys[] = {"redis", "semaphores", "rules", "on_timeout", "on_redis_down",
-                                       "nonblocking", "nonblocking_errno", "log_level", "log", "audit", "audit_maxlen",
-                                       NULL};
-static const char *const redis_keys[] = {"host", "port", "socket", "db", "connect_timeout_ms",
-                                         "command_timeout_ms", "key_prefix", "username",
-                                         "password_file", "password_env", "sentinels", "master",
-                                         "cluster", "url", "tls", NULL};
-static const char *const tls_keys[] = {"ca_file", "ca_dir", "cert_file", "key_file", "server_name", "verify",
-                                       "sentinels", NULL};
-static const char *const sem_keys[] = {"name", "limit", "lease_ms", "wait_timeout_ms", "rate", "burst",
-                                       "local_limit", "restart_grace_ms", "max_waiters", NULL};
-static const char *const rule_keys[] = {"semaphore", "match", "resolve", "resolve_interval_s", NULL};
+static const char *const top_keys[] = { "redis",
+                                        "semaphores",
+                                        "rules",
+                                        "on_timeout",
+                                        "on_redis_down",
+                                        "nonblocking",
+                                        "nonblocking_errno",
+                                        "log_level",
+                                        "log",
+                                        "audit",
+                                        "audit_maxlen",
+                                        NULL };
+static const char *const redis_keys[] = { "host",
+                                          "port",
+                                          "socket",
+                                          "db",
+                                          "connect_timeout_ms",
+                                          "command_timeout_ms",
+                                          "key_prefix",
+                                          "username",
+                                          "password_file",
+                                          "password_env",
+                                          "sentinels",
+                                          "master",
+                                          "cluster",
+                                          "url",
+                                          "tls",
+                                          NULL };
+static const char *const tls_keys[] = { "ca_file",     "ca_dir", "cert_file", "key_file",
+                                        "server_name", "verify", "sentinels", NULL };
+static const char *const sem_keys[] = { "name",  "limit",       "lease_ms",         "wait_timeout_ms", "rate",
+                                        "burst", "local_limit", "restart_grace_ms", "max_waiters",     NULL };
+static const char *const rule_keys[] = { "semaphore", "match", "resolve", "resolve_interval_s", NULL };
 
 #define KEY_PREFIX_MAX 64
 #define PASSWORD_MAX 1024
@@ -63,15 +84,13 @@ static const char *where(const struct ctx *c, const config_setting_t *s, unsigne
     return ccap_conf_text_where(c->text, config_setting_source_line(s), line);
 }
 
-static int vfail(struct ctx *c, const config_setting_t *s, const char *setting, const char *fmt,
-                 va_list ap)
+static int vfail(struct ctx *c, const config_setting_t *s, const char *setting, const char *fmt, va_list ap)
 {
     if (!c->err || !c->errlen)
         return -EINVAL;
     unsigned line = 0;
     const char *file = where(c, s, &line);
-    int n = line ? snprintf(c->err, c->errlen, "%s:%u: ", file, line)
-                 : snprintf(c->err, c->errlen, "%s: ", file);
+    int n = line ? snprintf(c->err, c->errlen, "%s:%u: ", file, line) : snprintf(c->err, c->errlen, "%s: ", file);
     if (n >= 0 && (size_t)n < c->errlen && setting && *setting) {
         int m = snprintf(c->err + n, c->errlen - (size_t)n, "%s: ", setting);
         n = m < 0 ? n : n + m;
@@ -140,8 +159,7 @@ static size_t edit_distance(const char *a, const char *b)
                 best = d[i - 1][j] + 1;
             if (d[i][j - 1] + 1 < best)
                 best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && ai == (b[j - 2] | 0x20) && (a[i - 2] | 0x20) == bj &&
-                d[i - 2][j - 2] + 1 < best)
+            if (i > 1 && j > 1 && ai == (b[j - 2] | 0x20) && (a[i - 2] | 0x20) == bj && d[i - 2][j - 2] + 1 < best)
                 best = d[i - 2][j - 2] + 1;
             d[i][j] = best;
         }
@@ -189,8 +207,7 @@ static const char *get_semname(const void *arg, size_t i)
 }
 
 /* Fails for the first child of GROUP whose name is not in KNOWN. */
-static int check_known(struct ctx *c, const config_setting_t *group, const char *prefix,
-                       const char *const *known)
+static int check_known(struct ctx *c, const config_setting_t *group, const char *prefix, const char *const *known)
 {
     char path[CONF_PATH_LEN];
     for (int i = 0; i < config_setting_length(group); i++) {
@@ -213,8 +230,8 @@ static int check_known(struct ctx *c, const config_setting_t *group, const char 
 /* ---- typed getters: a missing setting leaves *OUT (the default) alone ---- */
 
 /* Integer NAME of GROUP within [LO, HI]; DESC says so in words. */
-static int get_int(struct ctx *c, const config_setting_t *group, const char *prefix, const char *name,
-                   long long lo, long long hi, const char *desc, int *out)
+static int get_int(struct ctx *c, const config_setting_t *group, const char *prefix, const char *name, long long lo,
+                   long long hi, const char *desc, int *out)
 {
     const config_setting_t *s = config_setting_get_member(group, name);
     char path[CONF_PATH_LEN];
@@ -234,23 +251,21 @@ static int get_int(struct ctx *c, const config_setting_t *group, const char *pre
     return 0;
 }
 
-static int get_bool(struct ctx *c, const config_setting_t *group, const char *prefix, const char *name,
-                    bool *out)
+static int get_bool(struct ctx *c, const config_setting_t *group, const char *prefix, const char *name, bool *out)
 {
     const config_setting_t *s = config_setting_get_member(group, name);
     char path[CONF_PATH_LEN];
     if (!s)
         return 0;
     if (config_setting_type(s) != CONFIG_TYPE_BOOL)
-        return fail(c, s, join(path, sizeof path, prefix, name), "must be true or false, not %s",
-                    type_name(s));
+        return fail(c, s, join(path, sizeof path, prefix, name), "must be true or false, not %s", type_name(s));
     *out = config_setting_get_bool(s) != 0;
     return 0;
 }
 
 /* String NAME of GROUP into *OUT (a pointer into the libconfig tree). */
-static int get_str(struct ctx *c, const config_setting_t *group, const char *prefix, const char *name,
-                   bool nonempty, const char **out, const config_setting_t **where)
+static int get_str(struct ctx *c, const config_setting_t *group, const char *prefix, const char *name, bool nonempty,
+                   const char **out, const config_setting_t **where)
 {
     const config_setting_t *s = config_setting_get_member(group, name);
     char path[CONF_PATH_LEN];
@@ -269,8 +284,8 @@ static int get_str(struct ctx *c, const config_setting_t *group, const char *pre
 }
 
 /* Like get_str, but replaces the heap string *OUT with a copy. */
-static int get_strdup(struct ctx *c, const config_setting_t *group, const char *prefix,
-                      const char *name, bool nonempty, char **out)
+static int get_strdup(struct ctx *c, const config_setting_t *group, const char *prefix, const char *name,
+                      bool nonempty, char **out)
 {
     const char *v = NULL;
     int rc = get_str(c, group, prefix, name, nonempty, &v, NULL);
@@ -285,8 +300,8 @@ static int get_strdup(struct ctx *c, const config_setting_t *group, const char *
 }
 
 /* String NAME of GROUP, one of CHOICES (NULL-terminated); its index in *OUT. */
-static int get_choice(struct ctx *c, const config_setting_t *group, const char *name,
-                      const char *const *choices, const char *words, int *out)
+static int get_choice(struct ctx *c, const config_setting_t *group, const char *name, const char *const *choices,
+                      const char *words, int *out)
 {
     const char *v = NULL;
     const config_setting_t *s;
@@ -302,8 +317,8 @@ static int get_choice(struct ctx *c, const config_setting_t *group, const char *
 }
 
 /* A list or array of strings at NAME of GROUP; NULL in *OUT when absent. */
-static int get_str_list(struct ctx *c, const config_setting_t *group, const char *prefix,
-                        const char *name, const char *example, const config_setting_t **out)
+static int get_str_list(struct ctx *c, const config_setting_t *group, const char *prefix, const char *name,
+                        const char *example, const config_setting_t **out)
 {
     const config_setting_t *s = config_setting_get_member(group, name);
     char path[CONF_PATH_LEN], ep[CONF_PATH_LEN + 16];
@@ -354,8 +369,8 @@ static bool valid_hostport(const char *v)
     return port >= 1 && port <= CCAP_PORT_MAX;
 }
 
-static int get_hostports(struct ctx *c, const config_setting_t *r, const char *name, char ***out,
-                         size_t *n_out, const config_setting_t **where)
+static int get_hostports(struct ctx *c, const config_setting_t *r, const char *name, char ***out, size_t *n_out,
+                         const config_setting_t **where)
 {
     const config_setting_t *s;
     char path[CONF_PATH_LEN];
@@ -412,7 +427,9 @@ static int note_mode(struct ctx *c, const config_setting_t *s, const char *file,
     w.errlen = sizeof msg;
     fail(&w, s, "redis.password_file", "%s is readable by %s (mode %04o): chmod 600 it", file,
          (st->st_mode & S_IRGRP) && (st->st_mode & S_IROTH) ? "group and others"
-         : st->st_mode & S_IRGRP ? "its group" : "others", (unsigned)(st->st_mode & 07777));
+         : st->st_mode & S_IRGRP                            ? "its group"
+                                                            : "others",
+         (unsigned)(st->st_mode & 07777));
     free(*c->note);
     return (*c->note = strdup(msg)) ? 0 : -ENOMEM;
 }
@@ -431,8 +448,7 @@ static int read_password_file(struct ctx *c, const config_setting_t *s, const ch
     close(fd);
     if (rerr < 0) {
         explicit_bzero(buf, sizeof buf);
-        return fail(c, s, "redis.password_file", "cannot read %s: %s", file,
-                    strerror_r(-rerr, why, sizeof why));
+        return fail(c, s, "redis.password_file", "cannot read %s: %s", file, strerror_r(-rerr, why, sizeof why));
     }
     if (note_mode(c, s, file, &st) < 0) {
         explicit_bzero(buf, sizeof buf);
@@ -447,8 +463,7 @@ static int read_password_file(struct ctx *c, const config_setting_t *s, const ch
         buf[--n] = '\0';
     if (!whole && n > PASSWORD_MAX) {
         explicit_bzero(buf, sizeof buf);
-        return fail(c, s, "redis.password_file", "first line of %s is longer than %d bytes", file,
-                    PASSWORD_MAX);
+        return fail(c, s, "redis.password_file", "first line of %s is longer than %d bytes", file, PASSWORD_MAX);
     }
     if (n == 0)
         return fail(c, s, "redis.password_file", "first line of %s is empty", file);
@@ -475,7 +490,8 @@ static int load_tls(struct ctx *c, const config_setting_t *t, struct ccap_tls_co
     if (config_setting_type(t) != CONFIG_TYPE_GROUP)
         return fail(c, t, "redis.tls", "must be a group, as in { ca_file = \"/etc/ssl/redis-ca.pem\"; }, not %s",
                     type_name(t));
-    if ((rc = check_known(c, t, "redis.tls", tls_keys)) < 0 || (rc = get_tls_path(c, t, "ca_file", &out->ca_file)) < 0 ||
+    if ((rc = check_known(c, t, "redis.tls", tls_keys)) < 0 ||
+        (rc = get_tls_path(c, t, "ca_file", &out->ca_file)) < 0 ||
         (rc = get_tls_path(c, t, "ca_dir", &out->ca_dir)) < 0 ||
         (rc = get_tls_path(c, t, "cert_file", &out->cert_file)) < 0 ||
         (rc = get_tls_path(c, t, "key_file", &out->key_file)) < 0 ||
@@ -499,7 +515,7 @@ static void take_url(struct ccap_redis_conf *out, struct ccap_redis_conf *u)
     out->tls.enabled = u->tls.enabled;
     if (!out->host && !out->socket)
         out->host = strdup("127.0.0.1");
-    if (u->password) {  /* a URL without credentials keeps the password_file/_env ones */
+    if (u->password) { /* a URL without credentials keeps the password_file/_env ones */
         free(out->username);
         if (out->password) {
             explicit_bzero(out->password, strlen(out->password));
@@ -525,7 +541,7 @@ static void free_url(struct ccap_redis_conf *u)
 /* redis.url: parsed into RC_OUT; it excludes the settings it replaces. */
 static int load_url(struct ctx *c, const config_setting_t *r, struct ccap_redis_conf *rc_out)
 {
-    static const char *const excl[] = {"host", "port", "socket", "db", "sentinels", "cluster", "master", NULL};
+    static const char *const excl[] = { "host", "port", "socket", "db", "sentinels", "cluster", "master", NULL };
     const config_setting_t *s;
     const char *url = NULL;
     char why[CONF_WHY_LEN], shown[CONF_SHOWN_LEN];
@@ -542,7 +558,8 @@ static int load_url(struct ctx *c, const config_setting_t *r, struct ccap_redis_
         ccap_redis_url_redact(url, shown, sizeof shown);
         return rc == -ENOMEM ? rc : fail(c, s, "redis.url", "\"%s\": %s", shown, why);
     }
-    if (u.password && (config_setting_get_member(r, "password_file") || config_setting_get_member(r, "password_env"))) {
+    if (u.password &&
+        (config_setting_get_member(r, "password_file") || config_setting_get_member(r, "password_env"))) {
         free_url(&u);
         return fail(c, s, "redis.url", "has a password, and so cannot be combined with redis.password_%s",
                     config_setting_get_member(r, "password_file") ? "file" : "env");
@@ -601,8 +618,7 @@ static int check_redis_where(struct ctx *c, const config_setting_t *r, const str
     if (s_sent && s_clus)
         return fail(c, s_clus, "redis.cluster", "cannot be combined with redis.sentinels");
     if (s_sock && (s_sent || s_clus))
-        return fail(c, s_sock, "redis.socket", "cannot be combined with redis.%s",
-                    s_sent ? "sentinels" : "cluster");
+        return fail(c, s_sock, "redis.socket", "cannot be combined with redis.%s", s_sent ? "sentinels" : "cluster");
     if (s_sent && !rc_out->master)
         return fail(c, s_sent, "redis.master", "is required with redis.sentinels");
     if (rc_out->master && !s_sent)
@@ -623,8 +639,7 @@ static int load_password(struct ctx *c, const config_setting_t *r, struct ccap_r
         return fail(c, s_env, "redis.password_env", "cannot be combined with redis.password_file");
     if (pw_file) {
         if (pw_file[0] != '/')
-            return fail(c, s_file, "redis.password_file", "must be an absolute path, not \"%s\"",
-                        pw_file);
+            return fail(c, s_file, "redis.password_file", "must be an absolute path, not \"%s\"", pw_file);
         if ((rc = read_password_file(c, s_file, pw_file, &rc_out->password)) < 0)
             return rc;
     }
@@ -653,8 +668,7 @@ static int load_redis(struct ctx *c, const config_setting_t *r, struct ccap_redi
     const config_setting_t *s_file, *s_env, *s_sent, *s_clus;
 
     if (config_setting_type(r) != CONFIG_TYPE_GROUP)
-        return fail(c, r, "redis", "must be a group, as in { host = \"127.0.0.1\"; }, not %s",
-                    type_name(r));
+        return fail(c, r, "redis", "must be a group, as in { host = \"127.0.0.1\"; }, not %s", type_name(r));
     if ((rc = check_known(c, r, "redis", redis_keys)) < 0)
         return rc;
     if ((rc = get_strdup(c, r, "redis", "host", true, &rc_out->host)) < 0 ||
@@ -687,8 +701,8 @@ static bool valid_sem_name(const char *v)
     if (n < 1 || n > 64)
         return false;
     for (; *v; v++)
-        if (!((*v >= 'a' && *v <= 'z') || (*v >= 'A' && *v <= 'Z') || (*v >= '0' && *v <= '9') ||
-              *v == '.' || *v == '_' || *v == '-'))
+        if (!((*v >= 'a' && *v <= 'z') || (*v >= 'A' && *v <= 'Z') || (*v >= '0' && *v <= '9') || *v == '.' ||
+              *v == '_' || *v == '-'))
             return false;
     return true;
 }
@@ -731,13 +745,11 @@ static int load_sem_ints(struct ctx *c, const config_setting_t *g, const char *p
 
     if ((rc = get_int(c, g, pre, "limit", 0, INT_MAX, "an integer >= 0", &sc->limit)) < 0 ||
         (rc = get_int(c, g, pre, "lease_ms", 300, INT_MAX, "an integer >= 300", &sc->lease_ms)) < 0 ||
-        (rc = get_int(c, g, pre, "wait_timeout_ms", 0, INT_MAX, "an integer >= 0",
-                      &sc->wait_timeout_ms)) < 0 ||
+        (rc = get_int(c, g, pre, "wait_timeout_ms", 0, INT_MAX, "an integer >= 0", &sc->wait_timeout_ms)) < 0 ||
         (rc = get_int(c, g, pre, "burst", 1, INT_MAX, "an integer >= 1", &sc->burst)) < 0 ||
         (rc = get_int(c, g, pre, "local_limit", 0, INT_MAX, "an integer >= 0", &sc->local_limit)) < 0 ||
         (rc = get_int(c, g, pre, "restart_grace_ms", 0, INT_MAX, "an integer >= 0", &sc->restart_grace_ms)) < 0 ||
-        (rc = get_int(c, g, pre, "max_waiters", 0, INT_MAX, "an integer >= 0 (0: no bound)",
-                      &sc->max_waiters)) < 0)
+        (rc = get_int(c, g, pre, "max_waiters", 0, INT_MAX, "an integer >= 0 (0: no bound)", &sc->max_waiters)) < 0)
         return rc;
     if (sc->limit < 0)
         return fail(c, g, join(path, sizeof path, pre, "limit"), "is required");
@@ -765,8 +777,7 @@ static int load_sem_rate(struct ctx *c, const config_setting_t *g, const char *p
         case CONFIG_TYPE_INT: v = config_setting_get_int(s); break;
         case CONFIG_TYPE_INT64: v = (double)config_setting_get_int64(s); break;
         case CONFIG_TYPE_FLOAT: v = config_setting_get_float(s); break;
-        default: return fail(c, s, path, "must be a number >= 0 (connections per second), not %s",
-                             type_name(s));
+        default: return fail(c, s, path, "must be a number >= 0 (connections per second), not %s", type_name(s));
         }
         if (!(v >= 0 && v <= 1e9))
             return fail(c, s, path, "must be a number 0-1e9 (connections per second), not %g", v);
@@ -776,8 +787,7 @@ static int load_sem_rate(struct ctx *c, const config_setting_t *g, const char *p
         sc->burst = sc->rate > 1 ? (int)sc->rate : 1;
         if (sc->burst < sc->rate)
             sc->burst++;
-    }
-    else if (sc->rate == 0)
+    } else if (sc->rate == 0)
         return fail(c, config_setting_get_member(g, "burst"), join(path, sizeof path, pre, "burst"),
                     "has no effect without a rate > 0");
     return 0;
@@ -794,8 +804,7 @@ static int load_sem(struct ctx *c, const config_setting_t *g, size_t idx, struct
 
     snprintf(pre, sizeof pre, "semaphores[%zu]", idx);
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
-        return fail(c, g, pre, "must be a group, as in { name = \"api\"; limit = 4; }, not %s",
-                    type_name(g));
+        return fail(c, g, pre, "must be a group, as in { name = \"api\"; limit = 4; }, not %s", type_name(g));
     if ((rc = check_known(c, g, pre, sem_keys)) < 0)
         return rc;
     const char *file = where(c, g, &line);
@@ -883,8 +892,7 @@ static int load_rule_match(struct ctx *c, const config_setting_t *g, const char 
     const config_setting_t *s_match;
     int rc;
 
-    if ((rc = get_str_list(c, g, pre, "match", "( \"10.0.0.0/8:443\", \"*.example.com\" )",
-                           &s_match)) < 0)
+    if ((rc = get_str_list(c, g, pre, "match", "( \"10.0.0.0/8:443\", \"*.example.com\" )", &s_match)) < 0)
         return rc;
     if (!s_match)
         return fail(c, g, join(path, sizeof path, pre, "match"), "is required");
@@ -917,7 +925,8 @@ static int load_rule(struct ctx *c, const config_setting_t *g, size_t idx, struc
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
         return fail(c, g, pre,
                     "must be a group, as in { semaphore = \"api\"; match = ( \"10.0.0.0/8:443\" ); }, "
-                    "not %s", type_name(g));
+                    "not %s",
+                    type_name(g));
     if ((rc = check_known(c, g, pre, rule_keys)) < 0)
         return rc;
     unsigned line;
@@ -928,8 +937,7 @@ static int load_rule(struct ctx *c, const config_setting_t *g, size_t idx, struc
     if ((rc = load_rule_sem(c, g, pre, r, cfg)) < 0 || (rc = load_rule_match(c, g, pre, r)) < 0)
         return rc;
     if ((rc = get_bool(c, g, pre, "resolve", &r->resolve)) < 0 ||
-        (rc = get_int(c, g, pre, "resolve_interval_s", 1, INT_MAX, "an integer >= 1",
-                      &r->resolve_interval_s)) < 0)
+        (rc = get_int(c, g, pre, "resolve_interval_s", 1, INT_MAX, "an integer >= 1", &r->resolve_interval_s)) < 0)
         return rc;
     for (size_t i = 0; i < r->n_pats; i++) {
         cfg->has_names |= r->pats[i].kind != CCAP_PAT_ADDR;
@@ -940,8 +948,8 @@ static int load_rule(struct ctx *c, const config_setting_t *g, size_t idx, struc
 
 /* A list of groups at NAME of ROOT, loaded one by one with LOAD into an
  * array of N elements of SIZE at *ARR. */
-static int load_list(struct ctx *c, const config_setting_t *root, const char *name, size_t size,
-                     void **arr, size_t *n, const char *example, struct ccap_config *cfg,
+static int load_list(struct ctx *c, const config_setting_t *root, const char *name, size_t size, void **arr,
+                     size_t *n, const char *example, struct ccap_config *cfg,
                      int (*load)(struct ctx *, const config_setting_t *, size_t, struct ccap_config *))
 {
     const config_setting_t *s = config_setting_get_member(root, name);
@@ -972,7 +980,7 @@ static int set_defaults(struct ccap_config *cfg)
     cfg->redis.port = 6379;
     cfg->redis.tls.verify = true;
     cfg->redis.tls.sentinels = true;
-    cfg->from = (struct ccap_config_sources){"default", "default", "default", "default", "default"};
+    cfg->from = (struct ccap_config_sources){ "default", "default", "default", "default", "default" };
     cfg->redis.connect_timeout_ms = 200;
     cfg->redis.command_timeout_ms = 200;
     cfg->on_timeout_errno = ETIMEDOUT;
@@ -1001,8 +1009,10 @@ static int get_errno(struct ctx *c, const config_setting_t *root, const char *na
         const char *hint = closest(v, get_errname, NULL);
         if (hint)
             return fail(c, s, name, "unknown errno name \"%s\"; did you mean \"%s\"?", v, hint);
-        return fail(c, s, name, "unknown errno name \"%s\" (use e.g. \"ETIMEDOUT\", "
-                    "\"ECONNREFUSED\" or \"EAGAIN\")", v);
+        return fail(c, s, name,
+                    "unknown errno name \"%s\" (use e.g. \"ETIMEDOUT\", "
+                    "\"ECONNREFUSED\" or \"EAGAIN\")",
+                    v);
     }
     *out = e;
     return 0;
@@ -1010,10 +1020,10 @@ static int get_errno(struct ctx *c, const config_setting_t *root, const char *na
 
 static int load_top(struct ctx *c, const config_setting_t *root, struct ccap_config *cfg)
 {
-    static const char *const down[] = {"open", "closed", "local", NULL};
-    static const char *const nonblock[] = {"wait", "fail", NULL};
-    static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
-    static const char *const targets[] = {"stderr", "syslog", NULL};
+    static const char *const down[] = { "open", "closed", "local", NULL };
+    static const char *const nonblock[] = { "wait", "fail", NULL };
+    static const char *const levels[] = { "error", "warn", "info", "debug", NULL };
+    static const char *const targets[] = { "stderr", "syslog", NULL };
     const config_setting_t *s;
     int rc, e;
 
@@ -1031,14 +1041,13 @@ static int load_top(struct ctx *c, const config_setting_t *root, struct ccap_con
         cfg->from.log_level = "file";
     c->sems = config_setting_get_member(root, "semaphores");
     if (c->sems && config_setting_is_aggregate(c->sems) && config_setting_length(c->sems) > CCAP_CONF_MAX_SEMS)
-        return fail(c, config_setting_get_elem(c->sems, CCAP_CONF_MAX_SEMS), "semaphores",
-                    "more than %d semaphores", CCAP_CONF_MAX_SEMS);
+        return fail(c, config_setting_get_elem(c->sems, CCAP_CONF_MAX_SEMS), "semaphores", "more than %d semaphores",
+                    CCAP_CONF_MAX_SEMS);
     if ((rc = load_list(c, root, "semaphores", sizeof *cfg->sems, (void **)&cfg->sems, &cfg->n_sems,
                         "( { name = \"api\"; limit = 4; } )", cfg, load_sem)) < 0 ||
         (rc = sem_sort(c, cfg)) < 0 ||
         (rc = load_list(c, root, "rules", sizeof *cfg->rules, (void **)&cfg->rules, &cfg->n_rules,
-                        "( { semaphore = \"api\"; match = ( \"10.0.0.0/8:443\" ); } )", cfg,
-                        load_rule)) < 0)
+                        "( { semaphore = \"api\"; match = ( \"10.0.0.0/8:443\" ); } )", cfg, load_rule)) < 0)
         return rc;
 
     if ((rc = get_errno(c, root, "on_timeout", &cfg->on_timeout_errno)) < 0 ||
@@ -1051,15 +1060,13 @@ static int load_top(struct ctx *c, const config_setting_t *root, struct ccap_con
                     "EALREADY, EINTR, EISCONN): an event loop would then use an unconnected socket; use e.g. "
                     "\"ECONNREFUSED\" or \"ETIMEDOUT\"");
     int down_i = (int)cfg->on_redis_down, nb_i = (int)cfg->nonblocking;
-    if ((rc = get_choice(c, root, "on_redis_down", down, "\"open\", \"closed\" or \"local\"",
-                         &down_i)) < 0 ||
+    if ((rc = get_choice(c, root, "on_redis_down", down, "\"open\", \"closed\" or \"local\"", &down_i)) < 0 ||
         (rc = get_choice(c, root, "nonblocking", nonblock, "\"wait\" or \"fail\"", &nb_i)) < 0 ||
         (rc = get_choice(c, root, "log_level", levels, "\"error\", \"warn\", \"info\" or \"debug\"",
                          &cfg->log_level)) < 0 ||
         (rc = get_choice(c, root, "log", targets, "\"stderr\" or \"syslog\"", &cfg->log_target)) < 0 ||
         (rc = get_bool(c, root, "", "audit", &cfg->audit)) < 0 ||
-        (rc = get_int(c, root, "", "audit_maxlen", 1, INT_MAX, "an integer >= 1",
-                      &cfg->audit_maxlen)) < 0)
+        (rc = get_int(c, root, "", "audit_maxlen", 1, INT_MAX, "an integer >= 1", &cfg->audit_maxlen)) < 0)
         return rc;
     cfg->on_redis_down = (enum ccap_down_policy)down_i;
     cfg->nonblocking = (enum ccap_nonblock_policy)nb_i;
@@ -1084,10 +1091,9 @@ static int parse(const struct ccap_conf_text *t, config_t *lc, char *err, size_t
 }
 
 /* Validates the expanded text T into CFG, which takes T's file names. */
-static int load_parsed(const char *path, struct ccap_conf_text *t, struct ccap_config *cfg, char *err,
-                       size_t errlen)
+static int load_parsed(const char *path, struct ccap_conf_text *t, struct ccap_config *cfg, char *err, size_t errlen)
 {
-    struct ctx c = {.path = path, .text = t, .note = &cfg->password_note, .err = err, .errlen = errlen};
+    struct ctx c = { .path = path, .text = t, .note = &cfg->password_note, .err = err, .errlen = errlen };
     config_t lc;
     config_init(&lc);
     int rc = parse(t, &lc, err, errlen);
@@ -1256,17 +1262,17 @@ int ccap_config_apply_env(struct ccap_config *cfg, char *err, size_t errlen)
     if ((rc = env_path(cfg, "CONNCAP_REDIS_TLS_CA_FILE", &r->tls.ca_file, &cfg->from.ca_file, err, errlen)) < 0 ||
         (tls |= rc, rc = env_path(cfg, "CONNCAP_REDIS_TLS_CERT_FILE", &r->tls.cert_file, &cfg->from.cert_file, err,
                                   errlen)) < 0 ||
-        (tls |= rc, rc = env_path(cfg, "CONNCAP_REDIS_TLS_KEY_FILE", &r->tls.key_file, &cfg->from.key_file, err,
-                                  errlen)) < 0)
+        (tls |= rc,
+         rc = env_path(cfg, "CONNCAP_REDIS_TLS_KEY_FILE", &r->tls.key_file, &cfg->from.key_file, err, errlen)) < 0)
         return rc;
     tls |= rc;
     const char *why = tls && url && !strncmp(ccap_env_get("CONNCAP_REDIS_URL"), "redis://", 8)
                           ? "CONNCAP_REDIS_TLS_*: CONNCAP_REDIS_URL says redis:// (plain TCP): use rediss://"
-                    : r->tls.enabled && r->socket ? "TLS does not apply to a Unix socket (the Redis address from "
-                                                    "CONNCAP_REDIS_URL or the file)"
-                    : !r->tls.cert_file != !r->tls.key_file ? "CONNCAP_REDIS_TLS_CERT_FILE and _KEY_FILE (or "
-                                                              "redis.tls.cert_file and key_file) go together"
-                    : NULL;
+                      : r->tls.enabled && r->socket ? "TLS does not apply to a Unix socket (the Redis address from "
+                                                      "CONNCAP_REDIS_URL or the file)"
+                      : !r->tls.cert_file != !r->tls.key_file ? "CONNCAP_REDIS_TLS_CERT_FILE and _KEY_FILE (or "
+                                                                "redis.tls.cert_file and key_file) go together"
+                                                              : NULL;
     if (why) {
         snprintf(err, errlen, "%s", why);
         return -EINVAL;
@@ -1288,8 +1294,8 @@ const char *ccap_config_path(void)
     return p && *p ? p : CCAP_DEFAULT_CONFIG;
 }
 
-const struct ccap_rule *ccap_config_match(const struct ccap_config *cfg, const struct sockaddr *sa,
-                                          socklen_t len, const char *const *names, size_t n_names)
+const struct ccap_rule *ccap_config_match(const struct ccap_config *cfg, const struct sockaddr *sa, socklen_t len,
+                                          const char *const *names, size_t n_names)
 {
     struct ccap_addr a;
     if (!cfg || ccap_addr_from_sa(sa, len, &a) < 0)
@@ -1342,16 +1348,18 @@ size_t ccap_config_notes(const struct ccap_config *cfg, void (*note)(bool warn, 
         for (size_t k = 0; r->resolve && k < r->n_pats; k++) {
             hosts += r->pats[k].kind == CCAP_PAT_HOST;
             if (r->pats[k].kind == CCAP_PAT_WILDCARD) {
-                snprintf(msg, sizeof msg, "%s:%d: rules[%zu]: resolve = true cannot look up the wildcard \"%s\"; "
-                         "it matches only names the program itself resolves", rule_file(cfg, r), r->line, i,
-                         r->pats[k].text);
+                snprintf(msg, sizeof msg,
+                         "%s:%d: rules[%zu]: resolve = true cannot look up the wildcard \"%s\"; "
+                         "it matches only names the program itself resolves",
+                         rule_file(cfg, r), r->line, i, r->pats[k].text);
                 note(false, msg, arg);
             }
         }
         if (r->resolve && !hosts) {
-            snprintf(msg, sizeof msg, "%s:%d: rules[%zu]: resolve = true, but the rule has no exact host name to "
-                     "look up (addresses and wildcards are never resolved): it has no effect", rule_file(cfg, r), r->line,
-                     i);
+            snprintf(msg, sizeof msg,
+                     "%s:%d: rules[%zu]: resolve = true, but the rule has no exact host name to "
+                     "look up (addresses and wildcards are never resolved): it has no effect",
+                     rule_file(cfg, r), r->line, i);
             note(true, msg, arg);
             warned++;
         }

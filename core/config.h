@@ -17,30 +17,30 @@ enum ccap_nonblock_policy { CCAP_NONBLOCK_WAIT = 0, CCAP_NONBLOCK_FAIL };
 
 /* TLS to Redis (redis.tls, rediss://). Paths are absolute. */
 struct ccap_tls_conf {
-    bool enabled;             /* rediss://, a redis.tls group, or a CONNCAP_REDIS_TLS_* variable */
-    char *ca_file;            /* PEM CAs to trust; with ca_dir NULL too: the system's */
-    char *ca_dir;             /* hashed CA directory (c_rehash), or NULL */
-    char *cert_file;          /* client certificate chain (PEM), or NULL */
-    char *key_file;           /* its private key (PEM); required with cert_file */
-    char *server_name;        /* SNI and the name checked, instead of each node's host */
-    bool verify;              /* default true: certificate chain and host name checked */
-    bool sentinels;           /* default true: the sentinels are spoken to over TLS too */
+    bool enabled;      /* rediss://, a redis.tls group, or a CONNCAP_REDIS_TLS_* variable */
+    char *ca_file;     /* PEM CAs to trust; with ca_dir NULL too: the system's */
+    char *ca_dir;      /* hashed CA directory (c_rehash), or NULL */
+    char *cert_file;   /* client certificate chain (PEM), or NULL */
+    char *key_file;    /* its private key (PEM); required with cert_file */
+    char *server_name; /* SNI and the name checked, instead of each node's host */
+    bool verify;       /* default true: certificate chain and host name checked */
+    bool sentinels;    /* default true: the sentinels are spoken to over TLS too */
 };
 
 struct ccap_redis_conf {
-    char *host;               /* default "127.0.0.1" */
-    int port;                 /* default 6379 */
-    char *socket;             /* Unix socket path, or NULL; wins over host/port */
-    int db;                   /* default 0 */
-    int connect_timeout_ms;   /* default 200 */
-    int command_timeout_ms;   /* default 200 */
-    char *key_prefix;         /* default "conncap:" */
-    char *username;           /* Redis 6 ACL user, or NULL */
-    char *password;           /* read from password_file or password_env; never logged */
-    char **sentinels;         /* "host:port" strings, or NULL */
+    char *host;             /* default "127.0.0.1" */
+    int port;               /* default 6379 */
+    char *socket;           /* Unix socket path, or NULL; wins over host/port */
+    int db;                 /* default 0 */
+    int connect_timeout_ms; /* default 200 */
+    int command_timeout_ms; /* default 200 */
+    char *key_prefix;       /* default "conncap:" */
+    char *username;         /* Redis 6 ACL user, or NULL */
+    char *password;         /* read from password_file or password_env; never logged */
+    char **sentinels;       /* "host:port" strings, or NULL */
     size_t n_sentinels;
-    char *master;             /* sentinel master name */
-    char **cluster;           /* "host:port" seed nodes, or NULL */
+    char *master;   /* sentinel master name */
+    char **cluster; /* "host:port" seed nodes, or NULL */
     size_t n_cluster;
     struct ccap_tls_conf tls;
 };
@@ -48,55 +48,55 @@ struct ccap_redis_conf {
 /* Where a setting came from, for `conncap check`: "default", "file", or
  * the name of the environment variable (a literal). */
 struct ccap_config_sources {
-    const char *address;      /* host/port/socket/db/user/password/url */
+    const char *address; /* host/port/socket/db/user/password/url */
     const char *log_level;
     const char *ca_file, *cert_file, *key_file;
 };
 
 struct ccap_sem_conf {
-    char *name;               /* [A-Za-z0-9._-]{1,64} */
-    int limit;                /* >= 0; permits in the whole fleet */
-    int lease_ms;             /* default 30000, >= 300 */
-    int wait_timeout_ms;      /* default 5000, >= 0; 0 = fail at once */
-    double rate;              /* new connections per second; 0 = no rate limit */
-    int burst;                /* token-bucket burst; default max(1, ceil(rate)) */
-    int local_limit;          /* per-process cap when on_redis_down = "local"; default limit */
-    int restart_grace_ms;     /* 0..lease_ms, default 0: after Redis lost the semaphore, new grants wait this long */
-    int max_waiters;          /* >= 0, default 0 (no bound): a connect that would queue behind this many
+    char *name;           /* [A-Za-z0-9._-]{1,64} */
+    int limit;            /* >= 0; permits in the whole fleet */
+    int lease_ms;         /* default 30000, >= 300 */
+    int wait_timeout_ms;  /* default 5000, >= 0; 0 = fail at once */
+    double rate;          /* new connections per second; 0 = no rate limit */
+    int burst;            /* token-bucket burst; default max(1, ceil(rate)) */
+    int local_limit;      /* per-process cap when on_redis_down = "local"; default limit */
+    int restart_grace_ms; /* 0..lease_ms, default 0: after Redis lost the semaphore, new grants wait this long */
+    int max_waiters;      /* >= 0, default 0 (no bound): a connect that would queue behind this many
                                * waiters fails at once with on_timeout's errno (counted as queue_full) */
-    int line;                 /* line in the file it is in, for messages */
+    int line;             /* line in the file it is in, for messages */
 };
 
 struct ccap_rule {
-    size_t sem;               /* index into ccap_config.sems */
+    size_t sem; /* index into ccap_config.sems */
     struct ccap_pattern *pats;
     size_t n_pats;
-    bool resolve;             /* the shim resolves this rule's host names itself */
-    int resolve_interval_s;   /* default 30 */
-    const char *file;         /* the file it is in (an @include'd one, maybe); owned by the config */
-    int line;                 /* line in that file */
+    bool resolve;           /* the shim resolves this rule's host names itself */
+    int resolve_interval_s; /* default 30 */
+    const char *file;       /* the file it is in (an @include'd one, maybe); owned by the config */
+    int line;               /* line in that file */
 };
 
 struct ccap_config {
     char *path;
-    char **files;             /* path and the files it @includes, in the order read */
+    char **files; /* path and the files it @includes, in the order read */
     size_t n_files;
-    char *password_note;      /* a warning about redis.password_file's mode, or NULL */
+    char *password_note; /* a warning about redis.password_file's mode, or NULL */
     struct ccap_redis_conf redis;
     struct ccap_sem_conf *sems;
     size_t n_sems;
     struct ccap_rule *rules;
     size_t n_rules;
-    int on_timeout_errno;                 /* default ETIMEDOUT */
-    enum ccap_down_policy on_redis_down;  /* default open */
-    enum ccap_nonblock_policy nonblocking;/* default fail */
-    int nonblocking_errno;                /* default ECONNREFUSED; never an in-progress errno */
-    int log_level;                        /* enum ccap_log_level, default warn */
-    int log_target;                       /* enum ccap_log_target, default stderr */
-    bool audit;                           /* default false */
-    int audit_maxlen;                     /* default 10000 */
-    bool has_names;                       /* some rule has a host or wildcard pattern */
-    bool has_resolve;                     /* some rule has resolve = true and an exact host name */
+    int on_timeout_errno;                  /* default ETIMEDOUT */
+    enum ccap_down_policy on_redis_down;   /* default open */
+    enum ccap_nonblock_policy nonblocking; /* default fail */
+    int nonblocking_errno;                 /* default ECONNREFUSED; never an in-progress errno */
+    int log_level;                         /* enum ccap_log_level, default warn */
+    int log_target;                        /* enum ccap_log_target, default stderr */
+    bool audit;                            /* default false */
+    int audit_maxlen;                      /* default 10000 */
+    bool has_names;                        /* some rule has a host or wildcard pattern */
+    bool has_resolve;                      /* some rule has resolve = true and an exact host name */
     struct ccap_config_sources from;
 };
 
@@ -166,8 +166,8 @@ const char *ccap_config_path(void);
  * 0) against host patterns, with the port of SA. Returns the rule, or NULL.
  * Rules are tried in file order; within a rule any pattern may match.
  * NAMES may hold NULL entries. No allocation, no locks; thread-safe. */
-const struct ccap_rule *ccap_config_match(const struct ccap_config *cfg, const struct sockaddr *sa,
-                                          socklen_t len, const char *const *names, size_t n_names);
+const struct ccap_rule *ccap_config_match(const struct ccap_config *cfg, const struct sockaddr *sa, socklen_t len,
+                                          const char *const *names, size_t n_names);
 
 /* Index of the semaphore called NAME (exact, case-sensitive) in
  * CFG->sems, or -1 (also for a NULL CFG or NAME). Linear in the number of

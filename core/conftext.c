@@ -14,10 +14,14 @@
 
 static const char *kind_name(mode_t m)
 {
-    if (S_ISFIFO(m)) return "a FIFO";
-    if (S_ISCHR(m)) return "a character device";
-    if (S_ISBLK(m)) return "a block device";
-    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISFIFO(m))
+        return "a FIFO";
+    if (S_ISCHR(m))
+        return "a character device";
+    if (S_ISBLK(m))
+        return "a block device";
+    if (S_ISSOCK(m))
+        return "a socket";
     return "of an unknown kind";
 }
 
@@ -141,11 +145,14 @@ enum scan_state { S_CODE, S_STRING, S_COMMENT, S_LINE };
 
 struct builder {
     struct ccap_conf_text *t;
-    size_t out_cap;          /* bytes allocated for t->text */
-    size_t bytes;            /* of all files read so far */
-    unsigned out_line;       /* line of t->text being written */
-    struct { char open; unsigned members; } nest[CCAP_CONF_MAX_NEST + 1];
-    size_t depth;            /* nest[0] is the root group */
+    size_t out_cap;    /* bytes allocated for t->text */
+    size_t bytes;      /* of all files read so far */
+    unsigned out_line; /* line of t->text being written */
+    struct {
+        char open;
+        unsigned members;
+    } nest[CCAP_CONF_MAX_NEST + 1];
+    size_t depth; /* nest[0] is the root group */
     char *err;
     size_t errlen;
 };
@@ -197,7 +204,7 @@ static int span(struct builder *b, unsigned file, unsigned src_line)
         t->spans = ns;
         last = &ns[t->n_spans++];
     }
-    *last = (struct ccap_conf_span){.first = b->out_line, .src_line = src_line, .file = file};
+    *last = (struct ccap_conf_span){ .first = b->out_line, .src_line = src_line, .file = file };
     return 0;
 }
 
@@ -235,8 +242,10 @@ static int include_file(struct builder *b, unsigned file, unsigned line, const c
 {
     char why[160];
     if (depth > CCAP_CONF_MAX_DEPTH)
-        return bfail(b, file, line, -ELOOP, "@include \"%s\": includes nested deeper than %d (does a file "
-                     "include itself?)", name, CCAP_CONF_MAX_DEPTH);
+        return bfail(b, file, line, -ELOOP,
+                     "@include \"%s\": includes nested deeper than %d (does a file "
+                     "include itself?)",
+                     name, CCAP_CONF_MAX_DEPTH);
     if (b->t->n_files >= CCAP_CONF_MAX_FILES)
         return bfail(b, file, line, -EINVAL, "@include \"%s\": more than %d files in one configuration", name,
                      CCAP_CONF_MAX_FILES);
@@ -248,8 +257,10 @@ static int include_file(struct builder *b, unsigned file, unsigned line, const c
         return -ENOMEM;
     int rc = ccap_file_read(path, CCAP_CONF_MAX_BYTES - b->bytes, &buf, &len, why, sizeof why);
     if (rc == -EFBIG)
-        rc = bfail(b, file, line, rc, "@include \"%s\": %s: the configuration with its includes is larger "
-                   "than %d bytes", name, path, CCAP_CONF_MAX_BYTES);
+        rc = bfail(b, file, line, rc,
+                   "@include \"%s\": %s: the configuration with its includes is larger "
+                   "than %d bytes",
+                   name, path, CCAP_CONF_MAX_BYTES);
     else if (rc < 0)
         rc = bfail(b, file, line, rc, "@include \"%s\": %s: %s", name, path, why);
     if (rc < 0) {
@@ -315,8 +326,8 @@ static int include_at(struct builder *b, unsigned file, unsigned line, const cha
     while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r'))
         i++;
     if (i < n && p[i] != '\n' && p[i] != '#' && !(p[i] == '/' && i + 1 < n && p[i + 1] == '/'))
-        rc = bfail(b, file, line, -EINVAL, "@include \"%s\": only a # or // comment may follow it on its line",
-                   name);
+        rc =
+            bfail(b, file, line, -EINVAL, "@include \"%s\": only a # or // comment may follow it on its line", name);
     else
         rc = include_file(b, file, line, name, depth + 1);
     free(name);
@@ -368,8 +379,7 @@ static enum scan_state step(enum scan_state st, char c, char next, bool *two)
             return *two = true, S_CODE;
         return S_COMMENT;
     case S_LINE:
-    default:
-        return c == '\n' ? S_CODE : S_LINE;
+    default: return c == '\n' ? S_CODE : S_LINE;
     }
 }
 
@@ -415,7 +425,7 @@ static int scan_file(struct builder *b, unsigned file, const char *text, size_t 
 int ccap_conf_text_build(const char *path, const char *text, size_t len, struct ccap_conf_text *out, char *err,
                          size_t errlen)
 {
-    struct builder b = {.t = out, .out_line = 1, .err = err, .errlen = errlen, .bytes = len};
+    struct builder b = { .t = out, .out_line = 1, .err = err, .errlen = errlen, .bytes = len };
     char *top = strdup(path);
     memset(out, 0, sizeof *out);
     if (err && errlen)

@@ -35,19 +35,19 @@ int ccap_file_read(const char *path, size_t cap, char **out, size_t *len, char *
 
 /* A run of lines of the expanded text that come from one file. */
 struct ccap_conf_span {
-    unsigned first;     /* its first line in the expanded text (1-based) */
-    unsigned src_line;  /* that line's number in the file */
-    unsigned file;      /* index into ccap_conf_text.files */
+    unsigned first;    /* its first line in the expanded text (1-based) */
+    unsigned src_line; /* that line's number in the file */
+    unsigned file;     /* index into ccap_conf_text.files */
 };
 
 /* A configuration with its @include directives replaced by the files they
  * name, and the map from its lines back to the files they came from. */
 struct ccap_conf_text {
-    char *text;                    /* NUL-terminated; no @include left */
+    char *text; /* NUL-terminated; no @include left */
     size_t len;
-    char **files;                  /* files[0]: the top-level name */
+    char **files; /* files[0]: the top-level name */
     size_t n_files;
-    struct ccap_conf_span *spans;  /* ordered by first */
+    struct ccap_conf_span *spans; /* ordered by first */
     size_t n_spans;
 };
 

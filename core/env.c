@@ -38,9 +38,11 @@ static bool named(const char *entry, const char *name, size_t len)
 static void keep_all(const char *name)
 {
     for (char **e = environ; e && *e; e++) {
-        if (strncmp(*e, PREFIX, sizeof(PREFIX) - 1) != 0) continue;
+        if (strncmp(*e, PREFIX, sizeof(PREFIX) - 1) != 0)
+            continue;
         bool known = named(*e, "CONNCAP_CONFIG", 14) || named(*e, "CONNCAP_PERMITS", 15);
-        if (name ? named(*e, name, strlen(name)) : !known) keep(*e);
+        if (name ? named(*e, name, strlen(name)) : !known)
+            keep(*e);
     }
 }
 
@@ -49,7 +51,8 @@ void ccap_env_capture(void)
     used = 0;
     dropped = 0;
     captured = true;
-    if (getauxval(AT_SECURE)) return;   /* setuid and the like: trust none of them */
+    if (getauxval(AT_SECURE))
+        return; /* setuid and the like: trust none of them */
     keep_all("CONNCAP_CONFIG");
     keep_all("CONNCAP_PERMITS");
     keep_all(NULL);
@@ -58,11 +61,16 @@ void ccap_env_capture(void)
 const char *ccap_env_get(const char *name)
 {
     size_t len = strlen(name);
-    if (!captured || strncmp(name, PREFIX, sizeof(PREFIX) - 1) != 0) return secure_getenv(name);
+    if (!captured || strncmp(name, PREFIX, sizeof(PREFIX) - 1) != 0)
+        return secure_getenv(name);
     /* the first entry wins, as with getenv */
     for (size_t off = 0; off < used; off += strlen(store + off) + 1)
-        if (named(store + off, name, len)) return store + off + len + 1;
+        if (named(store + off, name, len))
+            return store + off + len + 1;
     return NULL;
 }
 
-size_t ccap_env_dropped(void) { return dropped; }
+size_t ccap_env_dropped(void)
+{
+    return dropped;
+}

@@ -9,7 +9,8 @@
 /* Appends S at *P, never past END (which stays for the NUL). */
 static void put(char **p, char *end, const char *s)
 {
-    while (*s && *p < end) *(*p)++ = *s++;
+    while (*s && *p < end)
+        *(*p)++ = *s++;
 }
 
 static void put_num(char **p, char *end, unsigned long long v)
@@ -27,7 +28,8 @@ static void put_dest(char **p, char *end, const struct sockaddr *sa)
         const struct sockaddr_in *s4 = (const void *)sa;
         const unsigned char *b = (const unsigned char *)&s4->sin_addr;
         for (int i = 0; i < 4; i++) {
-            if (i) put(p, end, ".");
+            if (i)
+                put(p, end, ".");
             put_num(p, end, b[i]);
         }
         put(p, end, ":");
@@ -48,7 +50,8 @@ size_t ccap_holder_format(char *out, size_t n, const char *host, int pid, int fd
 {
     static const char hex[] = "0123456789abcdef";
     char nx[9], *o = out, *end = out + n - 1;
-    for (int i = 0; i < 8; i++) nx[i] = hex[(nonce >> (28 - 4 * i)) & 0xf];
+    for (int i = 0; i < 8; i++)
+        nx[i] = hex[(nonce >> (28 - 4 * i)) & 0xf];
     nx[8] = '\0';
     put(&o, end, host);
     put(&o, end, "/");
@@ -68,7 +71,8 @@ size_t ccap_holder_format(char *out, size_t n, const char *host, int pid, int fd
 int ccap_holder_set_seq(char *id, size_t n, unsigned long long seq)
 {
     char *o = strrchr(id, '.'), *end = id + n - 1;
-    if (!o) return -1;
+    if (!o)
+        return -1;
     o++;
     put_num(&o, end, seq);
     *o = '\0';
@@ -78,7 +82,8 @@ int ccap_holder_set_seq(char *id, size_t n, unsigned long long seq)
 /* Copies [A, B) into OUT (size N); -1 if it does not fit or is empty. */
 static int part(const char *a, const char *b, char *out, size_t n)
 {
-    if (b <= a || (size_t)(b - a) >= n) return -1;
+    if (b <= a || (size_t)(b - a) >= n)
+        return -1;
     memcpy(out, a, (size_t)(b - a));
     out[b - a] = '\0';
     return 0;
@@ -90,12 +95,15 @@ static int part(const char *a, const char *b, char *out, size_t n)
 static int part_num(const char *a, const char *b, long min, long *out)
 {
     long v = 0;
-    if (b <= a || b - a > 10 || (*a == '0' && b - a > 1)) return -1;
+    if (b <= a || b - a > 10 || (*a == '0' && b - a > 1))
+        return -1;
     for (const char *p = a; p < b; p++) {
-        if (*p < '0' || *p > '9') return -1;
+        if (*p < '0' || *p > '9')
+            return -1;
         v = v * 10 + (*p - '0');
     }
-    if (v < min || v > INT_MAX) return -1;
+    if (v < min || v > INT_MAX)
+        return -1;
     *out = v;
     return 0;
 }
@@ -105,7 +113,8 @@ int ccap_holder_parse(const char *id, struct ccap_holder *h)
     const char *s1 = strchr(id, '/'), *s2 = s1 ? strchr(s1 + 1, '/') : NULL, *s3 = s2 ? strchr(s2 + 1, '/') : NULL;
     const char *last = strrchr(id, '/');
     memset(h, 0, sizeof(*h));
-    if (!s3 || last <= s3) return -1;
+    if (!s3 || last <= s3)
+        return -1;
     if (part(id, s1, h->host, sizeof h->host) || part(s3 + 1, last, h->dest, sizeof h->dest) ||
         part(last + 1, id + strlen(id), h->nonce, sizeof h->nonce) || part_num(s1 + 1, s2, 1, &h->pid) ||
         part_num(s2 + 1, s3, 0, &h->fd)) {

@@ -22,7 +22,7 @@
 
 /* An id's parts, as ccap_holder_parse fills them. */
 struct ccap_holder {
-    char host[128], dest[128], nonce[64];  /* nonce: "nonce.seq" */
+    char host[128], dest[128], nonce[64]; /* nonce: "nonce.seq" */
     long pid, fd;
 };
 

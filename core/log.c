@@ -24,7 +24,7 @@ static atomic_int win_count;
 static atomic_long suppressed;
 static atomic_int win_pid;
 
-static const char *const level_names[] = {"error", "warn", "info", "debug"};
+static const char *const level_names[] = { "error", "warn", "info", "debug" };
 
 void ccap_log_setup(int level, int target)
 {
@@ -155,9 +155,9 @@ static size_t format_line(char *buf, int target, int level, const char *fmt, va_
     long sup = atomic_exchange(&suppressed, 0);
     if (sup > 0)
         tl = (size_t)snprintf(tail, sizeof tail, " (%ld messages suppressed)", sup);
-    int n = target == CCAP_LOG_SYSLOG ? snprintf(buf, CCAP_LOG_LINE, "%s: ", level_names[level])
-                                      : snprintf(buf, CCAP_LOG_LINE, "conncap[%d]: %s: ", (int)getpid(),
-                                                 level_names[level]);
+    int n = target == CCAP_LOG_SYSLOG
+                ? snprintf(buf, CCAP_LOG_LINE, "%s: ", level_names[level])
+                : snprintf(buf, CCAP_LOG_LINE, "conncap[%d]: %s: ", (int)getpid(), level_names[level]);
     head = (size_t)n;
     n = vsnprintf(msg, sizeof msg, fmt, ap);
     if (n < 0)
@@ -198,7 +198,7 @@ void ccap_log(int level, const char *fmt, ...)
     va_end(ap);
 
     if (target == CCAP_LOG_SYSLOG) {
-        static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
+        static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
         buf[len] = '\0';
         /* No openlog(): that would change the host program's own ident. */
         syslog(LOG_USER | prio[level], "conncap[%d]: %s", (int)getpid(), buf);
@@ -212,7 +212,8 @@ void ccap_log(int level, const char *fmt, ...)
 void ccap_log_flush(void)
 {
     int saved = errno, pid = (int)getpid();
-    if (atomic_load(&win_pid) != pid) return;   /* nothing of this process's held back */
+    if (atomic_load(&win_pid) != pid)
+        return; /* nothing of this process's held back */
     long sup = atomic_exchange(&suppressed, 0);
     if (sup <= 0) {
         errno = saved;
@@ -222,7 +223,8 @@ void ccap_log_flush(void)
     if (atomic_load_explicit(&log_target, memory_order_relaxed) == CCAP_LOG_SYSLOG) {
         syslog(LOG_USER | LOG_WARNING, "conncap[%d]: warn: %ld messages suppressed by the rate limit", pid, sup);
     } else {
-        int n = snprintf(buf, sizeof buf, "conncap[%d]: warn: %ld messages suppressed by the rate limit\n", pid, sup);
+        int n =
+            snprintf(buf, sizeof buf, "conncap[%d]: warn: %ld messages suppressed by the rate limit\n", pid, sup);
         write_all(2, buf, (size_t)n);
     }
     errno = saved;

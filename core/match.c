@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const uint8_t v4mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+static const uint8_t v4mapped_prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -49,8 +49,7 @@ static long parse_dec(const char *s, const char *e, int maxdigits)
 }
 
 /* Normalises NAME (LEN bytes) into OUT; on error writes a reason into ERR. */
-static int name_normalize(const char *name, size_t len, char *out, size_t outlen, char *err,
-                          size_t errlen)
+static int name_normalize(const char *name, size_t len, char *out, size_t outlen, char *err, size_t errlen)
 {
     if (len && name[len - 1] == '.')
         len--;
@@ -67,13 +66,11 @@ static int name_normalize(const char *name, size_t len, char *out, size_t outlen
             if (label == 0)
                 return fail(err, errlen, "empty label in host name \"%.*s\"", (int)len, name);
             label = 0;
-        } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '-' ||
-                   c == '_') {
+        } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '-' || c == '_') {
             if (++label > 63)
                 return fail(err, errlen, "label longer than 63 characters in host name");
         } else if (c == '*') {
-            return fail(err, errlen,
-                        "\"*\" is only allowed as the whole first label, as in \"*.example.com\"");
+            return fail(err, errlen, "\"*\" is only allowed as the whole first label, as in \"*.example.com\"");
         } else if ((unsigned char)c < 0x21 || (unsigned char)c >= 0x7f) {
             return fail(err, errlen, "bad character (code %d) in host name", (unsigned char)c);
         } else {
@@ -115,8 +112,8 @@ static int parse_ports(const char *s, const char *e, struct ccap_pattern *p, cha
     if (lo > CCAP_PORT_MAX || hi > CCAP_PORT_MAX)
         return fail(err, errlen, "port %ld out of range 1-65535 in \"%s\"", lo > CCAP_PORT_MAX ? lo : hi, t);
     if (lo > hi)
-        return fail(err, errlen, "port range %ld-%ld is reversed in \"%s\" (did you mean %ld-%ld?)", lo,
-                    hi, t, hi, lo);
+        return fail(err, errlen, "port range %ld-%ld is reversed in \"%s\" (did you mean %ld-%ld?)", lo, hi, t, hi,
+                    lo);
     p->port_lo = (uint16_t)lo, p->port_hi = (uint16_t)hi;
     return 0;
 }
@@ -134,8 +131,7 @@ static int host_bits_set(const uint8_t *addr, int len, int prefix)
 }
 
 /* Parses an IPv4/IPv6 address with an optional "/len" ([S, E)) into P. */
-static int parse_ip(const char *s, const char *e, int family, struct ccap_pattern *p, char *err,
-                    size_t errlen)
+static int parse_ip(const char *s, const char *e, int family, struct ccap_pattern *p, char *err, size_t errlen)
 {
     const char *t = p->text;
     char buf[INET6_ADDRSTRLEN + 8];
@@ -150,8 +146,7 @@ static int parse_ip(const char *s, const char *e, int family, struct ccap_patter
     buf[ae - s] = '\0';
     if (inet_pton(family, buf, p->addr) != 1) {
         if (family == AF_INET6)
-            return fail(err, errlen,
-                        "bad IPv6 address \"%s\" in \"%s\" (write a port as \"[addr]:port\")", buf, t);
+            return fail(err, errlen, "bad IPv6 address \"%s\" in \"%s\" (write a port as \"[addr]:port\")", buf, t);
         return fail(err, errlen, "bad IPv4 address \"%s\" in \"%s\"", buf, t);
     }
     p->family = family;
@@ -159,11 +154,10 @@ static int parse_ip(const char *s, const char *e, int family, struct ccap_patter
     if (slash) {
         long len = parse_dec(slash + 1, e, 4);
         if (len < 0)
-            return fail(err, errlen, "bad CIDR length \"%.*s\" in \"%s\" (want 0-%d)",
-                        (int)(e - slash - 1), slash + 1, t, max);
+            return fail(err, errlen, "bad CIDR length \"%.*s\" in \"%s\" (want 0-%d)", (int)(e - slash - 1),
+                        slash + 1, t, max);
         if (len > max)
-            return fail(err, errlen, "bad CIDR length %ld in \"%s\" (want 0-%d for %s)", len, t, max,
-                        fam);
+            return fail(err, errlen, "bad CIDR length %ld in \"%s\" (want 0-%d for %s)", len, t, max, fam);
         p->prefix = (int)len;
         if (host_bits_set(p->addr, max / 8, p->prefix)) {
             uint8_t net[16];
@@ -174,8 +168,8 @@ static int parse_ip(const char *s, const char *e, int family, struct ccap_patter
                 net[i] &= keep >= 8 ? 0xff : keep <= 0 ? 0 : (uint8_t)(0xff << (8 - keep));
             }
             inet_ntop(family, net, nbuf, sizeof nbuf);
-            return fail(err, errlen, "%s/%d has host bits set; did you mean %s/%d?", buf, p->prefix,
-                        nbuf, p->prefix);
+            return fail(err, errlen, "%s/%d has host bits set; did you mean %s/%d?", buf, p->prefix, nbuf,
+                        p->prefix);
         }
     }
     /* "::ffff:a.b.c.d[/n>=96]" is the IPv4 pattern a.b.c.d[/n-96]. */
@@ -214,15 +208,17 @@ static int parse_host(const char *s, const char *e, struct ccap_pattern *p, char
     if (looks_ipv4(s, e))
         return parse_ip(s, e, AF_INET, p, err, errlen);
     if (memchr(s, '/', len))
-        return fail(err, errlen, "a \"/len\" CIDR suffix needs an IP address, not \"%.*s\", in \"%s\"",
-                    (int)len, s, t);
+        return fail(err, errlen, "a \"/len\" CIDR suffix needs an IP address, not \"%.*s\", in \"%s\"", (int)len, s,
+                    t);
     if (len == 1 && *s == '*')
         return fail(err, errlen,
                     "\"*\" alone is not a pattern; to match every address use \"0.0.0.0/0\" and \"::/0\"");
     if (*s == '*') {
         if (len < 3 || s[1] != '.')
-            return fail(err, errlen, "bad wildcard in \"%s\": \"*\" must be followed by \".\" and a "
-                        "domain, as in \"*.example.com\"", t);
+            return fail(err, errlen,
+                        "bad wildcard in \"%s\": \"*\" must be followed by \".\" and a "
+                        "domain, as in \"*.example.com\"",
+                        t);
         /* name holds ".suffix" */
         p->name[0] = '.';
         int n = name_normalize(s + 2, len - 2, p->name + 1, sizeof p->name - 1, why, sizeof why);
@@ -252,8 +248,10 @@ static int parse_bracketed(struct ccap_pattern *p, size_t len, char *err, size_t
     char ip[INET6_ADDRSTRLEN + 8];
     size_t in = (size_t)(rb - s - 1), tail = (size_t)(hostend - after);
     if (tail && *after != '/')
-        return fail(err, errlen, "unexpected \"%.*s\" after \"]\" in \"%s\" (want \":port\" or "
-                    "\"/len\")", (int)tail, after, text);
+        return fail(err, errlen,
+                    "unexpected \"%.*s\" after \"]\" in \"%s\" (want \":port\" or "
+                    "\"/len\")",
+                    (int)tail, after, text);
     if (tail && memchr(s + 1, '/', in))
         return fail(err, errlen, "two CIDR lengths in \"%s\"", text);
     if (in + tail >= sizeof ip)
@@ -283,13 +281,12 @@ int ccap_pattern_parse(const char *text, struct ccap_pattern *out, char *err, si
     if (len == 0)
         return fail(err, errlen, "empty pattern");
     if (len >= sizeof out->text)
-        return fail(err, errlen, "pattern too long (%zu characters, at most %zu)", len,
-                    sizeof out->text - 1);
+        return fail(err, errlen, "pattern too long (%zu characters, at most %zu)", len, sizeof out->text - 1);
     memcpy(out->text, text, len + 1);
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)text[i] <= ' ' || (unsigned char)text[i] >= 0x7f)
-            return fail(err, errlen, "bad character (code %d) at offset %zu in \"%s\"",
-                        (unsigned char)text[i], i, text);
+            return fail(err, errlen, "bad character (code %d) at offset %zu in \"%s\"", (unsigned char)text[i], i,
+                        text);
 
     const char *s = out->text, *e = s + len;
     int rc;
@@ -301,8 +298,10 @@ int ccap_pattern_parse(const char *text, struct ccap_pattern *out, char *err, si
          * letter there means a name (or IPv4) with more than one ":port" */
         for (const char *q = s; q < colon; q++)
             if (*q == '.' || (ascii_lower(*q) >= 'g' && ascii_lower(*q) <= 'z'))
-                return fail(err, errlen, "more than one \":\" in \"%s\" (a host takes one \":port\"; "
-                            "IPv6 with a port is written \"[addr]:port\")", text);
+                return fail(err, errlen,
+                            "more than one \":\" in \"%s\" (a host takes one \":port\"; "
+                            "IPv6 with a port is written \"[addr]:port\")",
+                            text);
         return parse_ip(s, e, AF_INET6, out, err, errlen); /* bare IPv6, no port */
     }
     rc = parse_host(s, colon ? colon : e, out, err, errlen);

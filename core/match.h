@@ -34,13 +34,13 @@ enum ccap_pat_kind {
  * never match IPv4 traffic. */
 struct ccap_pattern {
     enum ccap_pat_kind kind;
-    int family;          /* AF_INET or AF_INET6, for CCAP_PAT_ADDR */
-    uint8_t addr[16];    /* network order; 4 bytes used for AF_INET */
-    int prefix;          /* CIDR length in bits; 32/128 for a single address */
-    char name[256];      /* for HOST: the name; for WILDCARD: the suffix with its dot (".partner.com") */
-    uint16_t port_lo;    /* 0 with port_hi 65535 means any port */
+    int family;       /* AF_INET or AF_INET6, for CCAP_PAT_ADDR */
+    uint8_t addr[16]; /* network order; 4 bytes used for AF_INET */
+    int prefix;       /* CIDR length in bits; 32/128 for a single address */
+    char name[256];   /* for HOST: the name; for WILDCARD: the suffix with its dot (".partner.com") */
+    uint16_t port_lo; /* 0 with port_hi 65535 means any port */
     uint16_t port_hi;
-    char text[300];      /* the pattern as written, for messages */
+    char text[300]; /* the pattern as written, for messages */
 };
 
 /* Parses TEXT into *OUT. Returns 0, or -EINVAL with a one-line reason in
@@ -51,8 +51,8 @@ int ccap_pattern_parse(const char *text, struct ccap_pattern *out, char *err, si
 /* A destination address, normalised for matching: an IPv4-mapped IPv6
  * address becomes AF_INET. PORT is in host order. */
 struct ccap_addr {
-    int family;          /* AF_INET or AF_INET6 */
-    uint8_t addr[16];    /* network order; 4 bytes used for AF_INET */
+    int family;       /* AF_INET or AF_INET6 */
+    uint8_t addr[16]; /* network order; 4 bytes used for AF_INET */
     uint16_t port;
 };
 

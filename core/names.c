@@ -8,19 +8,19 @@
 #include <string.h>
 
 struct entry {
-    struct entry *hnext;          /* bucket chain, newest first */
-    struct entry *older, *newer;  /* age list: order of last recording */
+    struct entry *hnext;         /* bucket chain, newest first */
+    struct entry *older, *newer; /* age list: order of last recording */
     long long expires_ms;
     uint32_t hash;
     uint8_t family;
     uint8_t addr[16];
-    char name[];                  /* normalised host name */
+    char name[]; /* normalised host name */
 };
 
 struct ccap_names {
     pthread_rwlock_t lock;
     struct entry **buckets;
-    size_t mask;                  /* buckets - 1 (a power of two) */
+    size_t mask; /* buckets - 1 (a power of two) */
     size_t count, max;
     struct entry *oldest, *newest;
 };
@@ -92,8 +92,14 @@ void ccap_names_free(struct ccap_names *m)
 
 static void age_unlink(struct ccap_names *m, struct entry *e)
 {
-    if (e->older) e->older->newer = e->newer; else m->oldest = e->newer;
-    if (e->newer) e->newer->older = e->older; else m->newest = e->older;
+    if (e->older)
+        e->older->newer = e->newer;
+    else
+        m->oldest = e->newer;
+    if (e->newer)
+        e->newer->older = e->older;
+    else
+        m->newest = e->older;
     e->older = e->newer = NULL;
 }
 
@@ -101,7 +107,10 @@ static void age_append(struct ccap_names *m, struct entry *e)
 {
     e->older = m->newest;
     e->newer = NULL;
-    if (m->newest) m->newest->newer = e; else m->oldest = e;
+    if (m->newest)
+        m->newest->newer = e;
+    else
+        m->oldest = e;
     m->newest = e;
 }
 
@@ -130,8 +139,7 @@ static void drop(struct ccap_names *m, struct entry *e)
     free(e);
 }
 
-int ccap_names_add(struct ccap_names *m, const struct ccap_addr *a, const char *name, long long now_ms,
-                   int ttl_ms)
+int ccap_names_add(struct ccap_names *m, const struct ccap_addr *a, const char *name, long long now_ms, int ttl_ms)
 {
     if (!m || !a || !name || !*name || ttl_ms <= 0 || (a->family != AF_INET && a->family != AF_INET6))
         return -EINVAL;
@@ -196,8 +204,8 @@ size_t ccap_names_expire(struct ccap_names *m, long long now_ms)
 
 /* ---- readers ---- */
 
-size_t ccap_names_each(const struct ccap_names *m, const struct ccap_addr *a, long long now_ms,
-                       ccap_names_fn fn, void *arg)
+size_t ccap_names_each(const struct ccap_names *m, const struct ccap_addr *a, long long now_ms, ccap_names_fn fn,
+                       void *arg)
 {
     size_t n = 0;
     if (!m || !a || !fn || (a->family != AF_INET && a->family != AF_INET6))
@@ -256,12 +264,14 @@ const struct ccap_rule *ccap_names_match(const struct ccap_names *m, const struc
 
 void ccap_names_fork_prepare(struct ccap_names *m)
 {
-    if (m) pthread_rwlock_wrlock(&m->lock);
+    if (m)
+        pthread_rwlock_wrlock(&m->lock);
 }
 
 void ccap_names_fork_parent(struct ccap_names *m)
 {
-    if (m) pthread_rwlock_unlock(&m->lock);
+    if (m)
+        pthread_rwlock_unlock(&m->lock);
 }
 
 /* Not an unlock: glibc tells a writer's unlock from a reader's by the
@@ -270,5 +280,6 @@ void ccap_names_fork_parent(struct ccap_names *m)
  * waited for ever. Only this thread exists: the lock starts afresh. */
 void ccap_names_fork_child(struct ccap_names *m)
 {
-    if (m) lock_init(&m->lock);
+    if (m)
+        lock_init(&m->lock);
 }

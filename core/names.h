@@ -12,8 +12,8 @@
  * answer is not visible through getaddrinfo(), so an entry lives a fixed
  * CCAP_NAMES_TTL_MS from the last time its name resolved to its address
  * (each resolution refreshes it). */
-#define CCAP_NAMES_MAX 4096          /* entries (address, name) */
-#define CCAP_NAMES_TTL_MS 600000     /* 10 minutes */
+#define CCAP_NAMES_MAX 4096      /* entries (address, name) */
+#define CCAP_NAMES_TTL_MS 600000 /* 10 minutes */
 
 struct ccap_names;
 
@@ -35,8 +35,7 @@ void ccap_names_free(struct ccap_names *m);
  * the map is full, evicts the least recently recorded entry. Returns 1
  * (added), 0 (refreshed), -EINVAL (bad arguments or a name longer than
  * 253), -ENOMEM. Thread-safe (write lock). */
-int ccap_names_add(struct ccap_names *m, const struct ccap_addr *a, const char *name, long long now_ms,
-                   int ttl_ms);
+int ccap_names_add(struct ccap_names *m, const struct ccap_addr *a, const char *name, long long now_ms, int ttl_ms);
 
 /* Called for each name of an address; return true to stop the walk. */
 typedef bool (*ccap_names_fn)(const char *name, void *arg);
@@ -46,8 +45,8 @@ typedef bool (*ccap_names_fn)(const char *name, void *arg);
  * its IPv4 address), newest first, until FN returns true. FN runs under
  * the map's read lock: it must not call back into M. Returns the number of
  * calls. NULL M is an empty map. Thread-safe (read lock, no allocation). */
-size_t ccap_names_each(const struct ccap_names *m, const struct ccap_addr *a, long long now_ms,
-                       ccap_names_fn fn, void *arg);
+size_t ccap_names_each(const struct ccap_names *m, const struct ccap_addr *a, long long now_ms, ccap_names_fn fn,
+                       void *arg);
 
 /* Drops every entry expired at NOW_MS. Returns how many. Thread-safe. */
 size_t ccap_names_expire(struct ccap_names *m, long long now_ms);

@@ -48,12 +48,13 @@ extern const char ccap_lua_version[];
 struct script {
     const char *src, *sha, *fn;
 };
-#define CCAP_SCRIPT_ENTRY(n) { ccap_lua_##n, ccap_lua_##n##_sha, ccap_lua_##n##_fn }
+#define CCAP_SCRIPT_ENTRY(n)                                                                                        \
+    {                                                                                                               \
+        ccap_lua_##n, ccap_lua_##n##_sha, ccap_lua_##n##_fn                                                         \
+    }
 static const struct script scripts[CCAP_SCRIPT_COUNT] = {
-    [CCAP_SCRIPT_ACQUIRE] = CCAP_SCRIPT_ENTRY(acquire),
-    [CCAP_SCRIPT_RELEASE] = CCAP_SCRIPT_ENTRY(release),
-    [CCAP_SCRIPT_RENEW] = CCAP_SCRIPT_ENTRY(renew),
-    [CCAP_SCRIPT_TIMEOUT] = CCAP_SCRIPT_ENTRY(timeout),
+    [CCAP_SCRIPT_ACQUIRE] = CCAP_SCRIPT_ENTRY(acquire),   [CCAP_SCRIPT_RELEASE] = CCAP_SCRIPT_ENTRY(release),
+    [CCAP_SCRIPT_RENEW] = CCAP_SCRIPT_ENTRY(renew),       [CCAP_SCRIPT_TIMEOUT] = CCAP_SCRIPT_ENTRY(timeout),
     [CCAP_SCRIPT_FALLBACK] = CCAP_SCRIPT_ENTRY(fallback),
 };
 
@@ -113,7 +114,10 @@ static atomic_uint forks;
 
 /* Core registers no fork handler (a library any process may link); the
  * shim's runtime calls this from its one pthread_atfork child handler. */
-void ccap_redis_fork_child(void) { atomic_fetch_add(&forks, 1); }
+void ccap_redis_fork_child(void)
+{
+    atomic_fetch_add(&forks, 1);
+}
 
 unsigned ccap_redis_forks(void)
 {
@@ -209,7 +213,7 @@ static int fd_still_ours(const struct ccap_node *n)
  * otherwise the number belongs to the program and is left alone. */
 void ccap_node_drop(struct ccap_node *n)
 {
-    ccap_tls_conn_free(n->tls);     /* no I/O: no close_notify */
+    ccap_tls_conn_free(n->tls); /* no I/O: no close_notify */
     n->tls = NULL;
     if (!n->ctx)
         return;
@@ -232,17 +236,12 @@ static int connect_errno(int e)
 {
     switch (e) {
     case ECONNREFUSED:
-    case ENOENT: /* no Unix socket there: nobody listening */
-        return -ECONNREFUSED;
-    case ETIMEDOUT:
-        return -ETIMEDOUT;
+    case ENOENT: /* no Unix socket there: nobody listening */ return -ECONNREFUSED;
+    case ETIMEDOUT: return -ETIMEDOUT;
     case EACCES:
-    case EPERM:
-        return -EACCES;
-    case ENOMEM:
-        return -ENOMEM;
-    default:
-        return -EIO;
+    case EPERM: return -EACCES;
+    case ENOMEM: return -ENOMEM;
+    default: return -EIO;
     }
 }
 
@@ -366,8 +365,7 @@ static int connect_tcp(struct ccap_redis *r, const struct ccap_node *n, long lon
     }
     freeaddrinfo(res);
     if (fd < 0)
-        set_err(r, "redis connect to %s:%d: %s", n->host, n->port,
-                fd == -ETIMEDOUT ? "timed out" : strerror(-fd));
+        set_err(r, "redis connect to %s:%d: %s", n->host, n->port, fd == -ETIMEDOUT ? "timed out" : strerror(-fd));
     return fd;
 }
 
@@ -403,7 +401,10 @@ int ccap_node_io_error(struct ccap_redis *r, struct ccap_node *n, const char *cm
             rc = -ENOMEM;
         else
             rc = -EIO;
-        set_err(r, "redis %s: %s", cmd, n->ctx->errstr[0] ? n->ctx->errstr : herr ? "connection error" : strerror(e));
+        set_err(r, "redis %s: %s", cmd,
+                n->ctx->errstr[0] ? n->ctx->errstr
+                : herr            ? "connection error"
+                                  : strerror(e));
     }
     ccap_node_drop(n);
     return rc;
@@ -488,8 +489,7 @@ static ssize_t tls_send(struct ccap_redis *r, struct ccap_node *n, const char *b
  * the stack when it fits: hiredis's formatter allocates and calls sprintf
  * once per argument, a cost a matched connect+close would pay on every
  * command. Contract: redis_int.h. */
-int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv,
-                   long long deadline)
+int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv, long long deadline)
 {
     char small[2048], *cmd = small;
     size_t len, off = 0, need;
@@ -577,8 +577,7 @@ static int node_fill(struct ccap_redis *r, struct ccap_node *n, const char *cmd)
     return 0;
 }
 
-int ccap_node_read(struct ccap_redis *r, struct ccap_node *n, const char *cmd, long long deadline,
-                   redisReply **out)
+int ccap_node_read(struct ccap_redis *r, struct ccap_node *n, const char *cmd, long long deadline, redisReply **out)
 {
     void *rep = NULL;
     int rc;
@@ -588,8 +587,8 @@ int ccap_node_read(struct ccap_redis *r, struct ccap_node *n, const char *cmd, l
         return read_failed(r, n, cmd, -EIO, "not connected");
     for (;;) {
         if (redisReaderGetReply(n->ctx->reader, &rep) != REDIS_OK)
-            return read_failed(r, n, cmd, -EIO, n->ctx->reader->errstr[0] ? n->ctx->reader->errstr
-                                                                            : "protocol error");
+            return read_failed(r, n, cmd, -EIO,
+                               n->ctx->reader->errstr[0] ? n->ctx->reader->errstr : "protocol error");
         if (rep) {
             *out = rep;
             return 0;
@@ -624,7 +623,7 @@ int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const ch
         return rc;
     rc = ccap_node_read(r, n, argv[0], deadline, out);
     if (rc == -ETIMEDOUT)
-        ccap_node_drop(n);  /* a reply cut short cannot be told from the next one */
+        ccap_node_drop(n); /* a reply cut short cannot be told from the next one */
     return rc;
 }
 
@@ -742,7 +741,7 @@ static int node_connect(struct ccap_redis *r, struct ccap_node *n, long long dea
     n->gen++;
     n->loaded = 0;
     if (n->fn > 0)
-        n->fn = 0;      /* asked again on the new connection; a "missing" holds until fn_at */
+        n->fn = 0; /* asked again on the new connection; a "missing" holds until fn_at */
     ccap_resp_scan_init(&n->scan, r->caps);
 
     if ((rc = tls_attach(r, n, deadline, setup)) < 0) {
@@ -801,9 +800,9 @@ static bool err_is(const redisReply *rep, const char *code)
  * command itself was refused). The text goes to errstr. */
 int ccap_redis_error_rc(struct ccap_redis *r, const redisReply *rep)
 {
-    static const char *const transient[] = { "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY",
-                                             "BUSY", "MOVED", "ASK", "OOM", "DENIED", "MISCONF", "NOREPLICAS",
-                                             "NOMASTERLINK", NULL };
+    static const char *const transient[] = { "LOADING", "MASTERDOWN", "CLUSTERDOWN",  "TRYAGAIN", "READONLY",
+                                             "BUSY",    "MOVED",      "ASK",          "OOM",      "DENIED",
+                                             "MISCONF", "NOREPLICAS", "NOMASTERLINK", NULL };
     static const char *const auth[] = { "NOAUTH", "WRONGPASS", "NOPERM", NULL };
 
     set_err(r, "%s", rep->str && rep->str[0] ? rep->str : "error reply without a text");
@@ -857,11 +856,12 @@ int ccap_redis_key_slot(const char *key, size_t len)
 static int command_key_index(int argc, const char *const *argv)
 {
     static const char *const keyless[] = {
-        "PING", "TIME", "SCRIPT", "INFO", "CLUSTER", "ACL", "AUTH", "HELLO", "SELECT", "ROLE",
-        "CLIENT", "CONFIG", "COMMAND", "DBSIZE", "KEYS", "SCAN", "FLUSHALL", "FLUSHDB", "ECHO",
-        "SENTINEL", "ASKING", "READONLY", "READWRITE", "WAIT", "LASTSAVE", "SLOWLOG", "LATENCY",
-        "DEBUG", "SAVE", "BGSAVE", "BGREWRITEAOF", "FUNCTION", "PUBLISH", "RANDOMKEY", "SWAPDB",
-        "MULTI", "EXEC", "DISCARD", "UNWATCH", "QUIT", "RESET", NULL };
+        "PING",  "TIME",     "SCRIPT",  "INFO",         "CLUSTER",   "ACL",     "AUTH",      "HELLO",    "SELECT",
+        "ROLE",  "CLIENT",   "CONFIG",  "COMMAND",      "DBSIZE",    "KEYS",    "SCAN",      "FLUSHALL", "FLUSHDB",
+        "ECHO",  "SENTINEL", "ASKING",  "READONLY",     "READWRITE", "WAIT",    "LASTSAVE",  "SLOWLOG",  "LATENCY",
+        "DEBUG", "SAVE",     "BGSAVE",  "BGREWRITEAOF", "FUNCTION",  "PUBLISH", "RANDOMKEY", "SWAPDB",   "MULTI",
+        "EXEC",  "DISCARD",  "UNWATCH", "QUIT",         "RESET",     NULL
+    };
 
     if (argc < 2)
         return -1;
@@ -950,7 +950,8 @@ static void fn_fall_back(struct ccap_node *n, const char *why)
     if (!n->socket)
         snprintf(port, sizeof port, ":%d", n->port);
     if (!atomic_exchange(&warned, true))
-        ccap_log(CCAP_LOG_WARN, "redis: the function library conncap_%s is not loaded on %s%s (%s): "
+        ccap_log(CCAP_LOG_WARN,
+                 "redis: the function library conncap_%s is not loaded on %s%s (%s): "
                  "running the scripts with EVALSHA instead, which needs EVAL rights; run `conncap setup`",
                  ccap_lua_version, n->socket ? n->socket : n->host, port, why);
 }
@@ -982,8 +983,8 @@ static const char **script_argv(const char *cmd, const char *arg1, int argc, con
 /* Script WHICH's ARGV written to N without its reply: FCALL, or EVALSHA of
  * a script this connection ran before, or else EVAL with the source (one
  * command that also caches it: no SCRIPT LOAD round trip, no NOSCRIPT). */
-int ccap_node_script_send(struct ccap_redis *r, struct ccap_node *n, int which, int argc,
-                          const char *const *argv, long long deadline)
+int ccap_node_script_send(struct ccap_redis *r, struct ccap_node *n, int which, int argc, const char *const *argv,
+                          long long deadline)
 {
     const char *small[CCAP_SMALL_ARGV], **av = (const char **)argv;
     bool fn = fn_try(n), eval = !fn && !(n->loaded & (1u << which));
@@ -999,7 +1000,7 @@ int ccap_node_script_send(struct ccap_redis *r, struct ccap_node *n, int which, 
     }
     rc = ccap_node_send(r, n, argc, av, deadline);
     if (rc == 0 && eval && n->ctx)
-        n->loaded |= 1u << which;   /* a refused EVAL: the EVALSHA after it gets NOSCRIPT, handled */
+        n->loaded |= 1u << which; /* a refused EVAL: the EVALSHA after it gets NOSCRIPT, handled */
     if (av != small && av != (const char **)argv)
         free(av);
     return rc;
@@ -1070,8 +1071,8 @@ static int eval_source(struct ccap_redis *r, struct ccap_node *n, int which, int
 /* ARGV on N (after ASKING when ASK). A script (WHICH >= 0) runs as FCALL
  * of our library when N has it, else with EVALSHA, run once more as EVAL
  * with its source after NOSCRIPT, invisibly to the caller. */
-static int run_on(struct ccap_redis *r, struct ccap_node *n, int which, bool ask, int argc,
-                  const char *const *argv, redisReply **out)
+static int run_on(struct ccap_redis *r, struct ccap_node *n, int which, bool ask, int argc, const char *const *argv,
+                  redisReply **out)
 {
     redisReply *rep = NULL;
     int rc = which >= 0 ? run_fcall(r, n, which, ask, argc, argv, &rep) : 0;
@@ -1088,7 +1089,7 @@ static int run_on(struct ccap_redis *r, struct ccap_node *n, int which, bool ask
          * more with EVAL and the source, which also caches it. */
         freeReplyObject(rep);
         rep = NULL;
-        ccap_defer_retry(r);    /* a release the flush also hit goes first (see dispatch) */
+        ccap_defer_retry(r); /* a release the flush also hit goes first (see dispatch) */
         rc = n->ctx ? 0 : -EPIPE;
         if (rc == 0 && ask)
             rc = asking(r, n);
@@ -1107,13 +1108,13 @@ static int run_on(struct ccap_redis *r, struct ccap_node *n, int which, bool ask
 /* One ccap_redis_dispatch across its attempts: the node and how it was
  * reached, and what is left of each kind of retry. */
 struct dispatch {
-    int slot;              /* the keys' cluster slot, or -1 */
-    struct ccap_node *n;   /* where the next attempt goes; NULL: pick again */
-    bool ask, last_ask;    /* send ASKING first (next / last attempt) */
-    bool stale_retry;      /* a reused connection found closed may be replaced once */
-    bool ro_retry;         /* a READONLY master may be asked for once */
+    int slot;            /* the keys' cluster slot, or -1 */
+    struct ccap_node *n; /* where the next attempt goes; NULL: pick again */
+    bool ask, last_ask;  /* send ASKING first (next / last attempt) */
+    bool stale_retry;    /* a reused connection found closed may be replaced once */
+    bool ro_retry;       /* a READONLY master may be asked for once */
     int hops, tryagain, fresh;
-    long long t0;          /* monotonic ms at the start */
+    long long t0; /* monotonic ms at the start */
 };
 
 /* TRYAGAIN: a slot in migration and our keys split between the two nodes
@@ -1124,8 +1125,8 @@ static void try_again(struct dispatch *d, redisReply *rep)
     struct timespec ts = { 0, CCAP_TRYAGAIN_MS * 1000000L };
 
     if (!d->tryagain++)
-        ccap_log(CCAP_LOG_DEBUG, "redis cluster: TRYAGAIN on %s:%d (slot %d in migration)", d->n->host,
-                 d->n->port, d->slot);
+        ccap_log(CCAP_LOG_DEBUG, "redis cluster: TRYAGAIN on %s:%d (slot %d in migration)", d->n->host, d->n->port,
+                 d->slot);
     d->ask = d->last_ask;
     freeReplyObject(rep);
     nanosleep(&ts, NULL);
@@ -1155,8 +1156,8 @@ static int follow(struct ccap_redis *r, struct dispatch *d, redisReply *rep)
         }
     }
     if (r->mode == CCAP_MODE_SENTINEL && d->ro_retry && err_is(rep, "READONLY")) {
-        ccap_log(CCAP_LOG_WARN, "redis sentinel: %s:%d is a replica now: asking the sentinels again",
-                 r->main.host, r->main.port);
+        ccap_log(CCAP_LOG_WARN, "redis sentinel: %s:%d is a replica now: asking the sentinels again", r->main.host,
+                 r->main.port);
         d->ro_retry = false;
         freeReplyObject(rep);
         ccap_node_drop(&r->main);
@@ -1337,8 +1338,8 @@ int ccap_redis_command(struct ccap_redis *r, int argc, const char *const *argv, 
     return 0;
 }
 
-int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, int argc,
-                      const char *const *args, redisReply **reply)
+int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, int argc, const char *const *args,
+                      redisReply **reply)
 {
     const char *small[CCAP_SMALL_ARGV], **av = small;
     char nk[CCAP_FMT_LL_LEN];
@@ -1404,8 +1405,7 @@ static int each_on(struct ccap_redis *r, struct ccap_node *n, int argc, const ch
 }
 
 int ccap_redis_command_each(struct ccap_redis *r, int argc, const char *const *argv,
-                            void (*each)(void *ctx, const char *node, const redisReply *rep, int rc),
-                            void *ctx)
+                            void (*each)(void *ctx, const char *node, const redisReply *rep, int rc), void *ctx)
 {
     struct ccap_node *n;
     int fresh, rc, ok = 0;
@@ -1432,7 +1432,7 @@ void ccap_redis_forget(struct ccap_redis *r)
 {
     if (!r)
         return;
-    ccap_defer_clear(r);    /* the parent's commands are the parent's */
+    ccap_defer_clear(r); /* the parent's commands are the parent's */
     ccap_node_forget(&r->main);
     for (size_t i = 0; i < r->n_nodes; i++)
         ccap_node_forget(r->nodes[i]);

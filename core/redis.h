@@ -11,10 +11,14 @@
 /* The embedded Lua scripts (lua/NAME.lua), in this order: the functions
  * of the library conncap_<version> (ccap_function_library) that a worker
  * may call. Operator actions (set-limit, reset) are plain commands. */
-enum ccap_script { CCAP_SCRIPT_ACQUIRE = 0, CCAP_SCRIPT_RELEASE, CCAP_SCRIPT_RENEW,
-                   CCAP_SCRIPT_TIMEOUT, /* the timeout event of a wait */
-                   CCAP_SCRIPT_FALLBACK, /* counts permits granted while Redis was down */
-                   CCAP_SCRIPT_COUNT };
+enum ccap_script {
+    CCAP_SCRIPT_ACQUIRE = 0,
+    CCAP_SCRIPT_RELEASE,
+    CCAP_SCRIPT_RENEW,
+    CCAP_SCRIPT_TIMEOUT,  /* the timeout event of a wait */
+    CCAP_SCRIPT_FALLBACK, /* counts permits granted while Redis was down */
+    CCAP_SCRIPT_COUNT
+};
 
 /* A client for one Redis deployment: a single server (host/port or Unix
  * socket), a master found through Redis Sentinel (conf.sentinels +
@@ -82,8 +86,8 @@ int ccap_redis_connect(struct ccap_redis *r);
  * connection found closed by the server (EOF, reset) is replaced and the
  * command sent once more: scripts must be idempotent (ours are, per holder).
  * Cluster: routed by the first key (ARGS[0] when NKEYS > 0). */
-int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, int argc,
-                      const char *const *args, redisReply **reply);
+int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, int argc, const char *const *args,
+                      redisReply **reply);
 
 /* Runs one plain command (argv form, like redisCommandArgv). Same return
  * values and ownership as ccap_redis_script. Cluster: routed by the
@@ -190,7 +194,6 @@ const char *ccap_function_version(void);
  * that answered without an error reply, or -errno when none could be
  * reached at all. */
 int ccap_redis_command_each(struct ccap_redis *r, int argc, const char *const *argv,
-                            void (*each)(void *ctx, const char *node, const redisReply *rep, int rc),
-                            void *ctx);
+                            void (*each)(void *ctx, const char *node, const redisReply *rep, int rc), void *ctx);
 
 #endif

@@ -62,7 +62,8 @@ static int parse_slots(struct ccap_redis *r, const struct ccap_node *from, const
             e->element[1]->type != REDIS_REPLY_INTEGER || e->element[2]->type != REDIS_REPLY_ARRAY)
             return -EPROTO;
         m = e->element[2];
-        if (m->elements < 2 || m->element[0]->type != REDIS_REPLY_STRING || m->element[1]->type != REDIS_REPLY_INTEGER)
+        if (m->elements < 2 || m->element[0]->type != REDIS_REPLY_STRING ||
+            m->element[1]->type != REDIS_REPLY_INTEGER)
             return -EPROTO;
         lo = e->element[0]->integer;
         hi = e->element[1]->integer;

@@ -82,7 +82,7 @@ int ccap_defer_collect(struct ccap_redis *r, struct ccap_node *n, long long dead
             return rc == -ETIMEDOUT ? rc : -EPIPE;
         }
         if (rep->type == REDIS_REPLY_ERROR) {
-            e->sent_on = NULL;      /* NOSCRIPT, a redirect...: run again by the sync path */
+            e->sent_on = NULL; /* NOSCRIPT, a redirect...: run again by the sync path */
             ccap_redis_set_err(r, "redis (deferred): %s", rep->str);
             i++;
         } else {
@@ -100,7 +100,7 @@ int ccap_defer_collect(struct ccap_redis *r, struct ccap_node *n, long long dead
  * commands' replies and drop those: this one is found again by its argv. */
 static int run_now(struct ccap_redis *r, size_t i)
 {
-    struct ccap_deferred e = r->defer[i];   /* argv stays ours: only its own drop frees it */
+    struct ccap_deferred e = r->defer[i]; /* argv stays ours: only its own drop frees it */
     redisReply *rep;
     long j;
     int rc = ccap_redis_dispatch(r, e.slot, e.which, e.argc, (const char *const *)e.argv, &rep);
@@ -110,9 +110,9 @@ static int run_now(struct ccap_redis *r, size_t i)
     rc = rep->type == REDIS_REPLY_ERROR ? ccap_redis_error_rc(r, rep) : 0;
     freeReplyObject(rep);
     if (rc < 0 && rc != -EPROTO)
-        return rc;  /* Redis cannot serve now: it stays */
+        return rc; /* Redis cannot serve now: it stays */
     if ((j = find(r, e.argv)) >= 0)
-        drop_at(r, (size_t)j);  /* ran, or refused for good (-EPROTO: the text is in R's error) */
+        drop_at(r, (size_t)j); /* ran, or refused for good (-EPROTO: the text is in R's error) */
     return rc;
 }
 
@@ -231,8 +231,8 @@ int ccap_redis_flush(struct ccap_redis *r)
         if (!owed(&r->defer[i]))
             continue;
         /* every reply that node owes; those on other nodes from the start again */
-        if ((rc = ccap_defer_collect(r, r->defer[i].sent_on,
-                                     ccap_now_ms() + r->conf.command_timeout_ms)) == -ETIMEDOUT)
+        if ((rc = ccap_defer_collect(r, r->defer[i].sent_on, ccap_now_ms() + r->conf.command_timeout_ms)) ==
+            -ETIMEDOUT)
             return rc;
         i = (size_t)-1;
     }

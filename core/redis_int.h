@@ -18,30 +18,30 @@
 struct ccap_node {
     char host[CCAP_HOST_MAX]; /* TCP host name or address; "" with a Unix socket */
     int port;
-    const char *socket;       /* Unix socket path (points into conf), or NULL */
-    redisContext *ctx;        /* NULL when not connected */
-    dev_t dev;                /* identity of ctx->fd when we made it */
+    const char *socket; /* Unix socket path (points into conf), or NULL */
+    redisContext *ctx;  /* NULL when not connected */
+    dev_t dev;          /* identity of ctx->fd when we made it */
     ino_t ino;
-    unsigned forks;           /* ccap_redis_forks() when it was made: another value is a fork child's */
-    unsigned gen;             /* counts connections made: a deferred reply is owed by one */
-    unsigned loaded;          /* bit 1 << script: known loaded on this connection */
-    int fn;                   /* our function library here: 1 yes, -1 no (EVALSHA), 0 not known yet */
-    long long fn_at;          /* fn -1: ask again after this (monotonic ms) */
+    unsigned forks;             /* ccap_redis_forks() when it was made: another value is a fork child's */
+    unsigned gen;               /* counts connections made: a deferred reply is owed by one */
+    unsigned loaded;            /* bit 1 << script: known loaded on this connection */
+    int fn;                     /* our function library here: 1 yes, -1 no (EVALSHA), 0 not known yet */
+    long long fn_at;            /* fn -1: ask again after this (monotonic ms) */
     struct ccap_resp_scan scan; /* checks the bytes read before hiredis's reader parses them */
-    struct ccap_tls_conn *tls; /* the TLS session on ctx->fd, or NULL (plain) */
-    short want;               /* TLS: what the last read waits for (POLLIN, or POLLOUT mid-renegotiation) */
+    struct ccap_tls_conn *tls;  /* the TLS session on ctx->fd, or NULL (plain) */
+    short want;                 /* TLS: what the last read waits for (POLLIN, or POLLOUT mid-renegotiation) */
 };
 
 /* A command sent without waiting for its reply (or not sent yet): kept
  * until its reply says it ran, then dropped (core/redis_defer.c). */
 struct ccap_deferred {
-    int which;                /* script, for NOSCRIPT recovery */
-    int slot;                 /* cluster slot of its first key, or -1 */
+    int which; /* script, for NOSCRIPT recovery */
+    int slot;  /* cluster slot of its first key, or -1 */
     int argc;
-    char **argv;              /* "EVALSHA" sha nkeys args...: one allocation */
-    long long until_ms;       /* monotonic ms: dropped unsent after this */
+    char **argv;               /* "EVALSHA" sha nkeys args...: one allocation */
+    long long until_ms;        /* monotonic ms: dropped unsent after this */
     struct ccap_node *sent_on; /* the node it was written to, or NULL */
-    unsigned gen;             /* sent_on's gen when written */
+    unsigned gen;              /* sent_on's gen when written */
 };
 
 enum ccap_redis_mode { CCAP_MODE_SINGLE = 0, CCAP_MODE_SENTINEL, CCAP_MODE_CLUSTER };
@@ -50,25 +50,25 @@ enum ccap_redis_mode { CCAP_MODE_SINGLE = 0, CCAP_MODE_SENTINEL, CCAP_MODE_CLUST
 enum { CCAP_SETUP_AUTH = 1, CCAP_SETUP_SELECT = 2, CCAP_SETUP_SENTINEL = 4 /* a sentinel: TLS if tls.sentinels */ };
 
 struct ccap_redis {
-    struct ccap_redis_conf conf;   /* our own copy, lists included */
+    struct ccap_redis_conf conf;       /* our own copy, lists included */
     const struct ccap_resp_caps *caps; /* what a reply may hold (ccap_resp_caps_shim unless set) */
     enum ccap_redis_mode mode;
-    struct ccap_node main;         /* single server, or the Sentinel's master */
-    struct ccap_node *last;        /* the node used last (for ccap_redis_fd) */
+    struct ccap_node main;  /* single server, or the Sentinel's master */
+    struct ccap_node *last; /* the node used last (for ccap_redis_fd) */
     /* Sentinel */
-    size_t sentinel_first;         /* the sentinel that answered last is asked first */
+    size_t sentinel_first;               /* the sentinel that answered last is asked first */
     char master_seen[CCAP_HOST_MAX + 8]; /* "host:port" last reported, for the log */
     /* Cluster */
-    struct ccap_node **nodes;      /* known masters (and seeds) */
+    struct ccap_node **nodes; /* known masters (and seeds) */
     size_t n_nodes, cap_nodes;
-    uint16_t *slots;               /* slot -> node index + 1; 0 = unknown */
-    bool slots_stale;              /* refresh with CLUSTER SLOTS before the next use */
+    uint16_t *slots;  /* slot -> node index + 1; 0 = unknown */
+    bool slots_stale; /* refresh with CLUSTER SLOTS before the next use */
     /* Deferred commands, oldest first (core/redis_defer.c) */
     struct ccap_deferred *defer;
     size_t n_defer;
     bool flushing;
-    struct ccap_tls *tls;          /* made at the first TLS connect (loads OpenSSL) */
-    char tls_info[320];            /* the last handshake: protocol, cipher, peer subject */
+    struct ccap_tls *tls; /* made at the first TLS connect (loads OpenSSL) */
+    char tls_info[320];   /* the last handshake: protocol, cipher, peer subject */
     char err[384];
 };
 
@@ -78,7 +78,10 @@ struct ccap_redis {
 unsigned ccap_redis_forks(void);
 
 /* Monotonic ms (clock.h's ccap_now_ms, under the name redis_block.c uses). */
-static inline long long ccap_redis_now_ms(void) { return ccap_now_ms(); }
+static inline long long ccap_redis_now_ms(void)
+{
+    return ccap_now_ms();
+}
 
 /* Splits "host:port" or "[v6addr]:port" into HOST (HOSTLEN bytes) and
  * *PORT. Returns 0 or -EINVAL. */
@@ -95,15 +98,13 @@ int ccap_node_ensure(struct ccap_redis *r, struct ccap_node *n, long long deadli
  * replies included), or -errno on a transport error (N is then closed).
  * Writing it and reading every reply N owes, its own last, take at most
  * command_timeout_ms in all (-ETIMEDOUT), however the bytes trickle in. */
-int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv,
-                   redisReply **out);
+int ccap_node_exec(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv, redisReply **out);
 
 /* Writes ARGV to N's connection with MSG_NOSIGNAL (never SIGPIPE), without
  * reading anything, by DEADLINE (monotonic ms). Returns 0, or -errno
  * (-ETIMEDOUT, -EPIPE when the peer is gone, -ENOMEM, -EIO; N is then
  * closed). */
-int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv,
-                   long long deadline);
+int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const char *const *argv, long long deadline);
 
 /* Reads N's next reply (for command CMD, named in errors) by DEADLINE
  * (monotonic ms): the bytes go through N's scanner (R's caps) before
@@ -111,8 +112,7 @@ int ccap_node_send(struct ccap_redis *r, struct ccap_node *n, int argc, const ch
  * -ETIMEDOUT when DEADLINE passed first (N stays open, the reply may still
  * come); or, with N closed, -EPIPE (EOF or reset), -EIO (a reply beyond
  * the caps or not RESP), -ENOMEM. The text goes to R's error. */
-int ccap_node_read(struct ccap_redis *r, struct ccap_node *n, const char *cmd, long long deadline,
-                   redisReply **out);
+int ccap_node_read(struct ccap_redis *r, struct ccap_node *n, const char *cmd, long long deadline, redisReply **out);
 
 /* A failed read or write of CMD on N as -errno (E: its errno): -ETIMEDOUT
  * after command_timeout_ms, -EPIPE (the peer went away), -ECONNREFUSED,
@@ -133,8 +133,8 @@ size_t ccap_resp_format(char *out, int argc, const char *const *argv);
  * ours, else with EVALSHA when this connection ran the script before, else
  * as EVAL with its source (one command, no NOSCRIPT). Returns 0 or -errno
  * as ccap_node_send. */
-int ccap_node_script_send(struct ccap_redis *r, struct ccap_node *n, int which, int argc,
-                          const char *const *argv, long long deadline);
+int ccap_node_script_send(struct ccap_redis *r, struct ccap_node *n, int which, int argc, const char *const *argv,
+                          long long deadline);
 
 /* The node for SLOT (-1: any), connected; *FRESH says whether the
  * connection was made just now. Returns 0 or -errno. */
@@ -188,8 +188,8 @@ struct ccap_node *ccap_cluster_node_at(struct ccap_redis *r, const char *host, i
 /* Cluster: after a "MOVED slot host:port" or "ASK slot host:port" error
  * text TEXT (from node FROM): the node to retry on, connected, with *ASK set
  * for an ASK redirect. MOVED also updates the slot map. Returns 0 or -errno. */
-int ccap_cluster_redirect(struct ccap_redis *r, struct ccap_node *from, const char *text,
-                          struct ccap_node **out, bool *ask);
+int ccap_cluster_redirect(struct ccap_redis *r, struct ccap_node *from, const char *text, struct ccap_node **out,
+                          bool *ask);
 
 /* Cluster: frees the node table and the slot map. */
 void ccap_cluster_free(struct ccap_redis *r);

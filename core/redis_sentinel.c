@@ -115,11 +115,11 @@ int ccap_sentinel_connect(struct ccap_redis *r)
     }
     if (!found) {
         if (rc != -ENOENT && rc != -EPROTO) {
-            char last[sizeof r->err];   /* the text is R's own error: copied, not read while written */
+            char last[sizeof r->err]; /* the text is R's own error: copied, not read while written */
 
             snprintf(last, sizeof last, "%s", r->err[0] ? r->err : "none tried");
-            ccap_redis_set_err(r, "redis sentinel: no sentinel answered for master \"%s\" (last: %s)", r->conf.master,
-                               last);
+            ccap_redis_set_err(r, "redis sentinel: no sentinel answered for master \"%s\" (last: %s)",
+                               r->conf.master, last);
         }
         return rc == -ETIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
     }

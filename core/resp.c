@@ -6,11 +6,16 @@
 #include <string.h>
 
 const struct ccap_resp_caps ccap_resp_caps_shim = {
-    .bulk = 64 * 1024, .elements = 256 * 1024, .depth = 5, .bytes = 8 * 1024 * 1024,
+    .bulk = 64 * 1024,
+    .elements = 256 * 1024,
+    .depth = 5,
+    .bytes = 8 * 1024 * 1024,
 };
 
 const struct ccap_resp_caps ccap_resp_caps_cli = {
-    .bulk = 16 * 1024 * 1024, .elements = 4 * 1024 * 1024, .depth = CCAP_RESP_DEPTH_MAX,
+    .bulk = 16 * 1024 * 1024,
+    .elements = 4 * 1024 * 1024,
+    .depth = CCAP_RESP_DEPTH_MAX,
     .bytes = 256 * 1024 * 1024,
 };
 
@@ -107,7 +112,7 @@ static int step(struct ccap_resp_scan *s, char c)
     case ST_TYPE:
         if (!strchr("+-:$*", c) || c == '\0')
             return fail(s, -EPROTO, "not a RESP2 reply type");
-        if (s->depth == 0) {    /* a new reply */
+        if (s->depth == 0) { /* a new reply */
             s->elements = 0;
             s->bytes = 0;
         }
@@ -130,8 +135,7 @@ static int step(struct ccap_resp_scan *s, char c)
         else
             s->line[s->line_len++] = c;
         return 0;
-    case ST_LF:
-        return c == '\n' ? header_done(s) : fail(s, -EPROTO, "a reply line not ended by CRLF");
+    case ST_LF: return c == '\n' ? header_done(s) : fail(s, -EPROTO, "a reply line not ended by CRLF");
     case ST_BULK_CR:
         if (c != '\r')
             return fail(s, -EPROTO, "a bulk string longer than announced");
@@ -142,8 +146,7 @@ static int step(struct ccap_resp_scan *s, char c)
             return fail(s, -EPROTO, "a bulk string longer than announced");
         value_done(s);
         return 0;
-    default:
-        return fail(s, -EPROTO, "internal scanner state");
+    default: return fail(s, -EPROTO, "internal scanner state");
     }
 }
 

@@ -8,10 +8,10 @@
  * a byte of it reaches hiredis's reader (which would allocate what the
  * headers announce). */
 struct ccap_resp_caps {
-    size_t bulk;      /* bytes of one bulk string, status or error line */
-    size_t elements;  /* array elements in one reply, every level counted */
-    int depth;        /* nested arrays (1: a flat array), at most CCAP_RESP_DEPTH_MAX */
-    size_t bytes;     /* wire bytes of one reply */
+    size_t bulk;     /* bytes of one bulk string, status or error line */
+    size_t elements; /* array elements in one reply, every level counted */
+    int depth;       /* nested arrays (1: a flat array), at most CCAP_RESP_DEPTH_MAX */
+    size_t bytes;    /* wire bytes of one reply */
 };
 
 #define CCAP_RESP_DEPTH_MAX 7 /* hiredis 0.14's reader nests no deeper */
@@ -30,16 +30,16 @@ extern const struct ccap_resp_caps ccap_resp_caps_cli;
 struct ccap_resp_scan {
     const struct ccap_resp_caps *caps;
     int state;
-    char type;                 /* '+', '-', ':', '$' or '*' of the header being read */
-    unsigned char line_len;    /* digits of a numeric header so far */
+    char type;              /* '+', '-', ':', '$' or '*' of the header being read */
+    unsigned char line_len; /* digits of a numeric header so far */
     char line[24];
-    size_t text_len;           /* bytes of a status or error line so far */
-    long long bulk_left;       /* payload bytes still to skip */
+    size_t text_len;                     /* bytes of a status or error line so far */
+    long long bulk_left;                 /* payload bytes still to skip */
     long long left[CCAP_RESP_DEPTH_MAX]; /* elements still to come in each open array */
     int depth;
-    size_t elements, bytes;    /* of the reply under way */
+    size_t elements, bytes;     /* of the reply under way */
     unsigned long long replies; /* complete replies seen */
-    const char *err;           /* NULL, or why the stream was refused (static text) */
+    const char *err;            /* NULL, or why the stream was refused (static text) */
 };
 
 /* Starts a scan of a new connection's stream under CAPS (kept, not copied). */

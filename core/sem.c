@@ -111,7 +111,7 @@ int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name,
 {
     static const char *const suffix[10] = { CCAP_KEY_HOLDERS, CCAP_KEY_LIMIT, CCAP_KEY_STATS, CCAP_KEY_SINCE,
                                             CCAP_KEY_WAITERS, CCAP_KEY_AUDIT, CCAP_KEY_QUEUE, CCAP_KEY_QEXP,
-                                            CCAP_KEY_RATE, CCAP_KEY_EPOCH };
+                                            CCAP_KEY_RATE,    CCAP_KEY_EPOCH };
     char keys[10][CCAP_KEY_MAX], num[10][24], flags[4], rate[32];
     const char *args[22];
     redisReply *rep;
@@ -153,7 +153,7 @@ static int release_args(char (*keys)[CCAP_KEY_MAX], const char **args, char (*nu
                         const char *name, const struct ccap_sem_rel *rel)
 {
     static const char *const suffix[7] = { CCAP_KEY_HOLDERS, CCAP_KEY_STATS, CCAP_KEY_SINCE, CCAP_KEY_AUDIT,
-                                           CCAP_KEY_LIMIT, CCAP_KEY_QUEUE, CCAP_KEY_QEXP };
+                                           CCAP_KEY_LIMIT,   CCAP_KEY_QUEUE, CCAP_KEY_QEXP };
 
     if (!rel || !rel->holder)
         return -EINVAL;
@@ -183,8 +183,8 @@ int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name,
     return rc < 0 ? rc : (int)v;
 }
 
-int ccap_sem_release_defer(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_rel *rel,
-                           long long until_ms, bool send)
+int ccap_sem_release_defer(struct ccap_redis *r, const char *prefix, const char *name,
+                           const struct ccap_sem_rel *rel, long long until_ms, bool send)
 {
     char keys[7][CCAP_KEY_MAX], num[2][16];
     const char *args[10];
@@ -214,8 +214,8 @@ static int renew_batch(struct ccap_redis *r, const char **args, const char *cons
     return rc < 0 ? rc : (int)v;
 }
 
-int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, const char *const *holders,
-                   size_t n, int lease_ms, int add_missing)
+int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, const char *const *holders, size_t n,
+                   int lease_ms, int add_missing)
 {
     static const char *const suffix[3] = { CCAP_KEY_HOLDERS, CCAP_KEY_STATS, CCAP_KEY_SINCE };
     char keys[3][CCAP_KEY_MAX], lease[16];
@@ -309,17 +309,18 @@ int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, c
     if (sem_keys(keys, k, suffix, 4, prefix, name) < 0)
         return -ENAMETOOLONG;
     ccap_fmt_ll(audit, audit_maxlen > 0 ? audit_maxlen : 0);
-    if ((rc = sem_cmd(r, "ZREMRANGEBYRANK reply", 4, (const char *[]){ "ZREMRANGEBYRANK", k[0], "0", "-1" },
-                      &n)) < 0)
+    if ((rc = sem_cmd(r, "ZREMRANGEBYRANK reply", 4, (const char *[]){ "ZREMRANGEBYRANK", k[0], "0", "-1" }, &n)) <
+        0)
         return rc;
     ccap_fmt_ll(num, n);
     if ((rc = sem_cmd(r, NULL, 2, (const char *[]){ "DEL", k[1] }, NULL)) < 0 ||
         (rc = sem_cmd(r, NULL, 3, (const char *[]){ "HDEL", k[2], CCAP_STAT_FULL_SINCE }, NULL)) < 0 ||
         (rc = sem_cmd(r, NULL, 4, (const char *[]){ "HINCRBY", k[2], CCAP_STAT_RESET_DROPPED, num }, NULL)) < 0)
         return rc;
-    if (strcmp(audit, "0") != 0 &&
-        (rc = sem_cmd(r, NULL, 12, (const char *[]){ "XADD", k[3], "MAXLEN", "~", audit, "*", "event", "reset", "by",
-                                                     who ? who : "", "dropped", num }, NULL)) < 0)
+    if (strcmp(audit, "0") != 0 && (rc = sem_cmd(r, NULL, 12,
+                                                 (const char *[]){ "XADD", k[3], "MAXLEN", "~", audit, "*", "event",
+                                                                   "reset", "by", who ? who : "", "dropped", num },
+                                                 NULL)) < 0)
         return rc;
     return n > INT_MAX ? INT_MAX : (int)n;
 }

@@ -49,23 +49,26 @@ int ccap_sem_parse_int(struct ccap_redis *r, const char *what, const redisReply 
                        long long *v);
 
 /* Fields of the stats hash (monotonic counters unless noted). */
-#define CCAP_STAT_ACQUIRED "acquired"          /* permits granted by Redis */
-#define CCAP_STAT_RELEASED "released"          /* permits given back */
-#define CCAP_STAT_TIMED_OUT "timed_out"        /* waits that gave up */
-#define CCAP_STAT_DENIED "denied"              /* acquire attempts refused (every retry) */
-#define CCAP_STAT_RECLAIMED "reclaimed"        /* holders dropped at lease expiry */
-#define CCAP_STAT_REREGISTERED "reregistered"  /* holders re-added by renew */
-#define CCAP_STAT_FALLBACK "fallback_granted"  /* granted while Redis was down, counted on recovery */
-#define CCAP_STAT_RESET_DROPPED "reset_dropped"/* holders dropped by conncap reset */
-#define CCAP_STAT_QUEUE_FULL "queue_full"      /* connects refused at once: max_waiters tickets queued */
-#define CCAP_STAT_FULL_SINCE "full_since"      /* gauge: ms (server TIME) since no permit is free; absent if one is */
-#define CCAP_STAT_LIMIT "limit"                /* gauge: limit in force at the last acquire */
-#define CCAP_STAT_WAIT_COUNT "wait_count"      /* waits ended (granted or timed out) */
-#define CCAP_STAT_WAIT_SUM "wait_sum_ms"       /* their total ms */
+#define CCAP_STAT_ACQUIRED "acquired"           /* permits granted by Redis */
+#define CCAP_STAT_RELEASED "released"           /* permits given back */
+#define CCAP_STAT_TIMED_OUT "timed_out"         /* waits that gave up */
+#define CCAP_STAT_DENIED "denied"               /* acquire attempts refused (every retry) */
+#define CCAP_STAT_RECLAIMED "reclaimed"         /* holders dropped at lease expiry */
+#define CCAP_STAT_REREGISTERED "reregistered"   /* holders re-added by renew */
+#define CCAP_STAT_FALLBACK "fallback_granted"   /* granted while Redis was down, counted on recovery */
+#define CCAP_STAT_RESET_DROPPED "reset_dropped" /* holders dropped by conncap reset */
+#define CCAP_STAT_QUEUE_FULL "queue_full"       /* connects refused at once: max_waiters tickets queued */
+#define CCAP_STAT_FULL_SINCE "full_since" /* gauge: ms (server TIME) since no permit is free; absent if one is */
+#define CCAP_STAT_LIMIT "limit"           /* gauge: limit in force at the last acquire */
+#define CCAP_STAT_WAIT_COUNT "wait_count" /* waits ended (granted or timed out) */
+#define CCAP_STAT_WAIT_SUM "wait_sum_ms"  /* their total ms */
 /* Wait-time histogram: field "wait_le_<B>" counts waits of ms in
  * (previous bound, B] (not cumulative), "wait_le_inf" the longer ones. The
  * bounds are also in lua/acquire.lua and lua/timeout.lua. */
-#define CCAP_WAIT_BOUNDS_MS { 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000 }
+#define CCAP_WAIT_BOUNDS_MS                                                                                         \
+    {                                                                                                               \
+        1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000                                                    \
+    }
 #define CCAP_WAIT_N_BOUNDS 12
 
 /* Writes "<prefix>{<name>}:<suffix>" into OUT (SUFFIX: a CCAP_KEY_* of
@@ -108,8 +111,8 @@ struct ccap_sem_req {
                              * once (res->queue_full) and counted; 0: no bound */
     int audit_maxlen;       /* > 0: a grant appends an event to the audit stream (XADD MAXLEN ~) */
 };
-#define CCAP_SEM_UNBLOCK 1  /* push a token to HOLDER's own wake list (ends its pending BLPOP) */
-#define CCAP_SEM_LEAVE 2    /* leave the queue if not admitted now (the last attempt) */
+#define CCAP_SEM_UNBLOCK 1 /* push a token to HOLDER's own wake list (ends its pending BLPOP) */
+#define CCAP_SEM_LEAVE 2   /* leave the queue if not admitted now (the last attempt) */
 
 /* One attempt: admits REQ->holder if the limit, the queue order and the rate
  * allow (a holder asking again keeps its permit, its lease renewed);
@@ -165,8 +168,8 @@ int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name,
  * error reply (see ccap_redis_script_defer), until UNTIL_MS (monotonic ms:
  * the end of the lease, when Redis drops the holder anyway). Returns 0 or
  * -errno as ccap_redis_script_defer. */
-int ccap_sem_release_defer(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_rel *rel,
-                           long long until_ms, bool send);
+int ccap_sem_release_defer(struct ccap_redis *r, const char *prefix, const char *name,
+                           const struct ccap_sem_rel *rel, long long until_ms, bool send);
 
 /* Extends the leases of N holders of NAME to now + LEASE_MS, in script
  * calls of at most CCAP_SEM_RENEW_BATCH holders each (one Redis call never
@@ -174,8 +177,8 @@ int ccap_sem_release_defer(struct ccap_redis *r, const char *prefix, const char 
  * (lost by a Redis restart or failover) is added again, even above the
  * limit. Returns the number of holders that were missing (re-added or not),
  * or -errno of the first call that failed (the batches before it ran). */
-int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, const char *const *holders,
-                   size_t n, int lease_ms, int add_missing);
+int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, const char *const *holders, size_t n,
+                   int lease_ms, int add_missing);
 
 /* Writes the wake list key of waiter HOLDER on NAME into OUT. Returns its
  * length or -ENAMETOOLONG. */

@@ -61,14 +61,20 @@ struct ccap_tls_conn {
 };
 
 /* dlsym of every NAME of a table from HANDLE; false (load_err says which) if one is missing. */
-#define RESOLVE(name)                                                                                         \
-    if (!(F.name = (__typeof__(F.name))dlsym(handle, #name))) {                                               \
-        snprintf(load_err, sizeof load_err, "TLS: %s has no %s (OpenSSL 3 is needed)", lib, #name);           \
-        return false;                                                                                         \
+#define RESOLVE(name)                                                                                               \
+    if (!(F.name = (__typeof__(F.name))dlsym(handle, #name))) {                                                     \
+        snprintf(load_err, sizeof load_err, "TLS: %s has no %s (OpenSSL 3 is needed)", lib, #name);                 \
+        return false;                                                                                               \
     }
 
-static bool resolve_ssl(void *handle, const char *lib) { SSL_FUNCS(RESOLVE) return true; }
-static bool resolve_crypto(void *handle, const char *lib) { CRYPTO_FUNCS(RESOLVE) return true; }
+static bool resolve_ssl(void *handle, const char *lib)
+{
+    SSL_FUNCS(RESOLVE) return true;
+}
+static bool resolve_crypto(void *handle, const char *lib)
+{
+    CRYPTO_FUNCS(RESOLVE) return true;
+}
 
 /* Registered after OpenSSL's own init, so it runs before an OPENSSL_cleanup
  * that a program using OpenSSL registered: the hook (the shim's releases)
@@ -80,7 +86,10 @@ static void at_exit(void)
     atomic_store(&exiting, true);
 }
 
-void ccap_tls_set_exit_hook(void (*fn)(void)) { exit_hook = fn; }
+void ccap_tls_set_exit_hook(void (*fn)(void))
+{
+    exit_hook = fn;
+}
 
 /* Kept loaded for the life of the process (sessions may outlive a context). */
 static void load(void)
@@ -90,8 +99,10 @@ static void load(void)
     ssl = crypto ? dlopen("libssl.so.3", RTLD_NOW | RTLD_LOCAL) : NULL;
     if (!ssl) {
         const char *e = dlerror();
-        snprintf(load_err, sizeof load_err, "TLS: cannot load OpenSSL 3 (libssl.so.3, libcrypto.so.3: install "
-                 "libssl3): %s", e ? e : "not found");
+        snprintf(load_err, sizeof load_err,
+                 "TLS: cannot load OpenSSL 3 (libssl.so.3, libcrypto.so.3: install "
+                 "libssl3): %s",
+                 e ? e : "not found");
         return;
     }
     if (!resolve_crypto(crypto, "libcrypto.so.3") || !resolve_ssl(ssl, "libssl.so.3"))
@@ -101,7 +112,10 @@ static void load(void)
     atexit(at_exit);
 }
 
-bool ccap_tls_loaded(void) { return atomic_load(&loaded); }
+bool ccap_tls_loaded(void)
+{
+    return atomic_load(&loaded);
+}
 
 /* After at_exit: OpenSSL may be cleaned up. Returns -EIO with the reason. */
 static int gone(char *err, size_t errlen)
@@ -289,7 +303,7 @@ void ccap_tls_conn_free(struct ccap_tls_conn *c)
     if (!c)
         return;
     if (c->ssl && !atomic_load(&exiting))
-        F.SSL_free(c->ssl);   /* frees the BIO; no I/O */
+        F.SSL_free(c->ssl); /* frees the BIO; no I/O */
     free(c);
 }
 
@@ -300,14 +314,9 @@ static int outcome(struct ccap_tls_conn *c, int rc, short *want, char *err, size
     long v;
 
     switch (se) {
-    case SSL_ERROR_NONE:
-        return 0;
-    case SSL_ERROR_WANT_READ:
-        *want = POLLIN;
-        return -EAGAIN;
-    case SSL_ERROR_WANT_WRITE:
-        *want = POLLOUT;
-        return -EAGAIN;
+    case SSL_ERROR_NONE: return 0;
+    case SSL_ERROR_WANT_READ: *want = POLLIN; return -EAGAIN;
+    case SSL_ERROR_WANT_WRITE: *want = POLLOUT; return -EAGAIN;
     case SSL_ERROR_ZERO_RETURN:
         F.ERR_clear_error();
         snprintf(err, errlen, "connection closed by the server");
@@ -349,8 +358,7 @@ ssize_t ccap_tls_read(struct ccap_tls_conn *c, void *buf, size_t len, short *wan
     return rc == -EPIPE && !strcmp(err, "connection closed by the server") ? 0 : rc == -EPROTO ? -EIO : rc;
 }
 
-ssize_t ccap_tls_write(struct ccap_tls_conn *c, const void *buf, size_t len, short *want, char *err,
-                       size_t errlen)
+ssize_t ccap_tls_write(struct ccap_tls_conn *c, const void *buf, size_t len, short *want, char *err, size_t errlen)
 {
     int k, rc;
 

@@ -55,8 +55,7 @@ int ccap_tls_handshake(struct ccap_tls_conn *c, short *want, char *err, size_t e
  * -EPIPE (reset, or closed mid-write) or -EIO (ERR says why). Writes go
  * out with send(MSG_NOSIGNAL): never a SIGPIPE. */
 ssize_t ccap_tls_read(struct ccap_tls_conn *c, void *buf, size_t len, short *want, char *err, size_t errlen);
-ssize_t ccap_tls_write(struct ccap_tls_conn *c, const void *buf, size_t len, short *want, char *err,
-                       size_t errlen);
+ssize_t ccap_tls_write(struct ccap_tls_conn *c, const void *buf, size_t len, short *want, char *err, size_t errlen);
 
 /* True when C holds decrypted bytes not read yet (poll would not see them). */
 bool ccap_tls_pending(const struct ccap_tls_conn *c);

@@ -19,7 +19,8 @@ static bool is_tcp(int fd)
 {
     int v = 0;
     socklen_t l = sizeof(v);
-    if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) == 0) return v == IPPROTO_TCP || v == IPPROTO_MPTCP;
+    if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) == 0)
+        return v == IPPROTO_TCP || v == IPPROTO_MPTCP;
     l = sizeof(v);
     return getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l) == 0 && v == SOCK_STREAM;
 }
@@ -47,20 +48,26 @@ static struct ccap_permit *new_permit(const struct ccap_sem_conf *s, size_t sem,
 int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, struct ccap_ticket *t)
 {
     t->permit = NULL;
-    if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)) return 0;
+    if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
+        return 0;
     const struct ccap_config *cfg = ccap_rt_config();
-    if (!cfg) return 0;
-    if (ccap_rt.hooks.need_watch) ccap_rt.hooks.need_watch();
+    if (!cfg)
+        return 0;
+    if (ccap_rt.hooks.need_watch)
+        ccap_rt.hooks.need_watch();
     const struct ccap_rule *rule = ccap_live_match(cfg, sa, len);
-    if (!rule || !is_tcp(fd)) return 0;
+    if (!rule || !is_tcp(fd))
+        return 0;
 
     struct ccap_permit *orphan, *held = ccap_ptab_get(fd, &orphan);
     ccap_rt_release(orphan);
-    if (held) return 0;             /* connect again on the same socket */
+    if (held)
+        return 0; /* connect again on the same socket */
 
     const struct ccap_sem_conf *s = &cfg->sems[rule->sem];
     struct ccap_permit *p = new_permit(s, rule->sem, fd, sa);
-    if (!p) return 0;
+    if (!p)
+        return 0;
     int rc = ccap_rt_wait_for_permit(s, rule->sem, p, fd);
     if (rc < 0) {
         free(p);
@@ -72,13 +79,16 @@ int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, struct
         return 0;
     }
     t->permit = p;
-    if (ccap_rt.hooks.permit_taken && !(p->flags & CCAP_PERMIT_LOCAL)) ccap_rt.hooks.permit_taken(p->lease_ms);
-    else ccap_rt_kick();
+    if (ccap_rt.hooks.permit_taken && !(p->flags & CCAP_PERMIT_LOCAL))
+        ccap_rt.hooks.permit_taken(p->lease_ms);
+    else
+        ccap_rt_kick();
     return 0;
 }
 
 void ccap_rt_connect_post(int fd, struct ccap_ticket *t, int rc, int err)
 {
-    if (!t->permit || rc == 0 || err == EINPROGRESS || err == EINTR) return;
+    if (!t->permit || rc == 0 || err == EINPROGRESS || err == EINTR)
+        return;
     ccap_rt_release(ccap_ptab_detach(fd));
 }

@@ -13,8 +13,8 @@ static struct {
     long long retry_at_ms;
     int backoff_ms;
     long long down_since_ms;
-    atomic_uint granted;    /* this outage: permits on_redis_down granted */
-    atomic_uint refused;    /* this outage: connects it failed */
+    atomic_uint granted; /* this outage: permits on_redis_down granted */
+    atomic_uint refused; /* this outage: connects it failed */
 } breaker;
 
 bool ccap_breaker_open(void)
@@ -22,7 +22,10 @@ bool ccap_breaker_open(void)
     return breaker.down && ccap_now_ms() < breaker.retry_at_ms;
 }
 
-bool ccap_breaker_down(void) { return breaker.down; }
+bool ccap_breaker_down(void)
+{
+    return breaker.down;
+}
 
 long long ccap_breaker_probe_in_ms(void)
 {
@@ -49,7 +52,8 @@ static int max_backoff_ms(void)
     const struct ccap_config *cfg = ccap_rt.cfg;
     int m = CCAP_BREAKER_MAX_MS;
     for (size_t i = 0; i < cfg->n_sems; i++)
-        if (cfg->sems[i].lease_ms / 4 < m) m = cfg->sems[i].lease_ms / 4;
+        if (cfg->sems[i].lease_ms / 4 < m)
+            m = cfg->sems[i].lease_ms / 4;
     return m < CCAP_BREAKER_MIN_MS ? CCAP_BREAKER_MIN_MS : m;
 }
 
@@ -65,8 +69,9 @@ static void failure(int rc)
         ccap_log(CCAP_LOG_WARN, "redis %s (%s): on_redis_down=\"%s\" until it answers",
                  reached ? "cannot serve" : "unreachable",
                  ccap_redis_errstr(ccap_rt.redis)[0] ? ccap_redis_errstr(ccap_rt.redis) : strerror(-rc),
-                 cfg->on_redis_down == CCAP_DOWN_OPEN ? "open" :
-                 cfg->on_redis_down == CCAP_DOWN_CLOSED ? "closed" : "local");
+                 cfg->on_redis_down == CCAP_DOWN_OPEN     ? "open"
+                 : cfg->on_redis_down == CCAP_DOWN_CLOSED ? "closed"
+                                                          : "local");
         breaker.down = true;
         breaker.down_since_ms = ccap_now_ms();
         atomic_store(&breaker.granted, 0);
@@ -84,22 +89,27 @@ static void failure(int rc)
 static void success(void)
 {
     if (breaker.down)
-        ccap_log(CCAP_LOG_WARN, "redis reachable again after %lld ms: permits are counted globally "
-                 "(meanwhile on_redis_down granted %u, refused %u; granted ones are registered at the next heartbeat)",
-                 ccap_now_ms() - breaker.down_since_ms, atomic_load(&breaker.granted), atomic_load(&breaker.refused));
+        ccap_log(
+            CCAP_LOG_WARN,
+            "redis reachable again after %lld ms: permits are counted globally "
+            "(meanwhile on_redis_down granted %u, refused %u; granted ones are registered at the next heartbeat)",
+            ccap_now_ms() - breaker.down_since_ms, atomic_load(&breaker.granted), atomic_load(&breaker.refused));
     breaker.down = false;
     breaker.backoff_ms = 0;
 }
 
 void ccap_breaker_note(int rc)
 {
-    if (rc >= 0) success();
-    else if (rc != -EINVAL && rc != -ENOMEM && rc != -ENAMETOOLONG) failure(rc);
+    if (rc >= 0)
+        success();
+    else if (rc != -EINVAL && rc != -ENOMEM && rc != -ENAMETOOLONG)
+        failure(rc);
 }
 
 int ccap_breaker_call(int (*call)(void *), void *arg)
 {
-    if (ccap_breaker_open()) return -ECONNREFUSED;
+    if (ccap_breaker_open())
+        return -ECONNREFUSED;
     int rc = call(arg);
     ccap_breaker_note(rc);
     return rc;

@@ -4,8 +4,8 @@
 
 #include <stdbool.h>
 
-#define CCAP_BREAKER_MIN_MS 250   /* first backoff, and the heartbeat's shortest probe delay */
-#define CCAP_BREAKER_MAX_MS 5000  /* longest backoff (see ccap_breaker_note) */
+#define CCAP_BREAKER_MIN_MS 250  /* first backoff, and the heartbeat's shortest probe delay */
+#define CCAP_BREAKER_MAX_MS 5000 /* longest backoff (see ccap_breaker_note) */
 
 /* Every call below is made under the runtime's rlock (rt_int.h), but for
  * the outage counters, which are atomics. */

@@ -22,7 +22,8 @@
 
 static bool plain(unsigned char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || (c && strchr("._/:@+[]-", c));
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c && strchr("._/:@+[]-", c));
 }
 
 /* Appends S escaped; returns the new length or -1 when it would pass CAP. */
@@ -30,7 +31,8 @@ static long put_escaped(char *buf, long len, long cap, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
     for (const unsigned char *p = (const void *)s; *p; p++) {
-        if (len + 3 >= cap) return -1;
+        if (len + 3 >= cap)
+            return -1;
         if (plain(*p)) {
             buf[len++] = (char)*p;
         } else {
@@ -45,12 +47,14 @@ static long put_escaped(char *buf, long len, long cap, const char *s)
 static long put_entry(char *buf, long len, long cap, const struct ccap_handoff_entry *e, bool first)
 {
     char nums[96];
-    int k = snprintf(nums, sizeof(nums), "%s%d,%llu,%llu,%d,", first ? "" : ";", e->fd,
-                     (unsigned long long)e->dev, (unsigned long long)e->ino, e->lease_ms);
-    if (len + k >= cap) return -1;
+    int k = snprintf(nums, sizeof(nums), "%s%d,%llu,%llu,%d,", first ? "" : ";", e->fd, (unsigned long long)e->dev,
+                     (unsigned long long)e->ino, e->lease_ms);
+    if (len + k >= cap)
+        return -1;
     memcpy(buf + len, nums, (size_t)k);
     len += k;
-    if ((len = put_escaped(buf, len, cap, e->sem)) < 0 || len + 1 >= cap) return -1;
+    if ((len = put_escaped(buf, len, cap, e->sem)) < 0 || len + 1 >= cap)
+        return -1;
     buf[len++] = ',';
     return put_escaped(buf, len, cap, e->holder);
 }
@@ -58,22 +62,28 @@ static long put_entry(char *buf, long len, long cap, const struct ccap_handoff_e
 int ccap_handoff_encode(pid_t pid, const struct ccap_handoff_entry *e, size_t n, char **out, size_t *kept)
 {
     *out = NULL;
-    if (kept) *kept = 0;
-    if (pid <= 0 || (n && !e)) return -EINVAL;
+    if (kept)
+        *kept = 0;
+    if (pid <= 0 || (n && !e))
+        return -EINVAL;
     for (size_t i = 0; i < n; i++)
-        if (e[i].fd < 0 || e[i].lease_ms < 0) return -EINVAL;
+        if (e[i].fd < 0 || e[i].lease_ms < 0)
+            return -EINVAL;
     long cap = CCAP_HANDOFF_MAX_LEN;
     char *buf = malloc((size_t)cap);
-    if (!buf) return -ENOMEM;
+    if (!buf)
+        return -ENOMEM;
     long len = snprintf(buf, (size_t)cap, "%s%s:%ld:", NAME_EQ, VERSION, (long)pid);
     size_t i = 0;
     for (; i < n && i < CCAP_HANDOFF_MAX_ENTRIES; i++) {
         long l = put_entry(buf, len, cap, &e[i], i == 0);
-        if (l < 0) break;
+        if (l < 0)
+            break;
         len = l;
     }
     buf[len] = '\0';
-    if (kept) *kept = i;
+    if (kept)
+        *kept = i;
     *out = buf;
     return (int)len;
 }
@@ -86,19 +96,24 @@ static const char *get_num(const char *s, unsigned long long max, unsigned long 
     const char *p = s;
     for (; *p >= '0' && *p <= '9'; p++) {
         unsigned d = (unsigned)(*p - '0');
-        if (x > (max - d) / 10) return NULL;
+        if (x > (max - d) / 10)
+            return NULL;
         x = x * 10 + d;
     }
-    if (p == s) return NULL;
+    if (p == s)
+        return NULL;
     *v = x;
     return p;
 }
 
 static int unhex(char c)
 {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
     return -1;
 }
 
@@ -111,16 +126,19 @@ static const char *get_text(const char *s, char *out, size_t cap)
         int c = (unsigned char)*s;
         if (c == '%') {
             int h = unhex(s[1]), l = h < 0 ? -1 : unhex(s[2]);
-            if (l < 0) return NULL;
+            if (l < 0)
+                return NULL;
             c = h * 16 + l;
             s += 2;
         } else if (!plain((unsigned char)c)) {
             return NULL;
         }
-        if (c == 0 || n + 1 >= cap) return NULL;
+        if (c == 0 || n + 1 >= cap)
+            return NULL;
         out[n++] = (char)c;
     }
-    if (n == 0) return NULL;
+    if (n == 0)
+        return NULL;
     out[n] = '\0';
     return s;
 }
@@ -128,12 +146,18 @@ static const char *get_text(const char *s, char *out, size_t cap)
 static const char *get_entry(const char *s, struct ccap_handoff_entry *e)
 {
     unsigned long long fd, dev, ino, lease;
-    if (!(s = get_num(s, CCAP_PTAB_MAX_FD - 1, &fd)) || *s++ != ',') return NULL;
-    if (!(s = get_num(s, UINT64_MAX, &dev)) || *s++ != ',') return NULL;
-    if (!(s = get_num(s, UINT64_MAX, &ino)) || *s++ != ',') return NULL;
-    if (!(s = get_num(s, INT_MAX, &lease)) || *s++ != ',' || lease == 0) return NULL;
-    if (!(s = get_text(s, e->sem, sizeof(e->sem))) || *s++ != ',') return NULL;
-    if (!(s = get_text(s, e->holder, sizeof(e->holder)))) return NULL;
+    if (!(s = get_num(s, CCAP_PTAB_MAX_FD - 1, &fd)) || *s++ != ',')
+        return NULL;
+    if (!(s = get_num(s, UINT64_MAX, &dev)) || *s++ != ',')
+        return NULL;
+    if (!(s = get_num(s, UINT64_MAX, &ino)) || *s++ != ',')
+        return NULL;
+    if (!(s = get_num(s, INT_MAX, &lease)) || *s++ != ',' || lease == 0)
+        return NULL;
+    if (!(s = get_text(s, e->sem, sizeof(e->sem))) || *s++ != ',')
+        return NULL;
+    if (!(s = get_text(s, e->holder, sizeof(e->holder))))
+        return NULL;
     e->fd = (int)fd;
     e->dev = (dev_t)dev;
     e->ino = (ino_t)ino;
@@ -144,9 +168,11 @@ static const char *get_entry(const char *s, struct ccap_handoff_entry *e)
 long ccap_handoff_pid(const char *value)
 {
     unsigned long long pid;
-    if (!value || strncmp(value, VERSION ":", 2) != 0) return -EINVAL;
+    if (!value || strncmp(value, VERSION ":", 2) != 0)
+        return -EINVAL;
     const char *p = get_num(value + 2, INT_MAX, &pid);
-    if (!p || *p != ':' || pid == 0) return -EINVAL;
+    if (!p || *p != ':' || pid == 0)
+        return -EINVAL;
     return (long)pid;
 }
 
@@ -155,20 +181,25 @@ int ccap_handoff_decode(const char *value, pid_t *pid, struct ccap_handoff_entry
     *out = NULL;
     *n = 0;
     long p = ccap_handoff_pid(value);
-    if (p < 0) return -EINVAL;
+    if (p < 0)
+        return -EINVAL;
     const char *s = strchr(value + 2, ':') + 1;
     size_t cnt = *s ? 1 : 0;
-    for (const char *c = s; *c; c++) cnt += *c == ';';
-    if (cnt > CCAP_HANDOFF_MAX_ENTRIES) return -EINVAL;
+    for (const char *c = s; *c; c++)
+        cnt += *c == ';';
+    if (cnt > CCAP_HANDOFF_MAX_ENTRIES)
+        return -EINVAL;
     struct ccap_handoff_entry *e = cnt ? calloc(cnt, sizeof(*e)) : NULL;
-    if (cnt && !e) return -ENOMEM;
+    if (cnt && !e)
+        return -ENOMEM;
     for (size_t i = 0; i < cnt; i++) {
         s = get_entry(s, &e[i]);
         if (!s || (*s && *s != ';') || (*s == ';' && i + 1 == cnt)) {
             free(e);
             return -EINVAL;
         }
-        if (*s) s++;
+        if (*s)
+            s++;
     }
     *pid = (pid_t)p;
     *out = e;
@@ -184,27 +215,32 @@ static bool is_ours(const char *entry)
 bool ccap_handoff_in_envp(char *const *envp)
 {
     for (; envp && *envp; envp++)
-        if (is_ours(*envp)) return true;
+        if (is_ours(*envp))
+            return true;
     return false;
 }
 
 char **ccap_handoff_envp(char *const *envp, const char *extra)
 {
     size_t n = 0;
-    while (envp && envp[n]) n++;
+    while (envp && envp[n])
+        n++;
     char **out = malloc((n + 2) * sizeof(*out));
-    if (!out) return NULL;
+    if (!out)
+        return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (!is_ours(envp[i])) out[k++] = envp[i];
-    if (extra) out[k++] = (char *)extra;
+        if (!is_ours(envp[i]))
+            out[k++] = envp[i];
+    if (extra)
+        out[k++] = (char *)extra;
     out[k] = NULL;
     return out;
 }
 
 /* ---- the lifecycle ---- */
 
-static const char *recorded;             /* the constructor's copy (env.c) */
+static const char *recorded; /* the constructor's copy (env.c) */
 static atomic_bool waiting;
 static pthread_once_t adopt_once = PTHREAD_ONCE_INIT;
 
@@ -236,7 +272,8 @@ static bool same_socket(int fd, const struct ccap_handoff_entry *e)
 static int adopt_one(struct ccap_handoff_entry *e, size_t n, size_t i, bool *used)
 {
     struct ccap_permit *p = ccap_permit_new();
-    if (!p) return -ENOMEM;
+    if (!p)
+        return -ENOMEM;
     p->dev = e[i].dev;
     p->ino = e[i].ino;
     p->lease_ms = e[i].lease_ms;
@@ -245,13 +282,15 @@ static int adopt_one(struct ccap_handoff_entry *e, size_t n, size_t i, bool *use
     p->held = ccap_rt_held_count(p->sem);
     int attached = 0;
     for (size_t j = i; j < n; j++) {
-        if (used[j] || strcmp(e[j].holder, e[i].holder) != 0) continue;
+        if (used[j] || strcmp(e[j].holder, e[i].holder) != 0)
+            continue;
         used[j] = true;
-        if (e[j].dev == p->dev && e[j].ino == p->ino && same_socket(e[j].fd, &e[j]) &&
-            !ccap_ptab_maybe(e[j].fd) && ccap_ptab_attach(e[j].fd, p) == 0)
+        if (e[j].dev == p->dev && e[j].ino == p->ino && same_socket(e[j].fd, &e[j]) && !ccap_ptab_maybe(e[j].fd) &&
+            ccap_ptab_attach(e[j].fd, p) == 0)
             attached++;
     }
-    if (attached) return 1;
+    if (attached)
+        return 1;
     ccap_log(CCAP_LOG_INFO, "handed-over permit %s: its socket is gone, given back", p->holder);
     ccap_rt_release(p);
     return 0;
@@ -272,8 +311,10 @@ static void adopt(void)
         } else {
             ccap_rt_claim();
             for (size_t i = 0; i < n; i++)
-                if (!used[i] && adopt_one(e, n, i, used) == 1) kept++;
-            if (kept) ccap_rt_kick();
+                if (!used[i] && adopt_one(e, n, i, used) == 1)
+                    kept++;
+            if (kept)
+                ccap_rt_kick();
             ccap_log(CCAP_LOG_DEBUG, "adopted %zu permits handed over across exec", kept);
         }
         free(used);
@@ -291,7 +332,8 @@ void ccap_handoff_adopt(void)
 static void keep_regone(struct ccap_exec *x, struct ccap_permit *released)
 {
     size_t n = 0;
-    for (struct ccap_permit *p = released; p; p = p->next) n++;
+    for (struct ccap_permit *p = released; p; p = p->next)
+        n++;
     x->regone = calloc(n ? n : 1, sizeof(*x->regone));
     for (struct ccap_permit *p = released; p && x->regone; p = p->next) {
         struct ccap_handoff_entry *e = &x->regone[x->n_regone++];
@@ -304,10 +346,13 @@ static void keep_regone(struct ccap_exec *x, struct ccap_permit *released)
 char *const *ccap_handoff_exec_pre(char *const *envp, struct ccap_exec *x)
 {
     memset(x, 0, sizeof(*x));
-    if (ccap_handoff_waiting()) ccap_handoff_adopt();
+    if (ccap_handoff_waiting())
+        ccap_handoff_adopt();
     bool old_entry = ccap_handoff_in_envp(envp);
-    if (ccap_rt_waits_drop()) ccap_rt_flush();   /* no ticket of a waiting thread outlives the exec */
-    if (ccap_ptab_empty() && !old_entry) return envp;
+    if (ccap_rt_waits_drop())
+        ccap_rt_flush(); /* no ticket of a waiting thread outlives the exec */
+    if (ccap_ptab_empty() && !old_entry)
+        return envp;
 
     struct ccap_handoff_entry *surv = NULL;
     size_t nsurv = 0, kept = 0;
@@ -318,10 +363,10 @@ char *const *ccap_handoff_exec_pre(char *const *envp, struct ccap_exec *x)
     if (released) {
         keep_regone(x, released);
         for (struct ccap_permit *p = released, *next; p; p = next) {
-            next = p->next;   /* unregister keeps P: it is still in x->gone */
+            next = p->next; /* unregister keeps P: it is still in x->gone */
             ccap_rt_unregister(p);
         }
-        ccap_rt_flush();    /* before the exec closes the connection */
+        ccap_rt_flush(); /* before the exec closes the connection */
     }
     if (nsurv) {
         /* a fresh lease gives the new image the longest time to adopt */
@@ -329,23 +374,28 @@ char *const *ccap_handoff_exec_pre(char *const *envp, struct ccap_exec *x)
         if (ccap_handoff_encode(getpid(), surv, nsurv, &x->value, &kept) < 0)
             ccap_log(CCAP_LOG_WARN, "out of memory: %zu permits not handed over across exec", nsurv);
         else if (kept < nsurv)
-            ccap_log(CCAP_LOG_WARN, "%zu descriptors beyond the %s size limit: their permits expire with their leases",
+            ccap_log(CCAP_LOG_WARN,
+                     "%zu descriptors beyond the %s size limit: their permits expire with their leases",
                      nsurv - kept, CCAP_HANDOFF_ENV);
     }
     free(surv);
-    if (!x->value && !old_entry) return envp;
+    if (!x->value && !old_entry)
+        return envp;
     x->envp = ccap_handoff_envp(envp, x->value);
     return x->envp ? x->envp : envp;
 }
 
 char *const *ccap_handoff_exec_e2big(struct ccap_exec *x)
 {
-    if (!x->envp || !x->value) return NULL;
+    if (!x->envp || !x->value)
+        return NULL;
     for (char **p = x->envp; *p; p++)
         if (*p == x->value) {
-            *p = NULL;   /* it was the last one */
-            ccap_log(CCAP_LOG_WARN, "exec: environment too large with %s: retried without it; "
-                     "the surviving sockets' permits expire with their leases", CCAP_HANDOFF_ENV);
+            *p = NULL; /* it was the last one */
+            ccap_log(CCAP_LOG_WARN,
+                     "exec: environment too large with %s: retried without it; "
+                     "the surviving sockets' permits expire with their leases",
+                     CCAP_HANDOFF_ENV);
             return x->envp;
         }
     return NULL;
@@ -360,7 +410,8 @@ void ccap_handoff_exec_post(struct ccap_exec *x)
          * a permit that is registered, never one registered after it. */
         ccap_rt_renew_entries(x->regone, x->n_regone);
         ccap_rt_release_list(ccap_ptab_exec_restore(x->gone, x->n_gone));
-        if (!ccap_ptab_empty()) ccap_rt_kick();
+        if (!ccap_ptab_empty())
+            ccap_rt_kick();
     }
     free(x->gone);
     free(x->regone);

@@ -86,9 +86,9 @@ void ccap_handoff_fork_child(void);
 
 /* What ccap_handoff_exec_pre hands to ccap_handoff_exec_post. */
 struct ccap_exec {
-    char **envp;                       /* malloc'd environment for the exec, or NULL */
-    char *value;                       /* malloc'd "CONNCAP_PERMITS=..." or NULL */
-    struct ccap_ptab_ent *gone;        /* descriptors of released (all-CLOEXEC) permits */
+    char **envp;                /* malloc'd environment for the exec, or NULL */
+    char *value;                /* malloc'd "CONNCAP_PERMITS=..." or NULL */
+    struct ccap_ptab_ent *gone; /* descriptors of released (all-CLOEXEC) permits */
     size_t n_gone;
     struct ccap_handoff_entry *regone; /* their sem/holder/lease, to register again */
     size_t n_regone;

@@ -10,16 +10,20 @@
 
 static struct {
     char host[64];
-    unsigned nonce;     /* one per process image; 0: not chosen yet */
+    unsigned nonce; /* one per process image; 0: not chosen yet */
     atomic_ulong seq;
 } ident;
 
 void ccap_rt_ident_init(void)
 {
-    if (gethostname(ident.host, sizeof(ident.host) - 1) != 0) strcpy(ident.host, "unknown");
+    if (gethostname(ident.host, sizeof(ident.host) - 1) != 0)
+        strcpy(ident.host, "unknown");
 }
 
-void ccap_rt_ident_fork_child(void) { ident.nonce = 0; }
+void ccap_rt_ident_fork_child(void)
+{
+    ident.nonce = 0;
+}
 
 /* Per thread, seeded again in a fork child: prefork workers forked from one
  * thread must not draw the same jitter. */
@@ -33,7 +37,9 @@ unsigned ccap_rt_rand32(void)
         s = s ? s : 1;
         seeded_pid = pid;
     }
-    s ^= s << 13; s ^= s >> 17; s ^= s << 5;
+    s ^= s << 13;
+    s ^= s >> 17;
+    s ^= s << 5;
     return s;
 }
 
@@ -43,9 +49,12 @@ static unsigned nonce(void)
     unsigned nonce = __atomic_load_n(&ident.nonce, __ATOMIC_RELAXED);
     if (!nonce) {
         unsigned n = 0, none = 0;
-        if (getrandom(&n, sizeof(n), GRND_NONBLOCK) != sizeof(n)) n = ccap_rt_rand32();
+        if (getrandom(&n, sizeof(n), GRND_NONBLOCK) != sizeof(n))
+            n = ccap_rt_rand32();
         n = n ? n : 1;
-        nonce = __atomic_compare_exchange_n(&ident.nonce, &none, n, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED) ? n : none;
+        nonce = __atomic_compare_exchange_n(&ident.nonce, &none, n, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)
+                    ? n
+                    : none;
     }
     return nonce;
 }

@@ -52,7 +52,8 @@ static void fork_child(void)
     ccap_rt_ident_fork_child();
     ccap_handoff_fork_child();
     ccap_live_fork_child();
-    if (ccap_rt.hooks.fork_child) ccap_rt.hooks.fork_child();
+    if (ccap_rt.hooks.fork_child)
+        ccap_rt.hooks.fork_child();
     ccap_redis_fork_child();
     ccap_wait_fork_child();
     ccap_rt_waits_fork_child();

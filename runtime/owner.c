@@ -9,8 +9,8 @@
  * after a fork() the child (ccap_rt_owner_fork_child): never merely the
  * process that loaded the library, whose prefork children create state of
  * their own. */
-static atomic_int owner_pid;      /* the process the state belongs to; 0 before any */
-static atomic_bool stateful;      /* fork handlers registered: state may exist */
+static atomic_int owner_pid; /* the process the state belongs to; 0 before any */
+static atomic_bool stateful; /* fork handlers registered: state may exist */
 static atomic_int own_fd_base = INT32_MAX;
 static pthread_once_t claim_once = PTHREAD_ONCE_INIT;
 
@@ -22,18 +22,29 @@ static void claim(void)
     atomic_store(&stateful, true);
 }
 
-void ccap_rt_claim(void) { pthread_once(&claim_once, claim); }
+void ccap_rt_claim(void)
+{
+    pthread_once(&claim_once, claim);
+}
 
-bool ccap_rt_stateful(void) { return atomic_load(&stateful); }
+bool ccap_rt_stateful(void)
+{
+    return atomic_load(&stateful);
+}
 
-void ccap_rt_owner_fork_child(void) { atomic_store(&owner_pid, (int)getpid()); }
+void ccap_rt_owner_fork_child(void)
+{
+    atomic_store(&owner_pid, (int)getpid());
+}
 
 bool ccap_rt_owner(void)
 {
     int me = (int)getpid();
-    if (atomic_load_explicit(&owner_pid, memory_order_relaxed) == me) return true;
-    if (atomic_load(&stateful)) return false;   /* shares its parent's memory */
-    atomic_store(&owner_pid, me);              /* a fork child before any state */
+    if (atomic_load_explicit(&owner_pid, memory_order_relaxed) == me)
+        return true;
+    if (atomic_load(&stateful))
+        return false;             /* shares its parent's memory */
+    atomic_store(&owner_pid, me); /* a fork child before any state */
     return true;
 }
 
@@ -51,14 +62,16 @@ bool ccap_rt_own_fd_begin(unsigned lo, unsigned hi)
         return false;
     /* A vfork child has a descriptor table of its own: nothing to guard, and
      * it must never take (and maybe die holding) its parent's lock. */
-    if (!ccap_rt_owner()) return false;
+    if (!ccap_rt_owner())
+        return false;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 2;   /* bounded: never hang a close, even from a signal handler */
+    ts.tv_sec += 2; /* bounded: never hang a close, even from a signal handler */
     return pthread_mutex_timedlock(&ccap_rt.rlock, &ts) == 0;
 }
 
 void ccap_rt_own_fd_end(bool locked)
 {
-    if (locked) pthread_mutex_unlock(&ccap_rt.rlock);
+    if (locked)
+        pthread_mutex_unlock(&ccap_rt.rlock);
 }

@@ -15,18 +15,18 @@
 struct ccap_permit {
     dev_t dev;
     ino_t ino;
-    int refs;                  /* this process's descriptors for the socket */
+    int refs; /* this process's descriptors for the socket */
     int lease_ms;
-    int flags;                 /* CCAP_PERMIT_* */
-    char sem[CCAP_SEM_NAME_MAX];  /* semaphore name (kept across config reloads) */
-    char holder[CCAP_HOLDER_MAX]; /* holder id in Redis (core/holder.h) */
-    atomic_int *held;          /* counts this permit while it is in the table (its semaphore's
+    int flags;                       /* CCAP_PERMIT_* */
+    char sem[CCAP_SEM_NAME_MAX];     /* semaphore name (kept across config reloads) */
+    char holder[CCAP_HOLDER_MAX];    /* holder id in Redis (core/holder.h) */
+    atomic_int *held;                /* counts this permit while it is in the table (its semaphore's
                                   permits held by the process), or NULL; set before attaching */
-    struct ccap_permit *prev, *next;  /* all permits, for the heartbeat */
+    struct ccap_permit *prev, *next; /* all permits, for the heartbeat */
 };
 
 enum {
-    CCAP_PERMIT_LOCAL = 1,     /* granted while Redis was down; not yet registered there */
+    CCAP_PERMIT_LOCAL = 1, /* granted while Redis was down; not yet registered there */
 };
 
 /* Largest descriptor number the table tracks (exclusive). Sockets above it
@@ -114,8 +114,8 @@ struct ccap_handoff_entry;
  *   ccap_ptab_exec_restore if it failed.
  * Returns 0, or -ENOMEM (then nothing is split: all outputs empty, stale
  * entries still dropped). Thread-safe. */
-int ccap_ptab_exec_split(struct ccap_handoff_entry **surv, size_t *nsurv, struct ccap_ptab_ent **gone,
-                         size_t *ngone, struct ccap_permit **released, struct ccap_permit **orphans);
+int ccap_ptab_exec_split(struct ccap_handoff_entry **surv, size_t *nsurv, struct ccap_ptab_ent **gone, size_t *ngone,
+                         struct ccap_permit **released, struct ccap_permit **orphans);
 
 /* After a failed exec: attaches each pair of GONE (N of them) again whose
  * descriptor is still that socket and not tracked meanwhile. Returns the

@@ -43,15 +43,16 @@ void ccap_rt_release_kept(const char *sem, int i, const char *holder, long long 
     bool send = !ccap_breaker_open();
     struct ccap_sem_rel rel = { holder, i >= 0 ? ccap_rt.cfg->sems[i].limit : -1, ccap_rt_audit_maxlen() };
     int rc = ccap_sem_release_defer(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, sem, &rel, until, send);
-    if (rc < 0 && send) {   /* kept (but for -ENOMEM): sent again when redis answers */
+    if (rc < 0 && send) { /* kept (but for -ENOMEM): sent again when redis answers */
         ccap_breaker_note(rc);
         ccap_log(CCAP_LOG_INFO, "release of %s not sent (%s): %s", holder, strerror(-rc),
                  rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
-    } else if (!send) {     /* the circuit was open already: the same, told the same way */
+    } else if (!send) { /* the circuit was open already: the same, told the same way */
         ccap_log(CCAP_LOG_INFO, "release of %s not sent (redis down): %s", holder,
                  rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
     }
-    if (rc < 0 || !send) ccap_rt_kick(); /* the heartbeat sends it once redis answers */
+    if (rc < 0 || !send)
+        ccap_rt_kick(); /* the heartbeat sends it once redis answers */
 }
 
 /* The release goes out without waiting for Redis's reply (a matched close
@@ -64,10 +65,12 @@ void ccap_rt_release_kept(const char *sem, int i, const char *holder, long long 
  * (see below). */
 void ccap_rt_unregister(struct ccap_permit *p)
 {
-    if (!p || !ccap_rt_config()) return;    /* loads it for a permit adopted across exec */
+    if (!p || !ccap_rt_config())
+        return; /* loads it for a permit adopted across exec */
     int i = ccap_rt_sem_index(p->sem);
     if (!ccap_rt.redis) {
-        if ((p->flags & CCAP_PERMIT_LOCAL) && i >= 0) atomic_fetch_sub(&ccap_rt.local_used[i], 1);
+        if ((p->flags & CCAP_PERMIT_LOCAL) && i >= 0)
+            atomic_fetch_sub(&ccap_rt.local_used[i], 1);
         return;
     }
     pthread_mutex_lock(&ccap_rt.rlock);
@@ -79,7 +82,8 @@ void ccap_rt_unregister(struct ccap_permit *p)
      * never had changes nothing); while it does not, it was never
      * registered, and nothing is sent. */
     if (p->flags & CCAP_PERMIT_LOCAL) {
-        if (i >= 0) atomic_fetch_sub(&ccap_rt.local_used[i], 1);
+        if (i >= 0)
+            atomic_fetch_sub(&ccap_rt.local_used[i], 1);
         if (!send) {
             pthread_mutex_unlock(&ccap_rt.rlock);
             return;

@@ -22,20 +22,20 @@
 
 #define SWEEP_PERIOD_MS 10000
 
-struct job {                      /* one name of a resolve = true rule */
+struct job { /* one name of a resolve = true rule */
     char name[256];
     int interval_s;
     long long due_ms;
     bool failing;
 };
 
-struct retired {                  /* a replaced config waiting out its grace */
+struct retired { /* a replaced config waiting out its grace */
     struct ccap_config *cfg;
     long long free_at_ms;
     struct retired *next;
 };
 
-struct sig {                      /* identity of one version of the file */
+struct sig { /* identity of one version of the file */
     dev_t dev;
     ino_t ino;
     off_t size;
@@ -51,7 +51,7 @@ static struct {
     atomic_int first_round;            /* 0 pending, 1 done, 2 stopped waiting for it */
     char *path;
     size_t sem_cap;
-    struct ccap_redis_conf redis;      /* the boot config's, shared by every later one; never freed */
+    struct ccap_redis_conf redis; /* the boot config's, shared by every later one; never freed */
     /* the rest belongs to the watch thread (ccap_live_tick) */
     struct sig sig;
     bool sig_ok, missing_logged, pending;
@@ -61,7 +61,6 @@ static struct {
     struct retired *retired;
     size_t n_retired;
 } live = { .mu = PTHREAD_MUTEX_INITIALIZER, .first_round = 1 };
-
 
 static struct ccap_names *names_get(bool create)
 {
@@ -148,8 +147,10 @@ static void run_job(struct job *j, long long now)
     j->due_ms = now + j->interval_s * 1000LL;
     if (rc != 0) {
         if (!j->failing)
-            ccap_log(CCAP_LOG_WARN, "resolve = true: cannot resolve %s (%s): its addresses stay known as last "
-                     "seen until they expire", j->name, rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+            ccap_log(CCAP_LOG_WARN,
+                     "resolve = true: cannot resolve %s (%s): its addresses stay known as last "
+                     "seen until they expire",
+                     j->name, rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
         j->failing = true;
         return;
     }
@@ -213,8 +214,10 @@ static void wait_first_round(void)
         if (pthread_cond_timedwait(&live.cond, &live.mu, &ts) == ETIMEDOUT) {
             int pending = 0;
             if (atomic_compare_exchange_strong(&live.first_round, &pending, 2))
-                ccap_log(CCAP_LOG_WARN, "resolve = true: the first lookup takes longer than %d ms; connects go "
-                         "on and match once it is done", CCAP_RESOLVE_FIRST_WAIT_MS);
+                ccap_log(CCAP_LOG_WARN,
+                         "resolve = true: the first lookup takes longer than %d ms; connects go "
+                         "on and match once it is done",
+                         CCAP_RESOLVE_FIRST_WAIT_MS);
             break;
         }
     pthread_mutex_unlock(&live.mu);
@@ -264,8 +267,10 @@ static int stabilize(const struct ccap_config *old, struct ccap_config *new, cha
     for (size_t j = 0; j < new->n_sems; j++)
         n += ccap_config_sem_index(old, new->sems[j].name) < 0;
     if (n > live.sem_cap) {
-        snprintf(why, whylen, "%s: %zu semaphores over the reloads so far, more than the %zu this process can "
-                 "track: restart it to apply", new->path, n, live.sem_cap);
+        snprintf(why, whylen,
+                 "%s: %zu semaphores over the reloads so far, more than the %zu this process can "
+                 "track: restart it to apply",
+                 new->path, n, live.sem_cap);
         return -ENOSPC;
     }
     struct ccap_sem_conf *s = calloc(n ? n : 1, sizeof *s);
@@ -358,8 +363,10 @@ static int adopt_redis(struct ccap_config *new)
     if (!husk)
         return -ENOMEM;
     if (!redis_same(&live.redis, &new->redis))
-        ccap_log(CCAP_LOG_WARN, "%s: the redis settings changed: they take effect when the program restarts; "
-                 "the other changes apply now", live.path);
+        ccap_log(CCAP_LOG_WARN,
+                 "%s: the redis settings changed: they take effect when the program restarts; "
+                 "the other changes apply now",
+                 live.path);
     husk->redis = new->redis;
     new->redis = live.redis;
     ccap_config_free(husk);

@@ -10,24 +10,28 @@
 #include "sem.h"
 #include "wait.h"
 
-#define BEAT_IDLE_MS 1000    /* no permit held: the next beat, while releases are kept or permits remain */
-#define BEAT_MIN_MS 50       /* the shortest period between beats */
+#define BEAT_IDLE_MS 1000 /* no permit held: the next beat, while releases are kept or permits remain */
+#define BEAT_MIN_MS 50    /* the shortest period between beats */
 
 int ccap_rt_each_sem_batch(const struct ccap_handoff_entry *e, size_t n, ccap_rt_batch_fn *fn, void *arg)
 {
-    if (!n) return 0;
+    if (!n)
+        return 0;
     const char **batch = malloc(n * sizeof(*batch));
     bool *done = calloc(n, sizeof(*done));
     int rc = batch && done ? 0 : -ENOMEM;
     for (size_t i = 0; i < n && rc == 0; i++) {
-        if (done[i]) continue;
+        if (done[i])
+            continue;
         size_t m = 0;
         int lease = 0;
         for (size_t j = i; j < n; j++) {
-            if (done[j] || strcmp(e[j].sem, e[i].sem) != 0) continue;
+            if (done[j] || strcmp(e[j].sem, e[i].sem) != 0)
+                continue;
             done[j] = true;
-            batch[m++] = e[j].holder;   /* a repeated holder (dup'ed socket) is harmless */
-            if (e[j].lease_ms > lease) lease = e[j].lease_ms;
+            batch[m++] = e[j].holder; /* a repeated holder (dup'ed socket) is harmless */
+            if (e[j].lease_ms > lease)
+                lease = e[j].lease_ms;
         }
         rc = fn(e[i].sem, batch, m, lease > 0 ? lease : 1, arg);
     }
@@ -57,15 +61,19 @@ static int renew_batch(const char *sem, const char **holders, size_t n, int leas
     struct renew_call c = { sem, holders, n, lease_ms };
     int rc = ccap_breaker_call(renew_call, &c);
     if (rc > 0 && *(const bool *)arg)
-        ccap_log(CCAP_LOG_WARN, "re-registered %d permit(s) of %s that redis had lost (restart, failover, "
-                 "or granted while it was down)", rc, sem);
+        ccap_log(CCAP_LOG_WARN,
+                 "re-registered %d permit(s) of %s that redis had lost (restart, failover, "
+                 "or granted while it was down)",
+                 rc, sem);
     return rc < 0 ? rc : 0;
 }
 
 int ccap_rt_renew_entries(const struct ccap_handoff_entry *e, size_t n)
 {
-    if (!n) return 0;
-    if (!ccap_rt_config()) return -EINVAL;
+    if (!n)
+        return 0;
+    if (!ccap_rt_config())
+        return -EINVAL;
     bool warn = false;
     pthread_mutex_lock(&ccap_rt.rlock);
     int rc = ccap_rt_each_sem_batch(e, n, renew_batch, &warn);
@@ -78,8 +86,10 @@ static void clear_local_flags(struct ccap_permit *p, void *arg)
 {
     if (p->flags & CCAP_PERMIT_LOCAL) {
         int i = ccap_rt_sem_index(p->sem);
-        if (i >= 0) atomic_fetch_sub(&ccap_rt.local_used[i], 1);
-        if (i >= 0 && arg) ((int *)arg)[i]++;
+        if (i >= 0)
+            atomic_fetch_sub(&ccap_rt.local_used[i], 1);
+        if (i >= 0 && arg)
+            ((int *)arg)[i]++;
         p->flags &= ~CCAP_PERMIT_LOCAL;
     }
 }
@@ -109,12 +119,14 @@ struct beat {
 static void collect(struct ccap_permit *p, void *arg)
 {
     struct beat *b = arg;
-    if (b->n == b->cap) return;
+    if (b->n == b->cap)
+        return;
     struct ccap_handoff_entry *e = &b->e[b->n++];
     memcpy(e->sem, p->sem, sizeof(e->sem));
     memcpy(e->holder, p->holder, sizeof(e->holder));
     e->lease_ms = p->lease_ms;
-    if (!b->min_lease || p->lease_ms < b->min_lease) b->min_lease = p->lease_ms;
+    if (!b->min_lease || p->lease_ms < b->min_lease)
+        b->min_lease = p->lease_ms;
 }
 
 /* Renews every permit of the table and registers those granted locally;
@@ -124,18 +136,21 @@ static void renew_table(struct beat *b)
 {
     b->cap = ccap_ptab_count();
     b->e = calloc(b->cap + 1, sizeof(*b->e));
-    if (!b->e) return;
+    if (!b->e)
+        return;
     ccap_ptab_each(collect, b);
     if (b->n && !ccap_breaker_open()) {
         bool warn = true;
         ccap_rt_each_sem_batch(b->e, b->n, renew_batch, &warn);
-        if (!ccap_breaker_down()) count_fallback();  /* all registered now */
+        if (!ccap_breaker_down())
+            count_fallback(); /* all registered now */
     }
 }
 
 int ccap_rt_heartbeat(void)
 {
-    if (!ccap_rt_config() || atomic_load(&ccap_rt.shutting_down)) return -1;  /* loads it for adopted permits */
+    if (!ccap_rt_config() || atomic_load(&ccap_rt.shutting_down))
+        return -1; /* loads it for adopted permits */
     struct ccap_permit *orphans;
     ccap_ptab_sweep(&orphans);
     ccap_rt_release_list(orphans);
@@ -149,13 +164,16 @@ int ccap_rt_heartbeat(void)
     long long probe = ccap_breaker_probe_in_ms();
     free(b.e);
     pthread_mutex_unlock(&ccap_rt.rlock);
-    ccap_wait_reap(b.n ? CCAP_WAIT_IDLE_MS : 0);    /* waiters' idle connections */
-    if (probe >= 0 && probe < CCAP_BREAKER_MIN_MS) probe = CCAP_BREAKER_MIN_MS;
+    ccap_wait_reap(b.n ? CCAP_WAIT_IDLE_MS : 0); /* waiters' idle connections */
+    if (probe >= 0 && probe < CCAP_BREAKER_MIN_MS)
+        probe = CCAP_BREAKER_MIN_MS;
     if (!b.n) {
-        if (pending) return probe > 0 && probe < BEAT_IDLE_MS ? (int)probe : BEAT_IDLE_MS;
+        if (pending)
+            return probe > 0 && probe < BEAT_IDLE_MS ? (int)probe : BEAT_IDLE_MS;
         return ccap_ptab_count() ? BEAT_IDLE_MS : -1;
     }
     int ms = b.min_lease / 3;
-    if (probe > 0 && probe < ms) ms = (int)probe;
+    if (probe > 0 && probe < ms)
+        ms = (int)probe;
     return ms < BEAT_MIN_MS ? BEAT_MIN_MS : ms;
 }

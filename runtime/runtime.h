@@ -18,11 +18,11 @@ struct ccap_ticket {
 
 /* Callbacks the shim gives the core (set once, before any other call). */
 struct ccap_rt_hooks {
-    void (*need_heartbeat)(void);   /* a permit is held: make sure renewal runs */
+    void (*need_heartbeat)(void);       /* a permit is held: make sure renewal runs */
     void (*permit_taken)(int lease_ms); /* one registered in Redis: renewal runs by its first renewal */
-    void (*fork_child)(void);       /* after fork, in the child (runtime/lifecycle.c gives its place in the order) */
-    void (*need_watch)(void);       /* config loaded: make sure the reload/resolve thread runs (cheap when it does) */
-    void (*waiting)(void);          /* a connect waits for a permit: reloads must run meanwhile */
+    void (*fork_child)(void); /* after fork, in the child (runtime/lifecycle.c gives its place in the order) */
+    void (*need_watch)(void); /* config loaded: make sure the reload/resolve thread runs (cheap when it does) */
+    void (*waiting)(void);    /* a connect waits for a permit: reloads must run meanwhile */
     /* starts FN(ARG) as a thread of the shim's own (guarded, no signals);
      * true if it started: the runtime's own threads (the waker) */
     bool (*spawn)(void *(*fn)(void *), void *arg);

@@ -44,7 +44,8 @@ static void init_once(void)
     }
     ccap_rt_ident_init();
     if (ccap_env_dropped())
-        ccap_log(CCAP_LOG_WARN, "%zu CONNCAP_* environment variables too large to keep: ignored", ccap_env_dropped());
+        ccap_log(CCAP_LOG_WARN, "%zu CONNCAP_* environment variables too large to keep: ignored",
+                 ccap_env_dropped());
     ccap_rt_claim();
     ccap_rt.cfg = cfg;
     if (ccap_live_init(&ccap_rt.cfg) < 0)
@@ -64,11 +65,15 @@ void ccap_rt_set_hooks(const struct ccap_rt_hooks *hooks)
     ccap_wait_set_spawn(hooks->spawn);
 }
 
-bool ccap_rt_active(void) { return ccap_rt_config() != NULL; }
+bool ccap_rt_active(void)
+{
+    return ccap_rt_config() != NULL;
+}
 
 void ccap_rt_kick(void)
 {
-    if (ccap_rt.hooks.need_heartbeat) ccap_rt.hooks.need_heartbeat();
+    if (ccap_rt.hooks.need_heartbeat)
+        ccap_rt.hooks.need_heartbeat();
 }
 
 int ccap_rt_sem_index(const char *name)
@@ -84,9 +89,12 @@ atomic_int *ccap_rt_held_count(const char *sem)
 
 void ccap_rt_state_fork_child(void)
 {
-    if (ccap_rt.redis) ccap_redis_forget(ccap_rt.redis);
+    if (ccap_rt.redis)
+        ccap_redis_forget(ccap_rt.redis);
     if (ccap_rt.local_used && ccap_rt.cfg)
-        for (size_t i = 0; i < ccap_rt.cfg->n_sems; i++) atomic_store(&ccap_rt.local_used[i], 0);
-    if (ccap_rt.held && ccap_rt.cfg)    /* the child holds none of its parent's permits */
-        for (size_t i = 0; i < ccap_rt.cfg->n_sems; i++) atomic_store(&ccap_rt.held[i], 0);
+        for (size_t i = 0; i < ccap_rt.cfg->n_sems; i++)
+            atomic_store(&ccap_rt.local_used[i], 0);
+    if (ccap_rt.held && ccap_rt.cfg) /* the child holds none of its parent's permits */
+        for (size_t i = 0; i < ccap_rt.cfg->n_sems; i++)
+            atomic_store(&ccap_rt.held[i], 0);
 }

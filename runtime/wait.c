@@ -20,25 +20,25 @@
 /* Every connection made, lent or idle: a fork child must close its copies
  * of all of them. */
 struct slot {
-    struct ccap_redis *r;  /* NULL: free slot */
+    struct ccap_redis *r; /* NULL: free slot */
     bool lent;
-    long long idle_since;  /* ms, monotonic, when not lent */
+    long long idle_since; /* ms, monotonic, when not lent */
 };
 
 /* A waker: one thread and one blocking connection serving the waiters of
  * one lane (all of the process's waiters; in Redis Cluster, those of one
  * semaphore, whose keys share a slot). Under P.lock. */
 struct ccap_wait_lane {
-    bool used;             /* made: TAG, POKE, CV valid */
-    bool running;          /* its thread exists */
-    bool blocking;         /* a BLPOP is pending ... */
-    bool stale;            /* ... and misses a waiter's key (a poke was asked for) */
-    int failures;          /* failed blocks in a row: > 0, waiters poll instead */
-    char tag[256];         /* semaphore name (cluster), or "" */
+    bool used;                    /* made: TAG, POKE, CV valid */
+    bool running;                 /* its thread exists */
+    bool blocking;                /* a BLPOP is pending ... */
+    bool stale;                   /* ... and misses a waiter's key (a poke was asked for) */
+    int failures;                 /* failed blocks in a row: > 0, waiters poll instead */
+    char tag[256];                /* semaphore name (cluster), or "" */
     char poke[CCAP_WAIT_KEY_MAX]; /* the lane's poke list, in its waiters' slot */
-    struct ccap_redis *r;  /* its lent connection, or NULL */
+    struct ccap_redis *r;         /* its lent connection, or NULL */
     struct ccap_waiter *head;
-    pthread_cond_t cv;     /* the waker's idle and backoff sleeps */
+    pthread_cond_t cv; /* the waker's idle and backoff sleeps */
 };
 
 static struct {
@@ -51,8 +51,14 @@ static struct {
  * some other thread held at fork time. Every connection is forgotten without
  * I/O (only the child's copies of the descriptors are closed) and freed:
  * lent ones belong to threads that the child does not have. */
-void ccap_wait_fork_prepare(void) { pthread_mutex_lock(&P.lock); }
-void ccap_wait_fork_parent(void) { pthread_mutex_unlock(&P.lock); }
+void ccap_wait_fork_prepare(void)
+{
+    pthread_mutex_lock(&P.lock);
+}
+void ccap_wait_fork_parent(void)
+{
+    pthread_mutex_unlock(&P.lock);
+}
 void ccap_wait_fork_child(void)
 {
     for (int i = 0; i < CCAP_WAIT_MAX_CONNS; i++) {
@@ -189,10 +195,10 @@ int ccap_wait_finish(struct ccap_redis *r, int timeout_ms)
 
 /* ---- the waker: one blocking connection for all of a lane's waiters ---- */
 
-#define WAKER_BLOCK_S 30        /* server timeout of a waker's BLPOP: a safety net, then sent again */
+#define WAKER_BLOCK_S 30          /* server timeout of a waker's BLPOP: a safety net, then sent again */
 #define WAKER_REPLY_SLACK_MS 5000 /* its reply may come this much after the server's timeout */
-#define WAKER_IDLE_MS 10000     /* a waker without waiters ends after this long */
-#define WAKER_BACKOFF_MS 250    /* a failed block is tried again after this, doubling ... */
+#define WAKER_IDLE_MS 10000       /* a waker without waiters ends after this long */
+#define WAKER_BACKOFF_MS 250      /* a failed block is tried again after this, doubling ... */
 #define WAKER_BACKOFF_MAX_MS 4000 /* ... up to this */
 
 static void cond_init(pthread_cond_t *cv)
@@ -235,12 +241,14 @@ static int collect(struct ccap_wait_lane *l, char **buf, size_t *cap, const char
     len += strlen(l->poke) + 1 + 16;
     if (len > *cap) {
         char *b = realloc(*buf, len);
-        if (!b) return -ENOMEM;
+        if (!b)
+            return -ENOMEM;
         *buf = b, *cap = len;
     }
     if (n + 3 > *acap) {
         const char **a = realloc(*argv, (n + 3) * sizeof **argv);
-        if (!a) return -ENOMEM;
+        if (!a)
+            return -ENOMEM;
         *argv = a, *acap = n + 3;
     }
     (*argv)[argc++] = "BLPOP";
@@ -273,7 +281,7 @@ static int block_reply(struct ccap_redis *r, char *key, size_t keylen)
         if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 && rep->element[0]->type == REDIS_REPLY_STRING)
             snprintf(key, keylen, "%s", rep->element[0]->str);
         else if (rep->type != REDIS_REPLY_NIL)
-            rc = -EPROTO;   /* e.g. BLPOP refused by an ACL */
+            rc = -EPROTO; /* e.g. BLPOP refused by an ACL */
         freeReplyObject(rep);
     }
     if (rc < 0)
@@ -333,7 +341,7 @@ static void *waker_main(void *arg)
             rc = ccap_redis_send(r, rc, argv);
         if (rc >= 0) {
             pthread_mutex_lock(&P.lock);
-            l->failures = 0;    /* connected: waiters wait for tokens again */
+            l->failures = 0; /* connected: waiters wait for tokens again */
             pthread_mutex_unlock(&P.lock);
             rc = block_reply(r, key, sizeof key);
         }
@@ -369,7 +377,7 @@ static bool spawn(struct ccap_wait_lane *l)
 
     if (spawn_fn)
         return spawn_fn(waker_main, l);
-    sigfillset(&all);   /* the thread must not take the program's signals */
+    sigfillset(&all); /* the thread must not take the program's signals */
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
@@ -406,8 +414,8 @@ static struct ccap_wait_lane *lane_for(const struct ccap_redis_conf *conf, const
     return l;
 }
 
-int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, const char *prefix,
-                     const char *name, char *poke, size_t pokelen)
+int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, const char *prefix, const char *name,
+                     char *poke, size_t pokelen)
 {
     struct ccap_redis *spare = NULL;
     struct ccap_wait_lane *l;
@@ -420,7 +428,7 @@ int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, 
     if (l && !l->r)
         l->r = conn_get_locked(conf);
     if (l && l->r && !l->running && !(l->running = spawn(l))) {
-        spare = l->r;   /* no thread: nobody would give it back */
+        spare = l->r; /* no thread: nobody would give it back */
         l->r = NULL;
     }
     if (!l || !l->r) {
@@ -436,7 +444,7 @@ int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, 
         l->stale = true;
         rc = 1;
     }
-    pthread_cond_signal(&l->cv);    /* an idle waker starts blocking */
+    pthread_cond_signal(&l->cv); /* an idle waker starts blocking */
     pthread_mutex_unlock(&P.lock);
     return rc;
 }

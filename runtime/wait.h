@@ -52,16 +52,16 @@
 /* A waiting thread, registered with its waker (ccap_waiter_join). Owned by
  * the waiting thread (on its stack); the fields are the waker's. */
 struct ccap_waiter {
-    char key[CCAP_WAIT_KEY_MAX];  /* its wake list: set before ccap_waiter_join */
-    int woke;                     /* CCAP_WOKE_* bits not yet seen by the waiter */
-    bool in_block;                /* KEY is in the waker's pending (or next) BLPOP */
+    char key[CCAP_WAIT_KEY_MAX]; /* its wake list: set before ccap_waiter_join */
+    int woke;                    /* CCAP_WOKE_* bits not yet seen by the waiter */
+    bool in_block;               /* KEY is in the waker's pending (or next) BLPOP */
     pthread_cond_t cv;
     struct ccap_wait_lane *lane;
     struct ccap_waiter *next;
 };
-#define CCAP_WOKE_TOKEN 1   /* a token came: re-check now */
-#define CCAP_WOKE_BROKEN 2  /* the waker's connection failed: a token may be lost, re-check */
-#define CCAP_WOKE_POLL 4    /* CCAP_WAIT_POLL_MS passed while a token could be missed: re-check */
+#define CCAP_WOKE_TOKEN 1  /* a token came: re-check now */
+#define CCAP_WOKE_BROKEN 2 /* the waker's connection failed: a token may be lost, re-check */
+#define CCAP_WOKE_POLL 4   /* CCAP_WAIT_POLL_MS passed while a token could be missed: re-check */
 
 /* Registers W (W->key set) with the waker of semaphore NAME (key prefix
  * PREFIX), starting it if needed; CONF (copied) makes its connection.
@@ -71,8 +71,8 @@ struct ccap_waiter {
  * 0 when not; -ENOMEM or -EAGAIN (no waker: no memory, no thread, all
  * CCAP_WAIT_LANES taken) when W is not registered (the caller re-checks on
  * its own). Thread-safe; no I/O. */
-int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, const char *prefix,
-                     const char *name, char *poke, size_t pokelen);
+int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, const char *prefix, const char *name,
+                     char *poke, size_t pokelen);
 
 /* The poke ccap_waiter_join asked for was not sent: W polls until its key is
  * in a block, and the next join pokes. Thread-safe. */

@@ -13,9 +13,9 @@
 #include "wait.h"
 #include "waiting.h"
 
-#define WAIT_DOWN_NAP_MS 50      /* Redis down and the local limit full: re-check this often */
-#define WAIT_GUARD_POLL_MS 1000  /* nonblocking = "wait": looks this often whether the process got a permit */
-#define WAIT_TICKET_MIN_MS 3000  /* the shortest ticket TTL (short leases) */
+#define WAIT_DOWN_NAP_MS 50     /* Redis down and the local limit full: re-check this often */
+#define WAIT_GUARD_POLL_MS 1000 /* nonblocking = "wait": looks this often whether the process got a permit */
+#define WAIT_TICKET_MIN_MS 3000 /* the shortest ticket TTL (short leases) */
 
 /* One wait: what the attempts carry from one to the next. */
 struct wait {
@@ -23,19 +23,19 @@ struct wait {
     const struct ccap_sem_conf *s;
     size_t sem;
     struct ccap_permit *p;
-    bool guard;         /* non-blocking under "wait": stop once this process holds a permit of S */
-    bool at_once;       /* a non-blocking connect that was not to wait at all */
-    bool in_redis;      /* Redis may keep a ticket or a permit of P's holder id */
-    bool left_queue;    /* the last attempt left the queue */
-    bool joined;        /* W is registered with the waker */
-    bool unjoinable;    /* no waker for W: poll */
+    bool guard;      /* non-blocking under "wait": stop once this process holds a permit of S */
+    bool at_once;    /* a non-blocking connect that was not to wait at all */
+    bool in_redis;   /* Redis may keep a ticket or a permit of P's holder id */
+    bool left_queue; /* the last attempt left the queue */
+    bool joined;     /* W is registered with the waker */
+    bool unjoinable; /* no waker for W: poll */
     int fail_errno;
     long long start, deadline, last_ms; /* monotonic ms; LAST_MS: the last attempt's end */
     struct ccap_sem_req q;
     struct ccap_sem_result res;
     struct ccap_waiter w;
-    atomic_bool execd;  /* an exec or exit released P's holder id (ccap_rt_waits_drop) */
-    struct wait *next;  /* in the process's list of waits */
+    atomic_bool execd; /* an exec or exit released P's holder id (ccap_rt_waits_drop) */
+    struct wait *next; /* in the process's list of waits */
 };
 
 /* The waits in progress in this process, for an exec. Lock order: waits_lock
@@ -68,7 +68,8 @@ static void sleep_ms(long long ms)
     struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 
     if (ms > 0)
-        while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
+        while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+        }
 }
 
 /* How long a waiter's ticket lives unless refreshed: about a lease. A live
@@ -119,9 +120,7 @@ static int try_acquire(const struct ccap_sem_conf *s, const struct ccap_sem_req 
 static int down_grant(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p)
 {
     switch (ccap_rt.cfg->on_redis_down) {
-    case CCAP_DOWN_CLOSED:
-        ccap_breaker_count(false);
-        return -ECONNREFUSED;
+    case CCAP_DOWN_CLOSED: ccap_breaker_count(false); return -ECONNREFUSED;
     default: {
         int used = atomic_fetch_add(&ccap_rt.local_used[sem], 1);
         if (ccap_rt.cfg->on_redis_down == CCAP_DOWN_LOCAL && used >= s->local_limit) {
@@ -139,8 +138,8 @@ static int down_grant(const struct ccap_sem_conf *s, size_t sem, struct ccap_per
 static void report_timeout(const struct ccap_sem_conf *s, const char *holder, long long waited)
 {
     pthread_mutex_lock(&ccap_rt.rlock);
-    if (!ccap_breaker_open() && ccap_sem_timeout(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, s->name, holder, waited,
-                                                  ccap_rt_audit_maxlen()) < 0)
+    if (!ccap_breaker_open() && ccap_sem_timeout(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, s->name, holder,
+                                                 waited, ccap_rt_audit_maxlen()) < 0)
         ccap_log(CCAP_LOG_DEBUG, "timeout of %s not counted: %s", holder, ccap_redis_errstr(ccap_rt.redis));
     pthread_mutex_unlock(&ccap_rt.rlock);
 }
@@ -155,7 +154,8 @@ static void report_timeout(const struct ccap_sem_conf *s, const char *holder, lo
 static void drop_holder_id(struct ccap_permit *p)
 {
     pthread_mutex_lock(&ccap_rt.rlock);
-    ccap_rt_release_kept(p->sem, ccap_config_sem_index(ccap_rt.cfg, p->sem), p->holder, ccap_now_ms() + 2LL * p->lease_ms);
+    ccap_rt_release_kept(p->sem, ccap_config_sem_index(ccap_rt.cfg, p->sem), p->holder,
+                         ccap_now_ms() + 2LL * p->lease_ms);
     pthread_mutex_unlock(&ccap_rt.rlock);
     ccap_rt_next_holder(p);
     ccap_rt_kick();
@@ -167,7 +167,7 @@ bool ccap_rt_waits_drop(void)
     pthread_mutex_lock(&waits_lock);
     for (struct wait *ws = waits_head; ws; ws = ws->next) {
         if (atomic_exchange(&ws->execd, true))
-            continue;   /* released by an exec that failed; the waiter has not gone on yet */
+            continue; /* released by an exec that failed; the waiter has not gone on yet */
         pthread_mutex_lock(&ccap_rt.rlock);
         ccap_rt_release_kept(ws->p->sem, ccap_config_sem_index(ccap_rt.cfg, ws->p->sem), ws->p->holder,
                              ccap_now_ms() + 2LL * ws->p->lease_ms);
@@ -182,7 +182,7 @@ void ccap_rt_waits_nudge(void)
 {
     pthread_mutex_lock(&waits_lock);
     for (struct wait *ws = waits_head; ws; ws = ws->next)
-        ccap_waiter_nudge(&ws->w);  /* a no-op for a wait not registered with a waker */
+        ccap_waiter_nudge(&ws->w); /* a no-op for a wait not registered with a waker */
     pthread_mutex_unlock(&waits_lock);
 }
 
@@ -208,7 +208,7 @@ void ccap_rt_waits_fork_parent(void)
 void ccap_rt_waits_fork_child(void)
 {
     pthread_mutex_init(&waits_lock, NULL);
-    waits_head = NULL;  /* the waiting threads stayed in the parent */
+    waits_head = NULL; /* the waiting threads stayed in the parent */
 }
 
 /* An exec that failed released P's holder id (ccap_rt_waits_drop): the
@@ -252,7 +252,8 @@ static int poke_waker(const char *key)
         if (rc == 0) {
             freeReplyObject(rep);
             rc = ccap_redis_command(ccap_rt.redis, 3, ttl, &rep);
-            if (rc == 0) freeReplyObject(rep);
+            if (rc == 0)
+                freeReplyObject(rep);
         }
         ccap_breaker_note(rc);
     }
@@ -277,10 +278,15 @@ static void wait_init(struct wait *ws, const struct ccap_sem_conf *s, size_t sem
     ws->fail_errno = nonblock ? ws->cfg->nonblocking_errno : ws->cfg->on_timeout_errno;
     ws->start = ccap_now_ms();
     ws->deadline = ws->start + wait_ms;
-    ws->q = (struct ccap_sem_req){ .holder = p->holder, .lease_ms = s->lease_ms, .limit = s->limit,
-                                   .ticket_ttl_ms = wait_ms > 0 ? ticket_ttl_ms(s) : 0, .rate = s->rate,
-                                   .burst = s->burst, .grace_ms = s->restart_grace_ms,
-                                   .max_waiters = s->max_waiters, .audit_maxlen = ccap_rt_audit_maxlen() };
+    ws->q = (struct ccap_sem_req){ .holder = p->holder,
+                                   .lease_ms = s->lease_ms,
+                                   .limit = s->limit,
+                                   .ticket_ttl_ms = wait_ms > 0 ? ticket_ttl_ms(s) : 0,
+                                   .rate = s->rate,
+                                   .burst = s->burst,
+                                   .grace_ms = s->restart_grace_ms,
+                                   .max_waiters = s->max_waiters,
+                                   .audit_maxlen = ccap_rt_audit_maxlen() };
 }
 
 /* A reload replaced the configuration while this connect waits: its
@@ -312,7 +318,7 @@ static int attempt(struct wait *ws)
 
     follow_reload(ws);
     if (ws->guard && t < ws->deadline && holds_permit(ws->sem))
-        ws->deadline = t;   /* one last attempt */
+        ws->deadline = t; /* one last attempt */
     ws->q.waited_ms = t - ws->start;
     ws->q.wait_left_ms = ws->deadline - t;
     ws->q.flags = t >= ws->deadline && ws->q.ticket_ttl_ms > 0 ? CCAP_SEM_LEAVE : 0;
@@ -350,9 +356,10 @@ static int refuse(struct wait *ws)
     const struct ccap_sem_conf *s = ws->s;
 
     if (ws->at_once) {
-        ccap_log(CCAP_LOG_WARN, "no permit of %s free: non-blocking connect fails at once with %s (nonblocking = %s)",
-                 s->name, ccap_errno_name(ws->fail_errno), ws->cfg->nonblocking == CCAP_NONBLOCK_FAIL ? "\"fail\"" :
-                 "\"wait\", and this process holds one");
+        ccap_log(CCAP_LOG_WARN,
+                 "no permit of %s free: non-blocking connect fails at once with %s (nonblocking = %s)", s->name,
+                 ccap_errno_name(ws->fail_errno),
+                 ws->cfg->nonblocking == CCAP_NONBLOCK_FAIL ? "\"fail\"" : "\"wait\", and this process holds one");
         return -ws->fail_errno;
     }
     report_timeout(s, ws->p->holder, ccap_now_ms() - ws->start);
@@ -388,7 +395,7 @@ static void join(struct wait *ws)
     }
     ws->joined = true;
     if (ccap_rt.hooks.waiting)
-        ccap_rt.hooks.waiting();    /* reloads must reach this wait even if the program makes no other call */
+        ccap_rt.hooks.waiting(); /* reloads must reach this wait even if the program makes no other call */
     if (rc == 1 && poke_waker(poke) < 0)
         ccap_waiter_poke_failed(&ws->w);
 }
@@ -431,7 +438,7 @@ int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cc
     waits_add(&ws);
     for (;;) {
         if (!after_exec(&ws)) {
-            rc = -ws.fail_errno;    /* the process is exiting */
+            rc = -ws.fail_errno; /* the process is exiting */
             break;
         }
         rc = attempt(&ws);
@@ -442,14 +449,14 @@ int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cc
             break;
         }
         if (rc < 0) {
-            rc = redis_down(&ws);   /* 1 granted, 0 local limit full, -errno */
+            rc = redis_down(&ws); /* 1 granted, 0 local limit full, -errno */
             if (rc != 0)
                 break;
             continue;
         }
         if (ccap_now_ms() >= ws.deadline) {
             if (!ws.left_queue && ws.q.ticket_ttl_ms > 0)
-                continue;           /* one last attempt, leaving the queue */
+                continue; /* one last attempt, leaving the queue */
             rc = refuse(&ws);
             break;
         }
@@ -459,7 +466,7 @@ int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cc
     if (ws.joined)
         ccap_waiter_leave(&ws.w);
     if (atomic_load(&ws.execd))
-        ws.in_redis = false;    /* its holder id is released already */
+        ws.in_redis = false; /* its holder id is released already */
     if (ws.in_redis && (rc != 1 || (p->flags & CCAP_PERMIT_LOCAL)))
         drop_holder_id(p);
     return rc;

@@ -24,13 +24,15 @@ struct call {
 
 static int run(const struct call *c, char *const *envp)
 {
-    if (!LOAD(execve)) ccap_real_resolve();
+    if (!LOAD(execve))
+        ccap_real_resolve();
     switch (c->how) {
     case BY_PATH: return LOAD(execve)(c->path, c->argv, envp);
     case BY_FILE: return LOAD(execvpe)(c->path, c->argv, envp);
     case BY_FD: return LOAD(fexecve)(c->fd, c->argv, envp);
     case BY_AT:
-        if (LOAD(execveat)) return LOAD(execveat)(c->fd, c->path, c->argv, envp, c->flags);
+        if (LOAD(execveat))
+            return LOAD(execveat)(c->fd, c->path, c->argv, envp, c->flags);
         errno = ENOSYS;
         return -1;
     }
@@ -44,11 +46,13 @@ static int run(const struct call *c, char *const *envp)
  * parent's. */
 static int exec_with(const struct call *c, char *const *envp)
 {
-    if (ccap_guard || !ccap_rt_owner()) return run(c, envp);
+    if (ccap_guard || !ccap_rt_owner())
+        return run(c, envp);
     struct ccap_exec x;
-    char *const *env = ccap_shim_exec_begin(envp, &x), *const *retry;
+    char *const *env = ccap_shim_exec_begin(envp, &x), *const * retry;
     int rc = run(c, env);
-    if (rc < 0 && errno == E2BIG && (retry = ccap_shim_exec_e2big(&x)) != NULL) rc = run(c, retry);
+    if (rc < 0 && errno == E2BIG && (retry = ccap_shim_exec_e2big(&x)) != NULL)
+        rc = run(c, retry);
     ccap_shim_exec_end(&x);
     return rc;
 }
@@ -85,15 +89,17 @@ EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const
 
 /* execl, execlp, execle: the arguments into an array on the stack, as glibc
  * does (a vfork child may call them: no allocation). */
-#define COLLECT(arg0, ap, argv, n)                                  \
-    size_t n = 1;                                                   \
-    va_start(ap, arg0);                                             \
-    while (va_arg(ap, const char *)) n++;                           \
-    va_end(ap);                                                     \
-    const char *argv[n + 1];                                        \
-    argv[0] = arg0;                                                 \
-    va_start(ap, arg0);                                             \
-    for (size_t i_ = 1; i_ <= n; i_++) argv[i_] = va_arg(ap, const char *)
+#define COLLECT(arg0, ap, argv, n)                                                                                  \
+    size_t n = 1;                                                                                                   \
+    va_start(ap, arg0);                                                                                             \
+    while (va_arg(ap, const char *))                                                                                \
+        n++;                                                                                                        \
+    va_end(ap);                                                                                                     \
+    const char *argv[n + 1];                                                                                        \
+    argv[0] = arg0;                                                                                                 \
+    va_start(ap, arg0);                                                                                             \
+    for (size_t i_ = 1; i_ <= n; i_++)                                                                              \
+    argv[i_] = va_arg(ap, const char *)
 
 EXPORT int execl(const char *path, const char *arg, ...)
 {

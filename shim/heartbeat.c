@@ -11,11 +11,11 @@
 static pthread_mutex_t hb_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hb_cond;
 static bool hb_cond_ready;
-static atomic_bool running;   /* written under hb_lock */
-static atomic_bool stopping;      /* read by the thread between beats, without the lock */
+static atomic_bool running;  /* written under hb_lock */
+static atomic_bool stopping; /* read by the thread between beats, without the lock */
 static unsigned long kicks;
-static int first_ms;              /* the thread's wait before its first beat (ccap_heartbeat_start_in) */
-static unsigned long urgent;      /* starts that want a beat at once (ccap_heartbeat_start) */
+static int first_ms;               /* the thread's wait before its first beat (ccap_heartbeat_start_in) */
+static unsigned long urgent;       /* starts that want a beat at once (ccap_heartbeat_start) */
 static unsigned long first_urgent; /* urgent when it was started: a later one ends that wait */
 
 /* Before the first beat of a thread started by ccap_heartbeat_start_in:
@@ -23,13 +23,18 @@ static unsigned long first_urgent; /* urgent when it was started: a later one en
  * Under hb_lock. */
 static void first_wait(void)
 {
-    if (first_ms <= 0) return;
+    if (first_ms <= 0)
+        return;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += first_ms / 1000;
     ts.tv_nsec += (first_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-    while (!stopping && urgent == first_urgent && pthread_cond_timedwait(&hb_cond, &hb_lock, &ts) == 0) {}
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    while (!stopping && urgent == first_urgent && pthread_cond_timedwait(&hb_cond, &hb_lock, &ts) == 0) {
+    }
     first_ms = 0;
 }
 
@@ -56,8 +61,12 @@ static void *hb_main(void *arg)
             clock_gettime(CLOCK_MONOTONIC, &ts);
             ts.tv_sec += ms / 1000;
             ts.tv_nsec += (ms % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-            while (!stopping && pthread_cond_timedwait(&hb_cond, &hb_lock, &ts) == 0) {}
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            while (!stopping && pthread_cond_timedwait(&hb_cond, &hb_lock, &ts) == 0) {
+            }
         }
         pthread_mutex_unlock(&hb_lock);
     }
@@ -75,10 +84,13 @@ static void start_locked(int first)
     kicks++;
     if (!first) {
         urgent++;
-        if (running) pthread_cond_broadcast(&hb_cond);   /* ends a first wait; a beat's wait ignores it */
+        if (running)
+            pthread_cond_broadcast(&hb_cond); /* ends a first wait; a beat's wait ignores it */
     }
-    if (running) return;
-    if (stopping) return;
+    if (running)
+        return;
+    if (stopping)
+        return;
     if (!hb_cond_ready) {
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
@@ -123,9 +135,11 @@ static void *tramp_main(void *a)
 bool ccap_shim_spawn_guarded(void *(*fn)(void *), void *arg)
 {
     struct tramp *t = malloc(sizeof *t);
-    if (!t) return false;
+    if (!t)
+        return false;
     *t = (struct tramp){ fn, arg };
-    if (ccap_shim_spawn(tramp_main, t, 128 * 1024)) return true;
+    if (ccap_shim_spawn(tramp_main, t, 128 * 1024))
+        return true;
     free(t);
     return false;
 }
@@ -151,7 +165,8 @@ void ccap_heartbeat_stop(void)
 {
     pthread_mutex_lock(&hb_lock);
     stopping = true;
-    if (hb_cond_ready) pthread_cond_broadcast(&hb_cond);
+    if (hb_cond_ready)
+        pthread_cond_broadcast(&hb_cond);
     pthread_mutex_unlock(&hb_lock);
 }
 

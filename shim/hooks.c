@@ -14,7 +14,12 @@
 #endif
 
 #define EXPORT __attribute__((visibility("default")))
-#define GUARDED(stmt) do { ccap_guard++; stmt; ccap_guard--; } while (0)
+#define GUARDED(stmt)                                                                                               \
+    do {                                                                                                            \
+        ccap_guard++;                                                                                               \
+        stmt;                                                                                                       \
+        ccap_guard--;                                                                                               \
+    } while (0)
 #define LOAD CCAP_REAL_LOAD
 #define REAL CCAP_REAL
 /* Every hook: permits handed over by an exec are adopted at the first
@@ -23,17 +28,20 @@
  * that came due starts (see ccap_later_poll). Never inside the guard: the
  * shim's own calls (its threads, its Redis I/O under its locks, a
  * sanitizer's report reading the binary) must not start threads. */
-#define FIRST_NEED()                                                                       \
-    do {                                                                                   \
-        if (ccap_guard) break;                                                             \
-        if (__builtin_expect(ccap_handoff_waiting(), 0)) ccap_shim_adopt();                \
-        ccap_later_poll();                                                                 \
+#define FIRST_NEED()                                                                                                \
+    do {                                                                                                            \
+        if (ccap_guard)                                                                                             \
+            break;                                                                                                  \
+        if (__builtin_expect(ccap_handoff_waiting(), 0))                                                            \
+            ccap_shim_adopt();                                                                                      \
+        ccap_later_poll();                                                                                          \
     } while (0)
 
 __thread int ccap_guard __attribute__((tls_model("initial-exec")));
 void ccap_shim_adopt(void)
 {
-    if (ccap_guard) return;
+    if (ccap_guard)
+        return;
     int e = errno;
     GUARDED(ccap_handoff_adopt());
     errno = e;
@@ -49,23 +57,27 @@ static int real_close(int fd)
 
 /* Shared by connect() and the TCP Fast Open sends: take a permit for a
  * matched destination, run the call, give the permit back if it failed. */
-#define WITH_PERMIT(fd, sa, len, call, ok)                                   \
-    do {                                                                      \
-        struct ccap_ticket t_;                                                \
-        int saved_ = errno, rc_;                                              \
-        GUARDED(rc_ = ccap_rt_connect_pre(fd, sa, len, &t_));               \
-        if (rc_ < 0) { errno = -rc_; return -1; }                             \
-        errno = saved_;                                                       \
-        __typeof__(call) r_ = call;                                           \
-        int e_ = errno;                                                       \
-        GUARDED(ccap_rt_connect_post(fd, &t_, (ok) ? 0 : -1, e_));          \
-        errno = e_;                                                           \
-        return r_;                                                            \
+#define WITH_PERMIT(fd, sa, len, call, ok)                                                                          \
+    do {                                                                                                            \
+        struct ccap_ticket t_;                                                                                      \
+        int saved_ = errno, rc_;                                                                                    \
+        GUARDED(rc_ = ccap_rt_connect_pre(fd, sa, len, &t_));                                                       \
+        if (rc_ < 0) {                                                                                              \
+            errno = -rc_;                                                                                           \
+            return -1;                                                                                              \
+        }                                                                                                           \
+        errno = saved_;                                                                                             \
+        __typeof__(call) r_ = call;                                                                                 \
+        int e_ = errno;                                                                                             \
+        GUARDED(ccap_rt_connect_post(fd, &t_, (ok) ? 0 : -1, e_));                                                  \
+        errno = e_;                                                                                                 \
+        return r_;                                                                                                  \
     } while (0)
 
 EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
-    if (ccap_guard) return REAL(connect)(fd, sa, len);
+    if (ccap_guard)
+        return REAL(connect)(fd, sa, len);
     FIRST_NEED();
     WITH_PERMIT(fd, sa, len, REAL(connect)(fd, sa, len), r_ == 0);
 }
@@ -73,14 +85,16 @@ EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa, socklen_t len)
 {
     FIRST_NEED();
-    if (ccap_guard || !(flags & MSG_FASTOPEN) || !sa) return REAL(sendto)(fd, buf, n, flags, sa, len);
+    if (ccap_guard || !(flags & MSG_FASTOPEN) || !sa)
+        return REAL(sendto)(fd, buf, n, flags, sa, len);
     WITH_PERMIT(fd, sa, len, REAL(sendto)(fd, buf, n, flags, sa, len), r_ >= 0);
 }
 
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
     FIRST_NEED();
-    if (ccap_guard || !(flags & MSG_FASTOPEN) || !m || !m->msg_name) return REAL(sendmsg)(fd, m, flags);
+    if (ccap_guard || !(flags & MSG_FASTOPEN) || !m || !m->msg_name)
+        return REAL(sendmsg)(fd, m, flags);
     WITH_PERMIT(fd, m->msg_name, m->msg_namelen, REAL(sendmsg)(fd, m, flags), r_ >= 0);
 }
 
@@ -97,9 +111,11 @@ static int close_untracked(int fd)
 
 EXPORT int close(int fd)
 {
-    if (ccap_guard) return real_close(fd);
+    if (ccap_guard)
+        return real_close(fd);
     FIRST_NEED();
-    if (!ccap_ptab_maybe(fd)) return close_untracked(fd);
+    if (!ccap_ptab_maybe(fd))
+        return close_untracked(fd);
     int saved = errno;
     struct ccap_permit *p;
     GUARDED(p = ccap_rt_close_pre(fd));
@@ -113,10 +129,12 @@ EXPORT int close(int fd)
 EXPORT int fclose(FILE *fp)
 {
     /* glibc closes the descriptor inside fclose without calling close(). */
-    if (ccap_guard) return REAL(fclose)(fp);
+    if (ccap_guard)
+        return REAL(fclose)(fp);
     FIRST_NEED();
     int fd = fp ? fileno(fp) : -1;
-    if (!ccap_ptab_maybe(fd)) return REAL(fclose)(fp);
+    if (!ccap_ptab_maybe(fd))
+        return REAL(fclose)(fp);
     struct ccap_permit *p;
     int saved = errno;
     GUARDED(p = ccap_rt_close_pre(fd));
@@ -131,7 +149,8 @@ EXPORT int fclose(FILE *fp)
  * before is given back (it was closed by the call). */
 static int after_dup(int oldfd, int newfd)
 {
-    if (newfd < 0 || ccap_guard || (!ccap_ptab_maybe(oldfd) && !ccap_ptab_maybe(newfd))) return newfd;
+    if (newfd < 0 || ccap_guard || (!ccap_ptab_maybe(oldfd) && !ccap_ptab_maybe(newfd)))
+        return newfd;
     int e = errno;
     GUARDED(ccap_rt_release_list(ccap_rt_dup(oldfd, newfd)));
     errno = e;
@@ -139,15 +158,16 @@ static int after_dup(int oldfd, int newfd)
 }
 
 /* dup2/dup3 may put another file on the shim's own descriptor: as close(). */
-#define ONTO(fd2, call)                                                           \
-    do {                                                                          \
-        if (ccap_guard) return call;                                              \
-        FIRST_NEED();                                                             \
-        bool l_ = ccap_ptab_maybe(fd2) ? false : ccap_rt_own_fd_begin((unsigned)(fd2), (unsigned)(fd2)); \
-        int r_ = call, e_ = errno;                                                \
-        ccap_rt_own_fd_end(l_);                                                 \
-        errno = e_;                                                               \
-        return after_dup(fd, r_);                                                 \
+#define ONTO(fd2, call)                                                                                             \
+    do {                                                                                                            \
+        if (ccap_guard)                                                                                             \
+            return call;                                                                                            \
+        FIRST_NEED();                                                                                               \
+        bool l_ = ccap_ptab_maybe(fd2) ? false : ccap_rt_own_fd_begin((unsigned)(fd2), (unsigned)(fd2));            \
+        int r_ = call, e_ = errno;                                                                                  \
+        ccap_rt_own_fd_end(l_);                                                                                     \
+        errno = e_;                                                                                                 \
+        return after_dup(fd, r_);                                                                                   \
     } while (0)
 
 EXPORT int dup(int fd)
@@ -155,8 +175,14 @@ EXPORT int dup(int fd)
     FIRST_NEED();
     return after_dup(fd, REAL(dup)(fd));
 }
-EXPORT int dup2(int fd, int fd2) { ONTO(fd2, REAL(dup2)(fd, fd2)); }
-EXPORT int dup3(int fd, int fd2, int flags) { ONTO(fd2, REAL(dup3)(fd, fd2, flags)); }
+EXPORT int dup2(int fd, int fd2)
+{
+    ONTO(fd2, REAL(dup2)(fd, fd2));
+}
+EXPORT int dup3(int fd, int fd2, int flags)
+{
+    ONTO(fd2, REAL(dup3)(fd, fd2, flags));
+}
 
 static int fcntl_hook(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 {
@@ -202,13 +228,15 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
     bool l = false;
     FIRST_NEED();
-    if (!ccap_guard && !(flags & CLOSE_RANGE_CLOEXEC)) l = ccap_rt_own_fd_begin(first, last);
+    if (!ccap_guard && !(flags & CLOSE_RANGE_CLOEXEC))
+        l = ccap_rt_own_fd_begin(first, last);
     int rc = REAL(close_range) ? LOAD(close_range)(first, last, flags)
                                : (int)syscall(SYS_close_range, first, last, flags);
     int e = errno;
     ccap_rt_own_fd_end(l);
     errno = e;
-    if (rc == 0 && !ccap_guard && !(flags & CLOSE_RANGE_CLOEXEC)) after_close_range(first, last);
+    if (rc == 0 && !ccap_guard && !(flags & CLOSE_RANGE_CLOEXEC))
+        after_close_range(first, last);
     return rc;
 }
 
@@ -217,9 +245,11 @@ EXPORT void closefrom(int lowfd)
     bool l = false;
     if (!ccap_guard) {
         FIRST_NEED();
-        if (lowfd >= 0) l = ccap_rt_own_fd_begin((unsigned)lowfd, ~0U);
+        if (lowfd >= 0)
+            l = ccap_rt_own_fd_begin((unsigned)lowfd, ~0U);
     }
     REAL(closefrom)(lowfd);
     ccap_rt_own_fd_end(l);
-    if (!ccap_guard && lowfd >= 0) after_close_range((unsigned)lowfd, ~0U);
+    if (!ccap_guard && lowfd >= 0)
+        after_close_range((unsigned)lowfd, ~0U);
 }

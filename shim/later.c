@@ -13,7 +13,7 @@
  * earliest of the two below. Read by every hook (ccap_later_poll). */
 _Atomic long long ccap_later_at;
 static _Atomic long long hb_at, watch_at;
-static atomic_bool watch_started;   /* it runs (or ran): not owed again */
+static atomic_bool watch_started; /* it runs (or ran): not owed again */
 
 /* Sets ccap_later_at to the earliest of hb_at and watch_at. Every writer
  * of those calls it after its write: the last call to finish has seen the
@@ -24,8 +24,10 @@ static void refresh(void)
         long long h = atomic_load(&hb_at), w = atomic_load(&watch_at);
         long long next = h && w ? (h < w ? h : w) : h ? h : w;
         long long cur = atomic_load(&ccap_later_at);
-        if (cur != next && !atomic_compare_exchange_strong(&ccap_later_at, &cur, next)) continue;
-        if (h == atomic_load(&hb_at) && w == atomic_load(&watch_at)) return;
+        if (cur != next && !atomic_compare_exchange_strong(&ccap_later_at, &cur, next))
+            continue;
+        if (h == atomic_load(&hb_at) && w == atomic_load(&watch_at))
+            return;
     }
 }
 
@@ -33,11 +35,12 @@ static void refresh(void)
 static void owe(_Atomic long long *at, long long when)
 {
     long long cur = atomic_load(at);
-    while ((!cur || when < cur) && !atomic_compare_exchange_weak(at, &cur, when)) {}
+    while ((!cur || when < cur) && !atomic_compare_exchange_weak(at, &cur, when)) {
+    }
     refresh();
 }
 
-static long long born_ms;   /* when the shim was loaded: the process's age */
+static long long born_ms; /* when the shim was loaded: the process's age */
 
 __attribute__((constructor)) static void later_born(void)
 {
@@ -80,7 +83,8 @@ void ccap_later_heartbeat(int lease_ms)
 /* The heartbeat, unless every permit was given back meanwhile. */
 static void start_heartbeat(void)
 {
-    if (!ccap_ptab_empty()) ccap_heartbeat_start();
+    if (!ccap_ptab_empty())
+        ccap_heartbeat_start();
 }
 
 /* The configuration is used by a connect (before it is matched): the
@@ -98,7 +102,8 @@ void ccap_later_watch(void)
         start_heartbeat();
         refresh();
     }
-    if (atomic_load_explicit(&watch_started, memory_order_relaxed)) return;
+    if (atomic_load_explicit(&watch_started, memory_order_relaxed))
+        return;
     if (cfg && cfg->has_resolve) {
         atomic_store(&watch_started, true);
         ccap_watch_start();
@@ -112,7 +117,8 @@ void ccap_later_watch(void)
 static void start_due(_Atomic long long *at, long long now, void (*start)(void))
 {
     long long when = atomic_load(at);
-    if (when && when <= now && atomic_compare_exchange_strong(at, &when, 0)) start();
+    if (when && when <= now && atomic_compare_exchange_strong(at, &when, 0))
+        start();
 }
 
 static void start_watch(void)

@@ -6,7 +6,12 @@
 #include "shim.h"
 #include "tls.h"
 
-#define GUARDED(stmt) do { ccap_guard++; stmt; ccap_guard--; } while (0)
+#define GUARDED(stmt)                                                                                               \
+    do {                                                                                                            \
+        ccap_guard++;                                                                                               \
+        stmt;                                                                                                       \
+        ccap_guard--;                                                                                               \
+    } while (0)
 
 /* After fork, in the child, at its place in the runtime's one order
  * (runtime/lifecycle.c): the shim's threads did not survive the fork. */
@@ -29,7 +34,7 @@ char *const *ccap_shim_exec_begin(char *const *envp, struct ccap_exec *x)
 {
     char *const *env;
     GUARDED(env = ccap_handoff_exec_pre(envp, x));
-    ccap_log_flush();   /* this image's last word, if the exec succeeds */
+    ccap_log_flush(); /* this image's last word, if the exec succeeds */
     return env;
 }
 

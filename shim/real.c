@@ -9,11 +9,30 @@ struct ccap_real ccap_real;
  * stored with a relaxed atomic, so a reader sees NULL or the pointer. */
 void ccap_real_resolve(void)
 {
-#define R(f) if (!CCAP_REAL_LOAD(f)) __atomic_store_n((void **)&ccap_real.f, dlsym(RTLD_NEXT, #f), __ATOMIC_RELAXED)
-    R(connect); R(close); R(dup); R(dup2); R(dup3); R(fcntl); R(fcntl64);
-    R(close_range); R(closefrom); R(fclose); R(sendto); R(sendmsg);
-    R(execve); R(execvpe); R(fexecve); R(execveat);
-    R(getaddrinfo); R(gethostbyname); R(gethostbyname2); R(gethostbyname_r); R(gethostbyname2_r);
+#define R(f)                                                                                                        \
+    if (!CCAP_REAL_LOAD(f))                                                                                         \
+    __atomic_store_n((void **)&ccap_real.f, dlsym(RTLD_NEXT, #f), __ATOMIC_RELAXED)
+    R(connect);
+    R(close);
+    R(dup);
+    R(dup2);
+    R(dup3);
+    R(fcntl);
+    R(fcntl64);
+    R(close_range);
+    R(closefrom);
+    R(fclose);
+    R(sendto);
+    R(sendmsg);
+    R(execve);
+    R(execvpe);
+    R(fexecve);
+    R(execveat);
+    R(getaddrinfo);
+    R(gethostbyname);
+    R(gethostbyname2);
+    R(gethostbyname_r);
+    R(gethostbyname2_r);
     R(__libc_start_main);
 #undef R
 }

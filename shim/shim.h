@@ -125,7 +125,8 @@ extern _Atomic long long ccap_later_at;
 static inline void ccap_later_poll(void)
 {
     long long at = atomic_load_explicit(&ccap_later_at, memory_order_relaxed);
-    if (__builtin_expect(at != 0, 0) && ccap_now_coarse_ms() >= at) ccap_later_run();
+    if (__builtin_expect(at != 0, 0) && ccap_now_coarse_ms() >= at)
+        ccap_later_run();
 }
 
 #endif

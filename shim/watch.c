@@ -10,7 +10,7 @@
 static pthread_mutex_t w_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t w_cond;
 static pthread_once_t w_once = PTHREAD_ONCE_INIT;
-static atomic_bool running;     /* read without the lock by every connect */
+static atomic_bool running; /* read without the lock by every connect */
 static bool stopping;
 
 static void *watch_main(void *arg)
@@ -29,8 +29,12 @@ static void *watch_main(void *arg)
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_sec += ms / 1000;
         ts.tv_nsec += (ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-        while (!stopping && pthread_cond_timedwait(&w_cond, &w_lock, &ts) == 0) {}
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        while (!stopping && pthread_cond_timedwait(&w_cond, &w_lock, &ts) == 0) {
+        }
         pthread_mutex_unlock(&w_lock);
     }
 }
@@ -54,7 +58,8 @@ void ccap_watch_forget(void)
 
 void ccap_watch_start(void)
 {
-    if (atomic_load_explicit(&running, memory_order_relaxed)) return;
+    if (atomic_load_explicit(&running, memory_order_relaxed))
+        return;
     pthread_once(&w_once, cond_init);
     pthread_mutex_lock(&w_lock);
     if (!atomic_load(&running) && !stopping) {
@@ -68,6 +73,7 @@ void ccap_watch_stop(void)
 {
     pthread_mutex_lock(&w_lock);
     stopping = true;
-    if (atomic_load(&running)) pthread_cond_broadcast(&w_cond);
+    if (atomic_load(&running))
+        pthread_cond_broadcast(&w_cond);
     pthread_mutex_unlock(&w_lock);
 }

@@ -25,11 +25,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct ccap_config *cfg = NULL;
     char err[512];
-    if (ccap_config_load_text("/nonexistent-ccap-fuzz/fuzz.conf", (const char *)data, size, &cfg, err,
-                              sizeof err) == 0) {
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(443)};
+    if (ccap_config_load_text("/nonexistent-ccap-fuzz/fuzz.conf", (const char *)data, size, &cfg, err, sizeof err) ==
+        0) {
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(443) };
         sa.sin_addr.s_addr = htonl(0x0a000001);
-        const char *names[] = {"api.example.com"};
+        const char *names[] = { "api.example.com" };
         size_t n = 0;
         ccap_config_match(cfg, (const struct sockaddr *)&sa, sizeof sa, names, 1);
         ccap_config_notes(cfg, note, &n);

@@ -18,8 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, data, size);
     text[size] = '\0';
     if (ccap_pattern_parse(text, &p, err, sizeof err) == 0) {
-        struct sockaddr_in s4 = {.sin_family = AF_INET, .sin_port = htons(443)};
-        struct sockaddr_in6 s6 = {.sin6_family = AF_INET6, .sin6_port = htons(8443)};
+        struct sockaddr_in s4 = { .sin_family = AF_INET, .sin_port = htons(443) };
+        struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(8443) };
         s4.sin_addr.s_addr = htonl(0x0a000001);
         inet_pton(AF_INET6, "2001:db8::1", &s6.sin6_addr);
         ccap_pattern_match_addr(&p, (struct sockaddr *)&s4, sizeof s4);

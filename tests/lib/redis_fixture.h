@@ -27,11 +27,11 @@
 #include <hiredis/hiredis.h>
 
 struct redis_fixture {
-    pid_t pid;          /* the redis-server, or 0 */
-    int port;           /* its TCP port on 127.0.0.1 */
-    char dir[128];      /* the temporary folder */
-    char sock[192];     /* DIR/redis.sock */
-    char log[192];      /* DIR/redis.log */
+    pid_t pid;             /* the redis-server, or 0 */
+    int port;              /* its TCP port on 127.0.0.1 */
+    char dir[128];         /* the temporary folder */
+    char sock[192];        /* DIR/redis.sock */
+    char log[192];         /* DIR/redis.log */
     const char *extra[16]; /* extra arguments, NULL-terminated */
 };
 
@@ -284,7 +284,7 @@ static inline redisContext *redis_fixture_flushed_cli(const struct redis_fixture
     redisReply *rep = c ? redisCommand(c, "FUNCTION FLUSH") : NULL;
 
     if (rep) {
-        freeReplyObject(rep);   /* an error before Redis 7: nothing to flush */
+        freeReplyObject(rep); /* an error before Redis 7: nothing to flush */
         rep = redisCommand(c, "FLUSHALL");
     }
     if (!rep) {
@@ -299,18 +299,18 @@ static inline redisContext *redis_fixture_flushed_cli(const struct redis_fixture
 /* One server for a whole cmocka group: defines the fixture FX and
  * group_setup / group_teardown, which start and stop it (pass them to
  * cmocka_run_group_tests). */
-#define REDIS_FIXTURE_GROUP(FX)                                                 \
-    static struct redis_fixture FX;                                             \
-    static int group_setup(void **state)                                        \
-    {                                                                           \
-        (void)state;                                                            \
-        return redis_fixture_start(&FX, NULL);                                  \
-    }                                                                           \
-    static int group_teardown(void **state)                                     \
-    {                                                                           \
-        (void)state;                                                            \
-        redis_fixture_stop(&FX);                                                \
-        return 0;                                                               \
+#define REDIS_FIXTURE_GROUP(FX)                                                                                     \
+    static struct redis_fixture FX;                                                                                 \
+    static int group_setup(void **state)                                                                            \
+    {                                                                                                               \
+        (void)state;                                                                                                \
+        return redis_fixture_start(&FX, NULL);                                                                      \
+    }                                                                                                               \
+    static int group_teardown(void **state)                                                                         \
+    {                                                                                                               \
+        (void)state;                                                                                                \
+        redis_fixture_stop(&FX);                                                                                    \
+        return 0;                                                                                                   \
     }
 
 #endif

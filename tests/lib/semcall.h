@@ -13,8 +13,12 @@ static inline int t_acquire_wait(struct ccap_redis *r, const char *pfx, const ch
                                  int lease_ms, int limit, long long waited, long long left,
                                  struct ccap_sem_result *res)
 {
-    struct ccap_sem_req q = { .holder = holder, .lease_ms = lease_ms, .limit = limit, .waited_ms = waited,
-                              .wait_left_ms = left, .audit_maxlen = t_audit };
+    struct ccap_sem_req q = { .holder = holder,
+                              .lease_ms = lease_ms,
+                              .limit = limit,
+                              .waited_ms = waited,
+                              .wait_left_ms = left,
+                              .audit_maxlen = t_audit };
     return ccap_sem_acquire(r, pfx, name, &q, res);
 }
 

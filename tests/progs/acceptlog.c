@@ -31,7 +31,8 @@ int main(int argc, char **argv)
     char tmp[4096];
     snprintf(tmp, sizeof(tmp), "%s.tmp", argv[1]);
     FILE *f = fopen(tmp, "w");
-    if (log < 0 || !f) return 1;
+    if (log < 0 || !f)
+        return 1;
     fprintf(f, "%d\n", ntohs(a.sin_port));
     fclose(f);
     rename(tmp, argv[1]);
@@ -39,10 +40,12 @@ int main(int argc, char **argv)
         int c = accept(s, NULL, NULL);
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        if (c < 0) continue;
+        if (c < 0)
+            continue;
         char line[64];
         int n = snprintf(line, sizeof(line), "%ld.%09ld\n", (long)ts.tv_sec, ts.tv_nsec);
-        if (write(log, line, (size_t)n) != n) return 1;
+        if (write(log, line, (size_t)n) != n)
+            return 1;
         close(c);
     }
 }

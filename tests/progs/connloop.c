@@ -31,7 +31,8 @@ static double mono_ms(void)
 static void sleep_ms(int ms)
 {
     struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
 }
 
 static int child(const struct sockaddr_in *a, int id, int niter, int hold, int warm)
@@ -41,7 +42,8 @@ static int child(const struct sockaddr_in *a, int id, int niter, int hold, int w
         struct sockaddr_in w = *a;
         w.sin_port = htons((unsigned short)warm);
         int fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (connect(fd, (const struct sockaddr *)&w, sizeof(w)) != 0) bad = 1;
+        if (connect(fd, (const struct sockaddr *)&w, sizeof(w)) != 0)
+            bad = 1;
         close(fd);
     }
     for (int i = 0; i < niter; i++) {
@@ -54,12 +56,16 @@ static int child(const struct sockaddr_in *a, int id, int niter, int hold, int w
         int n = rc == 0 ? snprintf(line, sizeof(line), "ok %d %d %.3f %.1f\n", id, i, t1, t1 - t0)
                         : snprintf(line, sizeof(line), "err %d %d %s %.1f\n", id, i,
                                    e == ETIMEDOUT ? "ETIMEDOUT" : strerror(e), t1 - t0);
-        if (write(1, line, (size_t)n) != n) bad = 1; /* one write: lines never interleave */
-        if (rc != 0) bad = 1;
-        else if (hold > 0) sleep_ms(hold);
+        if (write(1, line, (size_t)n) != n)
+            bad = 1; /* one write: lines never interleave */
+        if (rc != 0)
+            bad = 1;
+        else if (hold > 0)
+            sleep_ms(hold);
         else if (hold < 0) {
             char b[256];
-            while (read(fd, b, sizeof(b)) > 0) {}
+            while (read(fd, b, sizeof(b)) > 0) {
+            }
         }
         close(fd);
     }
@@ -88,13 +94,15 @@ int main(int argc, char **argv)
     for (int p = 0; p < nproc; p++) {
         char id[16];
         snprintf(id, sizeof(id), "%d", p);
-        char *av[] = { argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], argc == 7 ? argv[6] : "0",
-                       "--child", id, NULL };
+        char *av[] = { argv[0],   argv[1], argv[2], argv[3], argv[4], argv[5], argc == 7 ? argv[6] : "0",
+                       "--child", id,      NULL };
         pid_t pid;
-        if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, av, environ) != 0) bad = 1;
+        if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, av, environ) != 0)
+            bad = 1;
     }
     int st;
     while (wait(&st) > 0)
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) bad = 1;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            bad = 1;
     return bad;
 }

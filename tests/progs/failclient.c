@@ -46,13 +46,18 @@ static double mono_ms(void)
 }
 
 static volatile sig_atomic_t stop;
-static void on_stop(int sig) { (void)sig; stop = 1; }
+static void on_stop(int sig)
+{
+    (void)sig;
+    stop = 1;
+}
 
 /* Sleeps MS, or less when SIGTERM/SIGINT came. */
 static void sleep_ms(int ms)
 {
     struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    while (!stop && nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    while (!stop && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
 }
 
 static const char *ename(int e)
@@ -74,7 +79,8 @@ static struct sockaddr_in dest;
 static int dial(double *ms)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -errno;
+    if (fd < 0)
+        return -errno;
     double t0 = mono_ms();
     int rc = connect(fd, (struct sockaddr *)&dest, sizeof dest), e = errno;
     *ms = mono_ms() - t0;
@@ -92,8 +98,10 @@ static int cmd_try(int n, int pause)
         int fd = dial(&ms);
         printf("%s %.1f\n", fd >= 0 ? "ok" : ename(-fd), ms);
         fflush(stdout);
-        if (fd >= 0) close(fd);
-        if (pause > 0) sleep_ms(pause);
+        if (fd >= 0)
+            close(fd);
+        if (pause > 0)
+            sleep_ms(pause);
     }
     return 0;
 }
@@ -101,19 +109,22 @@ static int cmd_try(int n, int pause)
 static int cmd_multi(int n, int hold)
 {
     int *fds = calloc((size_t)n, sizeof *fds), held = 0;
-    if (!fds) return 2;
+    if (!fds)
+        return 2;
     for (int i = 0; i < n; i++) {
         double ms;
         fds[i] = dial(&ms);
         printf("%s %.1f\n", fds[i] >= 0 ? "ok" : ename(-fds[i]), ms);
         fflush(stdout);
-        if (fds[i] >= 0) held++;
+        if (fds[i] >= 0)
+            held++;
     }
     printf("held %d\n", held);
     fflush(stdout);
     sleep_ms(hold);
     for (int i = 0; i < n; i++)
-        if (fds[i] >= 0) close(fds[i]);
+        if (fds[i] >= 0)
+            close(fds[i]);
     free(fds);
     return 0;
 }
@@ -125,15 +136,18 @@ static int cmd_loop(int duration, int linger)
     static const int codes[5] = { ECONNREFUSED, ETIMEDOUT, EAGAIN, ECONNRESET, 0 };
     double end = mono_ms() + duration, maxms = 0;
     FILE *trace = getenv("FAILCLIENT_TRACE") ? fopen(getenv("FAILCLIENT_TRACE"), "a") : NULL;
-    if (trace) setvbuf(trace, NULL, _IOLBF, 0);
+    if (trace)
+        setvbuf(trace, NULL, _IOLBF, 0);
     while (mono_ms() < end && !stop) {
         double ms;
         int fd = dial(&ms);
-        if (ms > maxms) maxms = ms;
+        if (ms > maxms)
+            maxms = ms;
         if (fd < 0) {
             fail++;
             int k = 0;
-            while (codes[k] && codes[k] != -fd) k++;
+            while (codes[k] && codes[k] != -fd)
+                k++;
             errs[k]++;
             sleep_ms(20);
             continue;
@@ -145,16 +159,20 @@ static int cmd_loop(int duration, int linger)
              * permit on while the server still counts this connection */
             char buf[512];
             ssize_t n;
-            while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {}
+            while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+            }
         }
         sleep_ms(linger);
         close(fd);
-        if (trace) fprintf(trace, "%d %.1f %.1f\n", (int)getpid(), t_conn, mono_ms());
+        if (trace)
+            fprintf(trace, "%d %.1f %.1f\n", (int)getpid(), t_conn, mono_ms());
     }
-    if (trace) fclose(trace);
+    if (trace)
+        fclose(trace);
     printf("ok %d fail %d maxms %.0f\n", ok, fail, maxms);
     for (int k = 0; k < 5; k++)
-        if (errs[k]) printf("err %s %d\n", codes[k] ? ename(codes[k]) : "EOTHER", errs[k]);
+        if (errs[k])
+            printf("err %s %d\n", codes[k] ? ename(codes[k]) : "EOTHER", errs[k]);
     return 0;
 }
 
@@ -169,8 +187,10 @@ static int cmd_pair(int ms1, int ms2)
     }
     for (int i = 0; i < 2; i++) {
         int left = (int)(t0 + (i ? ms2 : ms1) - mono_ms());
-        if (left > 0) sleep_ms(left);
-        if (fd[i] >= 0) close(fd[i]);
+        if (left > 0)
+            sleep_ms(left);
+        if (fd[i] >= 0)
+            close(fd[i]);
         printf("closed %d\n", i + 1);
         fflush(stdout);
     }
@@ -187,7 +207,8 @@ static int cmd_hold(void)
     }
     printf("connected\n");
     fflush(stdout);
-    while (!stop) pause();
+    while (!stop)
+        pause();
     close(fd);
     return 0;
 }
@@ -200,17 +221,23 @@ int main(int argc, char **argv)
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;    /* no SA_RESTART: a wait ends early */
+    sa.sa_handler = on_stop; /* no SA_RESTART: a wait ends early */
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     dest.sin_family = AF_INET;
     dest.sin_port = htons((unsigned short)atoi(argv[3]));
-    if (inet_pton(AF_INET, argv[2], &dest.sin_addr) != 1) return 2;
-    if (!strcmp(argv[1], "try") && argc >= 5) return cmd_try(atoi(argv[4]), argc > 5 ? atoi(argv[5]) : 0);
-    if (!strcmp(argv[1], "multi") && argc >= 6) return cmd_multi(atoi(argv[4]), atoi(argv[5]));
-    if (!strcmp(argv[1], "loop") && argc >= 6) return cmd_loop(atoi(argv[4]), atoi(argv[5]));
-    if (!strcmp(argv[1], "pair") && argc >= 6) return cmd_pair(atoi(argv[4]), atoi(argv[5]));
-    if (!strcmp(argv[1], "hold")) return cmd_hold();
+    if (inet_pton(AF_INET, argv[2], &dest.sin_addr) != 1)
+        return 2;
+    if (!strcmp(argv[1], "try") && argc >= 5)
+        return cmd_try(atoi(argv[4]), argc > 5 ? atoi(argv[5]) : 0);
+    if (!strcmp(argv[1], "multi") && argc >= 6)
+        return cmd_multi(atoi(argv[4]), atoi(argv[5]));
+    if (!strcmp(argv[1], "loop") && argc >= 6)
+        return cmd_loop(atoi(argv[4]), atoi(argv[5]));
+    if (!strcmp(argv[1], "pair") && argc >= 6)
+        return cmd_pair(atoi(argv[4]), atoi(argv[5]));
+    if (!strcmp(argv[1], "hold"))
+        return cmd_hold();
     fprintf(stderr, "failclient: bad arguments\n");
     return 2;
 }

@@ -52,10 +52,12 @@ int main(int argc, char **argv)
     printf("connected %.3f %.1f\n", t1, t1 - t0);
     if (hold < 0) {
         char b[64];
-        while (read(0, b, sizeof(b)) > 0) {}
+        while (read(0, b, sizeof(b)) > 0) {
+        }
     } else {
         struct timespec ts = { hold / 1000, (hold % 1000) * 1000000L };
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
     }
     double t2 = mono_ms();
     close(fd);

@@ -66,14 +66,16 @@ static void *loop(void *arg)
         socklen_t len;
         int fd = dest(&ss, &len) == 0 ? socket(ss.ss_family, SOCK_STREAM, 0) : -1;
         if (fd < 0 || connect(fd, (struct sockaddr *)&ss, len) != 0) {
-            if (fd >= 0) close(fd);
+            if (fd >= 0)
+                close(fd);
             atomic_fetch_add(&failed, 1);
             nap(50);
             continue;
         }
         static const char req[] = "GET / HTTP/1.0\r\n\r\n";
         if (write(fd, req, sizeof req - 1) > 0)
-            while (read(fd, buf, sizeof buf) > 0) {}
+            while (read(fd, buf, sizeof buf) > 0) {
+            }
         close(fd);
         atomic_fetch_add(&ok, 1);
     }

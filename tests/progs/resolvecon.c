@@ -109,7 +109,8 @@ int main(int argc, char **argv)
         } else if (hold < 0) {
             static const char req[] = "GET / HTTP/1.0\r\n\r\n";
             if (write(fd, req, sizeof req - 1) > 0)
-                while (read(fd, buf, sizeof buf) > 0) {}
+                while (read(fd, buf, sizeof buf) > 0) {
+                }
         }
     }
     close(fd);

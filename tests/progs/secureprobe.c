@@ -16,7 +16,8 @@ int main(int argc, char **argv)
 {
     printf("secure %lu\n", getauxval(AT_SECURE));
     fflush(stdout);
-    if (argc < 2) return 0;
+    if (argc < 2)
+        return 0;
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[1])) };
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -44,7 +44,8 @@ int main(int argc, char **argv)
     int s1 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int rc = connect(s1, (struct sockaddr *)&a, sizeof(a));
     printf("held %s\n", ename(rc == 0 ? 0 : errno));
-    if (rc != 0) return 1;
+    if (rc != 0)
+        return 1;
     int s2 = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     long long t0 = now_ms();
     rc = connect(s2, (struct sockaddr *)&a, sizeof(a));

@@ -29,9 +29,11 @@ static int tasks(void)
     DIR *d = opendir("/proc/self/task");
     struct dirent *e;
     int n = 0;
-    if (!d) return -1;
+    if (!d)
+        return -1;
     while ((e = readdir(d)))
-        if (e->d_name[0] != '.') n++;
+        if (e->d_name[0] != '.')
+            n++;
     closedir(d);
     return n;
 }
@@ -42,7 +44,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: taskhold HOST PORT HOLD_MS TICK_MS [BEFORE_MS]\n");
         return 2;
     }
-    if (argc == 6) usleep((useconds_t)(atof(argv[5]) * 1000));
+    if (argc == 6)
+        usleep((useconds_t)(atof(argv[5]) * 1000));
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[2])) };
     inet_pton(AF_INET, argv[1], &sa.sin_addr);
     double hold = atof(argv[3]), tick = atof(argv[4]);
@@ -57,10 +60,13 @@ int main(int argc, char **argv)
     double end = mono_ms() + hold;
     while (mono_ms() < end) {
         double left = end - mono_ms(), step = tick > 0 && tick < left ? tick : left;
-        if (step > 0) usleep((useconds_t)(step * 1000));
-        if (tick > 0) close(-1);
+        if (step > 0)
+            usleep((useconds_t)(step * 1000));
+        if (tick > 0)
+            close(-1);
         int n = tasks();
-        if (n > most) most = n;
+        if (n > most)
+            most = n;
     }
     int n = tasks();
     printf("tasks %d\n", n > most ? n : most);

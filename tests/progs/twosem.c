@@ -58,7 +58,7 @@ int main(int argc, char **argv)
     double *t = calloc((size_t)n, sizeof(*t));
     pthread_t th;
     pthread_create(&th, NULL, wait_a, NULL);
-    struct timespec ts = { 0, 300 * 1000000L };   /* let A queue and block */
+    struct timespec ts = { 0, 300 * 1000000L }; /* let A queue and block */
     nanosleep(&ts, NULL);
     for (int i = 0; i < n; i++) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -74,7 +74,9 @@ int main(int argc, char **argv)
     pthread_join(th, NULL);
     qsort(t, (size_t)n, sizeof(*t), cmp);
     printf("b_median_ms %.1f b_max_ms %.1f a_waiting_after_b %d a_result %s\n", t[n / 2], t[n - 1], waiting,
-           a_rc == 0 ? "connected" : a_errno == ETIMEDOUT ? "ETIMEDOUT" : strerror(a_errno));
+           a_rc == 0              ? "connected"
+           : a_errno == ETIMEDOUT ? "ETIMEDOUT"
+                                  : strerror(a_errno));
     free(t);
     return 0;
 }

@@ -39,7 +39,8 @@ int main(int argc, char **argv)
     }
     printf("connected\n");
     char b[64];
-    while (read(0, b, sizeof(b)) > 0) {}
+    while (read(0, b, sizeof(b)) > 0) {
+    }
     if (close(fd) != 0) {
         printf("close: %s\n", strerror(errno));
         return 1;

@@ -7,13 +7,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define STANDIN(name)                                                                                                 \
-    void name(void);                                                                                                  \
-    void name(void)                                                                                                   \
-    {                                                                                                                 \
-        static const char m[] = "stand-in " #name " called: aborting\n";                                              \
-        (void)!write(2, m, sizeof(m) - 1);                                                                            \
-        abort();                                                                                                      \
+#define STANDIN(name)                                                                                               \
+    void name(void);                                                                                                \
+    void name(void)                                                                                                 \
+    {                                                                                                               \
+        static const char m[] = "stand-in " #name " called: aborting\n";                                            \
+        (void)!write(2, m, sizeof(m) - 1);                                                                          \
+        abort();                                                                                                    \
     }
 
 #include STANDIN_NAMES

@@ -30,12 +30,23 @@ static void test_holder_ids_with_other_numbers(void **state)
 {
     (void)state;
     static const char *bad[] = {
-        "h/12/3555555555512/55z/dest", "h/99999999999999999999/1/d/n", "h/2147483648/1/d/n",
-        "h/1/2147483648/d/n",          "h/+5/1/d/n",                   "h/ 5/1/d/n",
-        "h/5/-0/d/n",                  "h/05/1/d/n",                   "h/5/01/d/n",
-        "h/0/1/d/n",                   "h/5/1 /d/n",                   "h/5//d/n",
-        "h//1/d/n",                    "/5/1/d/n",                     "h/5/1//n",
-        "h/5/1/d/",                    "h/5/1/d",
+        "h/12/3555555555512/55z/dest",
+        "h/99999999999999999999/1/d/n",
+        "h/2147483648/1/d/n",
+        "h/1/2147483648/d/n",
+        "h/+5/1/d/n",
+        "h/ 5/1/d/n",
+        "h/5/-0/d/n",
+        "h/05/1/d/n",
+        "h/5/01/d/n",
+        "h/0/1/d/n",
+        "h/5/1 /d/n",
+        "h/5//d/n",
+        "h//1/d/n",
+        "/5/1/d/n",
+        "h/5/1//n",
+        "h/5/1/d/",
+        "h/5/1/d",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct ccap_ops_holder h;

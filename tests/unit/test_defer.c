@@ -44,7 +44,7 @@ static int teardown(void **state)
 {
     (void)state;
     if (fx.pid > 0)
-        kill(fx.pid, SIGCONT);  /* a test that failed while the server was stopped */
+        kill(fx.pid, SIGCONT); /* a test that failed while the server was stopped */
     ccap_redis_free(R);
     R = NULL;
     if (CLI)
@@ -104,7 +104,7 @@ static void test_sent_without_waiting(void **state)
     assert_int_equal(t_release_defer(R, PFX, "s", "A", 100, FAR, true), 0);
     assert_int_equal(ccap_redis_deferred(R), 1);
     wait_holders("s", 1);
-    acq("s", "C");      /* reads A's reply first, then its own */
+    acq("s", "C"); /* reads A's reply first, then its own */
     assert_int_equal(ccap_redis_deferred(R), 0);
     assert_int_equal(n_holders("s"), 2);
 }
@@ -141,13 +141,13 @@ static void test_noscript_run_again(void **state)
 {
     (void)state;
     acq("n", "A");
-    assert_int_equal(t_release_wake(R, PFX, "n", "Z", 100), 0);  /* release known loaded here */
+    assert_int_equal(t_release_wake(R, PFX, "n", "Z", 100), 0); /* release known loaded here */
     cli_ok("SCRIPT FLUSH");
     assert_int_equal(t_release_defer(R, PFX, "n", "A", 100, FAR, true), 0);
     fx_sleep_ms(50);
-    assert_int_equal(n_holders("n"), 1);   /* NOSCRIPT: it did not run */
+    assert_int_equal(n_holders("n"), 1); /* NOSCRIPT: it did not run */
     acq("n", "B");
-    assert_int_equal(n_holders("n"), 1);   /* A gone, B in */
+    assert_int_equal(n_holders("n"), 1); /* A gone, B in */
     assert_int_equal(ccap_redis_deferred(R), 0);
 }
 
@@ -159,7 +159,7 @@ static void test_connection_lost(void **state)
     (void)state;
     acq("c", "A");
     acq("c", "B");
-    cli_ok("CLIENT PAUSE 300 WRITE");      /* A's release is read but not run until the kill */
+    cli_ok("CLIENT PAUSE 300 WRITE"); /* A's release is read but not run until the kill */
     assert_int_equal(t_release_defer(R, PFX, "c", "A", 100, FAR, true), 0);
     rep = redisCommand(CLI, "CLIENT KILL TYPE normal SKIPME yes");
     assert_non_null(rep);
@@ -180,12 +180,12 @@ static void test_kept_while_down(void **state)
     CLI = NULL;
     redis_fixture_kill(&fx);
     int rc = t_release_defer(R, PFX, "d", "A", 100, FAR, true);
-    assert_true(rc == 0 || rc < 0);          /* written into a dead socket, or refused */
+    assert_true(rc == 0 || rc < 0); /* written into a dead socket, or refused */
     assert_true(ccap_redis_flush(R) < 0);
     assert_int_equal(ccap_redis_deferred(R), 1);
     assert_int_equal(redis_fixture_restart(&fx), 0);
     assert_non_null(CLI = redis_fixture_cli(&fx));
-    cli_ok("ZADD " PFX "{d}:holders 99999999999999 A");   /* as if renewed after the restart */
+    cli_ok("ZADD " PFX "{d}:holders 99999999999999 A"); /* as if renewed after the restart */
     assert_int_equal(ccap_redis_flush(R), 0);
     assert_int_equal(n_holders("d"), 0);
 }
@@ -217,9 +217,9 @@ static void test_release_after_stalled_acquire(void **state)
     rep = redisCommand(CLI, "HGET " PFX "{st}:stats acquired");
     assert_non_null(rep);
     assert_int_equal(rep->type, REDIS_REPLY_STRING);
-    assert_string_equal(rep->str, "2");     /* A's acquire did run */
+    assert_string_equal(rep->str, "2"); /* A's acquire did run */
     freeReplyObject(rep);
-    assert_int_equal(n_holders("st"), 1);   /* W's only */
+    assert_int_equal(n_holders("st"), 1); /* W's only */
 }
 
 /* Many more releases than it keeps replies for, with no command between:
@@ -258,7 +258,7 @@ static void test_fork_child_drops(void **state)
     }
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    assert_int_equal(n_holders("f"), 1);    /* the child sent nothing */
+    assert_int_equal(n_holders("f"), 1); /* the child sent nothing */
     assert_int_equal(ccap_redis_flush(R), 0);
     assert_int_equal(n_holders("f"), 0);
 }
@@ -274,7 +274,7 @@ static void test_no_sigpipe(void **state)
     redisFree(CLI);
     CLI = NULL;
     redis_fixture_kill(&fx);
-    for (int i = 0; i < 5; i++)    /* the first write may pass; the next ones hit EPIPE */
+    for (int i = 0; i < 5; i++) /* the first write may pass; the next ones hit EPIPE */
         (void)t_release_defer(R, PFX, "p", "A", 100, FAR, true);
     sigaction(SIGPIPE, &old, NULL);
     assert_int_equal(redis_fixture_restart(&fx), 0);
@@ -292,12 +292,12 @@ static void test_rerun_behind_owed(void **state)
     acq("o", "X");
     acq("o", "Y");
     acq("o", "Z");
-    assert_int_equal(t_release_defer(R, PFX, "o", "X", 100, FAR, true), 0);    /* owed */
-    assert_int_equal(t_release_defer(R, PFX, "o", "Y", 100, FAR, false), 0);   /* unsent */
+    assert_int_equal(t_release_defer(R, PFX, "o", "X", 100, FAR, true), 0);  /* owed */
+    assert_int_equal(t_release_defer(R, PFX, "o", "Y", 100, FAR, false), 0); /* unsent */
     assert_int_equal(ccap_redis_deferred(R), 2);
     ccap_defer_retry(R);
     assert_int_equal(ccap_redis_deferred(R), 0);
-    assert_int_equal(n_holders("o"), 1);    /* Z */
+    assert_int_equal(n_holders("o"), 1); /* Z */
     assert_int_equal(t_release_defer(R, PFX, "o", "Z", 100, FAR, true), 0);
     assert_int_equal(ccap_redis_flush(R), 0);
     assert_int_equal(n_holders("o"), 0);
@@ -322,7 +322,7 @@ static void test_lost_release_goes_first(void **state)
     (void)state;
 
     assert_true(try_acq("g", "A", 1));
-    cli_ok("CLIENT PAUSE 300 WRITE");       /* A's release is read, not run, until the kill */
+    cli_ok("CLIENT PAUSE 300 WRITE"); /* A's release is read, not run, until the kill */
     assert_int_equal(t_release_defer(R, PFX, "g", "A", 100, FAR, true), 0);
     rep = redisCommand(CLI, "CLIENT KILL TYPE normal SKIPME yes");
     assert_non_null(rep);
@@ -333,7 +333,7 @@ static void test_lost_release_goes_first(void **state)
 
     /* the same after SCRIPT FLUSH: B's release gets NOSCRIPT, read while C's
      * acquire (sent behind it) gets NOSCRIPT too */
-    assert_int_equal(t_release_wake(R, PFX, "g", "Z", 1), 0);   /* release loaded here */
+    assert_int_equal(t_release_wake(R, PFX, "g", "Z", 1), 0); /* release loaded here */
     cli_ok("SCRIPT FLUSH");
     assert_int_equal(t_release_defer(R, PFX, "g", "B", 100, FAR, true), 0);
     assert_true(try_acq("g", "C", 1));
@@ -363,7 +363,7 @@ static void test_owed_reply_timeout_text(void **state)
     assert_non_null(strstr(ccap_redis_errstr(r), "EVALSHA: timed out after 200 ms"));
     assert_null(strstr(ccap_redis_errstr(r), "deferred"));
     fx_sleep_ms(1100);
-    assert_true(ccap_redis_flush(r) >= 0);   /* kept, and run once Redis answers */
+    assert_true(ccap_redis_flush(r) >= 0); /* kept, and run once Redis answers */
     assert_int_equal(n_holders("t"), 0);
     ccap_redis_free(r);
 }

@@ -14,7 +14,8 @@
 static char **make_env(const char *const *entries, size_t n, char **strs)
 {
     static char *arr[16];
-    for (size_t i = 0; i < n; i++) arr[i] = strs[i] = strdup(entries[i]);
+    for (size_t i = 0; i < n; i++)
+        arr[i] = strs[i] = strdup(entries[i]);
     arr[n] = NULL;
     environ = arr;
     return arr;
@@ -29,15 +30,17 @@ static void test_copy_survives_clearing(void **state)
     make_env(e, 5, strs);
     ccap_env_capture();
     /* what nginx does to its workers: a new, empty environ, the old strings overwritten */
-    for (int i = 0; i < 5; i++) memset(strs[i], 'x', strlen(strs[i]));
+    for (int i = 0; i < 5; i++)
+        memset(strs[i], 'x', strlen(strs[i]));
     environ = NULL;
     assert_string_equal(ccap_env_get("CONNCAP_CONFIG"), "/etc/a.conf");
     assert_string_equal(ccap_env_get("CONNCAP_PERMITS"), "1:42:");
     assert_string_equal(ccap_env_get("CONNCAP_X"), "y");
-    assert_null(ccap_env_get("CONNCAP_CONF"));      /* a prefix of a name is not the name */
+    assert_null(ccap_env_get("CONNCAP_CONF")); /* a prefix of a name is not the name */
     assert_null(ccap_env_get("CONNCAP_Y"));
     assert_int_equal(ccap_env_dropped(), 0);
-    for (int i = 0; i < 5; i++) free(strs[i]);
+    for (int i = 0; i < 5; i++)
+        free(strs[i]);
 }
 
 static void test_later_setenv_ignored(void **state)
@@ -47,13 +50,14 @@ static void test_later_setenv_ignored(void **state)
     char *strs[2];
     make_env(e, 2, strs);
     ccap_env_capture();
-    assert_string_equal(ccap_env_get("CONNCAP_CONFIG"), "/first");  /* the first wins, as getenv */
+    assert_string_equal(ccap_env_get("CONNCAP_CONFIG"), "/first"); /* the first wins, as getenv */
     environ = NULL;
     setenv("CONNCAP_CONFIG", "/later", 1);
     setenv("OTHER_PASSWORD", "pw", 1);
     assert_string_equal(ccap_env_get("CONNCAP_CONFIG"), "/first");
-    assert_string_equal(ccap_env_get("OTHER_PASSWORD"), "pw");       /* not ours: read now */
-    for (int i = 0; i < 2; i++) free(strs[i]);
+    assert_string_equal(ccap_env_get("OTHER_PASSWORD"), "pw"); /* not ours: read now */
+    for (int i = 0; i < 2; i++)
+        free(strs[i]);
 }
 
 /* Two values near the kernel's limit for one string both fit; a third big
@@ -72,7 +76,7 @@ static void test_bounded(void **state)
     strcpy(x, "CONNCAP_ZZZ=");
     memset(x + 12, 'z', big - 12);
     x[big] = '\0';
-    char *arr[] = { x, c, p, NULL };                /* the unknown one first in environ */
+    char *arr[] = { x, c, p, NULL }; /* the unknown one first in environ */
     environ = arr;
     ccap_env_capture();
     assert_int_equal(strlen(ccap_env_get("CONNCAP_CONFIG")), big - 15);

@@ -45,7 +45,7 @@ static void test_roundtrip(void **st)
     assert_true(len > 0);
     assert_int_equal((size_t)len, strlen(s));
     assert_int_equal(kept, 3);
-    assert_null(strchr(value_of(s), ' '));        /* escaped: one token in env */
+    assert_null(strchr(value_of(s), ' ')); /* escaped: one token in env */
     pid_t pid;
     struct ccap_handoff_entry *out;
     size_t n;
@@ -84,9 +84,10 @@ static void test_encode_size_limit(void **st)
     size_t n = 2000;
     struct ccap_handoff_entry *e = calloc(n, sizeof(*e));
     char holder[CCAP_HOLDER_MAX];
-    memset(holder, ',', sizeof(holder) - 1);   /* every byte escaped: 3 bytes each */
+    memset(holder, ',', sizeof(holder) - 1); /* every byte escaped: 3 bytes each */
     holder[sizeof(holder) - 1] = '\0';
-    for (size_t i = 0; i < n; i++) e[i] = entry((int)i, 1, i, 1000, "sem", holder);
+    for (size_t i = 0; i < n; i++)
+        e[i] = entry((int)i, 1, i, 1000, "sem", holder);
     char *s;
     size_t kept;
     int len = ccap_handoff_encode(99, e, n, &s, &kept);
@@ -107,20 +108,45 @@ static void test_decode_bad_input(void **st)
 {
     (void)st;
     static const char *bad[] = {
-        "", "1", "1:", "1::", "2:5:", "1:0:", "1:-5:", "1:+5:", "1: 5:", "1:abc:", "1:5",
+        "",
+        "1",
+        "1:",
+        "1::",
+        "2:5:",
+        "1:0:",
+        "1:-5:",
+        "1:+5:",
+        "1: 5:",
+        "1:abc:",
+        "1:5",
         "1:99999999999999999999:",
-        "1:5:3", "1:5:3,", "1:5:3,1,2,1000,s", "1:5:3,1,2,1000,s,", "1:5:3,1,2,1000,,h",
-        "1:5:x,1,2,1000,s,h", "1:5:-3,1,2,1000,s,h", "1:5:1048576,1,2,1000,s,h",
-        "1:5:3,18446744073709551616,2,1000,s,h", "1:5:3,1,2,0,s,h", "1:5:3,1,2,2147483648,s,h",
-        "1:5:3,1,2,1000,s,h;", "1:5:3,1,2,1000,s,h;;4,1,2,1000,s,h", "1:5:3,1,2,1000,s,h,extra",
-        "1:5:3,1,2,1000,s,h h", "1:5:3,1,2,1000,s,%G1", "1:5:3,1,2,1000,s,%4", "1:5:3,1,2,1000,s,%00",
-        "1:5:3,1,2,1000,s,h\n", "1:5:;3,1,2,1000,s,h",
+        "1:5:3",
+        "1:5:3,",
+        "1:5:3,1,2,1000,s",
+        "1:5:3,1,2,1000,s,",
+        "1:5:3,1,2,1000,,h",
+        "1:5:x,1,2,1000,s,h",
+        "1:5:-3,1,2,1000,s,h",
+        "1:5:1048576,1,2,1000,s,h",
+        "1:5:3,18446744073709551616,2,1000,s,h",
+        "1:5:3,1,2,0,s,h",
+        "1:5:3,1,2,2147483648,s,h",
+        "1:5:3,1,2,1000,s,h;",
+        "1:5:3,1,2,1000,s,h;;4,1,2,1000,s,h",
+        "1:5:3,1,2,1000,s,h,extra",
+        "1:5:3,1,2,1000,s,h h",
+        "1:5:3,1,2,1000,s,%G1",
+        "1:5:3,1,2,1000,s,%4",
+        "1:5:3,1,2,1000,s,%00",
+        "1:5:3,1,2,1000,s,h\n",
+        "1:5:;3,1,2,1000,s,h",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         pid_t pid = 0;
         struct ccap_handoff_entry *out = (void *)1;
         size_t n = 9;
-        if (ccap_handoff_decode(bad[i], &pid, &out, &n) != -EINVAL) fail_msg("accepted \"%s\"", bad[i]);
+        if (ccap_handoff_decode(bad[i], &pid, &out, &n) != -EINVAL)
+            fail_msg("accepted \"%s\"", bad[i]);
         assert_null(out);
         assert_int_equal(n, 0);
     }
@@ -154,7 +180,8 @@ static void test_decode_too_many(void **st)
     size_t n = CCAP_HANDOFF_MAX_ENTRIES + 1;
     char *v = malloc(n * 16 + 16), *p = v;
     p += sprintf(p, "1:5:");
-    for (size_t i = 0; i < n; i++) p += sprintf(p, "%s3,1,2,9,s,h", i ? ";" : "");
+    for (size_t i = 0; i < n; i++)
+        p += sprintf(p, "%s3,1,2,9,s,h", i ? ";" : "");
     pid_t pid;
     struct ccap_handoff_entry *out;
     size_t got;
@@ -165,7 +192,9 @@ static void test_decode_too_many(void **st)
 static void test_envp(void **st)
 {
     (void)st;
-    char *envp[] = { "A=1", CCAP_HANDOFF_ENV "=1:2:", "B=2", CCAP_HANDOFF_ENV "=old", "CONNCAP_PERMITSX=keep", NULL };
+    char *envp[] = {
+        "A=1", CCAP_HANDOFF_ENV "=1:2:", "B=2", CCAP_HANDOFF_ENV "=old", "CONNCAP_PERMITSX=keep", NULL
+    };
     assert_true(ccap_handoff_in_envp(envp));
     char **e = ccap_handoff_envp(envp, CCAP_HANDOFF_ENV "=new");
     assert_non_null(e);
@@ -201,9 +230,9 @@ static struct ccap_permit *permit_for(int fd, const char *holder)
 static void test_exec_split_restore(void **st)
 {
     (void)st;
-    int keep = socket(AF_INET, SOCK_STREAM, 0);                      /* survives */
-    int gone = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);       /* released */
-    int mixed = socket(AF_INET, SOCK_STREAM, 0);                     /* survives via one fd */
+    int keep = socket(AF_INET, SOCK_STREAM, 0);                /* survives */
+    int gone = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); /* released */
+    int mixed = socket(AF_INET, SOCK_STREAM, 0);               /* survives via one fd */
     int mixed2 = fcntl(mixed, F_DUPFD_CLOEXEC, 0);
     int stale = socket(AF_INET, SOCK_STREAM, 0);
     permit_for(keep, "keep");
@@ -212,7 +241,7 @@ static void test_exec_split_restore(void **st)
     assert_null(ccap_ptab_dup(mixed, mixed2));
     permit_for(stale, "stale");
     close(stale);
-    int reused = open("/dev/null", O_RDONLY);                        /* stale's number, another file */
+    int reused = open("/dev/null", O_RDONLY); /* stale's number, another file */
     assert_int_equal(reused, stale);
     assert_int_equal(ccap_ptab_count(), 4);
 
@@ -221,7 +250,7 @@ static void test_exec_split_restore(void **st)
     struct ccap_permit *released, *orphans;
     size_t nsurv, ngone;
     assert_int_equal(ccap_ptab_exec_split(&surv, &nsurv, &g, &ngone, &released, &orphans), 0);
-    assert_int_equal(nsurv, 2);                 /* keep, mixed (not mixed2) */
+    assert_int_equal(nsurv, 2); /* keep, mixed (not mixed2) */
     for (size_t i = 0; i < nsurv; i++) {
         assert_true(surv[i].fd == keep || surv[i].fd == mixed);
         assert_string_equal(surv[i].holder, surv[i].fd == keep ? "keep" : "mixed");
@@ -234,7 +263,7 @@ static void test_exec_split_restore(void **st)
     assert_non_null(orphans);
     assert_string_equal(orphans->holder, "stale");
     free(orphans);
-    assert_int_equal(ccap_ptab_count(), 2);      /* keep and mixed stay */
+    assert_int_equal(ccap_ptab_count(), 2); /* keep and mixed stay */
     assert_false(ccap_ptab_maybe(gone));
     assert_int_equal(pm->refs, 2);
 
@@ -271,12 +300,12 @@ static void test_dup_of_stale_entry(void **st)
     (void)st;
     int s = socket(AF_INET, SOCK_STREAM, 0);
     struct ccap_permit *p = permit_for(s, "old");
-    close(s);                                   /* behind the table's back */
+    close(s); /* behind the table's back */
     int f = open("/dev/null", O_RDONLY);
     assert_int_equal(f, s);
     int d = dup(f);
     struct ccap_permit *gone = ccap_ptab_dup(f, d);
-    assert_ptr_equal(gone, p);                  /* dropped, not shared with d */
+    assert_ptr_equal(gone, p); /* dropped, not shared with d */
     assert_false(ccap_ptab_maybe(d));
     assert_false(ccap_ptab_maybe(f));
     free(gone);
@@ -295,12 +324,12 @@ static void test_adopt(void **st)
     struct ccap_handoff_entry e[4] = {
         entry(a, sa.st_dev, sa.st_ino, 1000, "s", "holder-a"),
         entry(a2, sa.st_dev, sa.st_ino, 1000, "s", "holder-a"),
-        entry(b, sb.st_dev, sb.st_ino + 1, 1000, "s", "holder-b"),   /* not that socket any more */
+        entry(b, sb.st_dev, sb.st_ino + 1, 1000, "s", "holder-b"), /* not that socket any more */
         entry(b, sb.st_dev, sb.st_ino, 1000, "t", "holder-c"),
     };
     char *s;
     assert_true(ccap_handoff_encode(getpid(), e, 4, &s, NULL) > 0);
-    setenv("CONNCAP_CONFIG", "/nonexistent/conncap.conf", 1);   /* orphans: no Redis */
+    setenv("CONNCAP_CONFIG", "/nonexistent/conncap.conf", 1); /* orphans: no Redis */
     putenv(s);
     ccap_handoff_record();
     assert_true(ccap_handoff_waiting());
@@ -315,7 +344,7 @@ static void test_adopt(void **st)
     assert_non_null(p);
     assert_string_equal(p->holder, "holder-c");
     assert_int_equal(ccap_ptab_count(), 2);
-    ccap_handoff_adopt();                       /* once only */
+    ccap_handoff_adopt(); /* once only */
     assert_int_equal(ccap_ptab_count(), 2);
     struct ccap_permit *all = ccap_ptab_take_all();
     while (all) {

@@ -194,8 +194,8 @@ static void test_flush_and_fork(void **state)
     pid_t k = fork();
     assert_true(k >= 0);
     if (k == 0) {
-        ccap_log_flush();                       /* not the child's to report */
-        ccap_log(CCAP_LOG_WARN, "child");       /* its own window: passes, no count */
+        ccap_log_flush();                 /* not the child's to report */
+        ccap_log(CCAP_LOG_WARN, "child"); /* its own window: passes, no count */
         _exit(0);
     }
     int st;
@@ -207,7 +207,7 @@ static void test_flush_and_fork(void **state)
     assert_int_equal(errno, EXDEV);
     snprintf(want, sizeof want, "conncap[%d]: warn: 10 messages suppressed by the rate limit\n", (int)getpid());
     assert_string_equal(drain(), want);
-    ccap_log_flush();                           /* once */
+    ccap_log_flush(); /* once */
     assert_string_equal(drain(), "");
 }
 
@@ -276,10 +276,12 @@ static void test_escapes_controls(void **state)
     assert_string_equal(drain(), want);
     /* C1 CSI as UTF-8 (c2 9b) and raw (9b), an overlong '/', a lone
      * continuation byte, a truncated sequence; then valid UTF-8 */
-    ccap_log(CCAP_LOG_WARN, "%s", "a\xc2\x9b b\x9b c\xc0\xaf d\x80 e\xe2\x82 f caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
-    snprintf(want, sizeof want,
-             "conncap[%d]: warn: a\\xc2\\x9b b\\x9b c\\xc0\\xaf d\\x80 e\\xe2\\x82 f caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\n",
-             (int)getpid());
+    ccap_log(CCAP_LOG_WARN, "%s",
+             "a\xc2\x9b b\x9b c\xc0\xaf d\x80 e\xe2\x82 f caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    snprintf(
+        want, sizeof want,
+        "conncap[%d]: warn: a\\xc2\\x9b b\\x9b c\\xc0\\xaf d\\x80 e\\xe2\\x82 f caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\n",
+        (int)getpid());
     assert_string_equal(drain(), want);
     /* a long line of escapes is cut whole: it still ends in "...\n" */
     char big[2000];
@@ -296,11 +298,10 @@ static void test_escapes_controls(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_level_parse),       cmocka_unit_test(test_format_and_levels),
-        cmocka_unit_test(test_truncation),        cmocka_unit_test(test_rate_limit),
+        cmocka_unit_test(test_level_parse),         cmocka_unit_test(test_format_and_levels),
+        cmocka_unit_test(test_truncation),          cmocka_unit_test(test_rate_limit),
         cmocka_unit_test(test_threads_whole_lines), cmocka_unit_test(test_syslog_not_stderr),
-        cmocka_unit_test(test_escapes_controls),
-        cmocka_unit_test(test_flush_and_fork),
+        cmocka_unit_test(test_escapes_controls),    cmocka_unit_test(test_flush_and_fork),
     };
     return cmocka_run_group_tests(tests, capture, restore);
 }

@@ -295,8 +295,7 @@ static void test_bad_patterns(void **state)
     expect_bad("a..b.com", "empty label");
     expect_bad(".a.com", "empty label");
     expect_bad(":443", "empty host");
-    expect_bad("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.com",
-               "label longer than 63");
+    expect_bad("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.com", "label longer than 63");
     char big[299];
     memset(big, 'a', sizeof big);
     for (int i = 60; i < 298; i += 61)

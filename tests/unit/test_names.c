@@ -16,8 +16,7 @@
 #include "config.h"
 #include "names.h"
 
-static struct ccap_addr A(const char *ip)
-{
+static struct ccap_addr A(const char *ip) {
     struct ccap_addr a;
     memset(&a, 0, sizeof a);
     if (inet_pton(AF_INET, ip, a.addr) == 1) {
@@ -107,9 +106,9 @@ static void test_bad_arguments(void **state)
     struct ccap_addr bad = a;
     bad.family = AF_UNIX;
     assert_int_equal(ccap_names_add(m, &bad, "x.test", 0, 10), -EINVAL);
-    assert_int_equal(ccap_names_each(m, &bad, 0, collect_fn, &(struct collect){0}), 0);
+    assert_int_equal(ccap_names_each(m, &bad, 0, collect_fn, &(struct collect){ 0 }), 0);
     /* a NULL map is an empty one */
-    assert_int_equal(ccap_names_each(NULL, &a, 0, collect_fn, &(struct collect){0}), 0);
+    assert_int_equal(ccap_names_each(NULL, &a, 0, collect_fn, &(struct collect){ 0 }), 0);
     assert_int_equal(ccap_names_count(NULL), 0);
     assert_int_equal(ccap_names_expire(NULL, 0), 0);
     ccap_names_free(NULL);

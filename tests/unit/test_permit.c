@@ -56,7 +56,7 @@ static void test_dup_keeps_until_last(void **st)
     assert_int_equal(p->refs, 2);
     assert_ptr_equal(ccap_ptab_get(fd2, &o), p);
     assert_null(o);
-    assert_null(ccap_ptab_detach(fd));       /* one copy left */
+    assert_null(ccap_ptab_detach(fd)); /* one copy left */
     assert_int_equal(ccap_ptab_count(), 1);
     close(fd);
     assert_ptr_equal(ccap_ptab_detach(fd2), p); /* last copy: released once */
@@ -73,13 +73,15 @@ static void test_dup_over_holder_gives_back(void **st)
     struct ccap_permit *pa = permit_for(a, "a"), *pb = permit_for(b, "b");
     ccap_ptab_attach(a, pa);
     ccap_ptab_attach(b, pb);
-    dup2(a, b);                              /* b's socket is gone */
+    dup2(a, b); /* b's socket is gone */
     assert_ptr_equal(ccap_ptab_dup(a, b), pb);
     assert_int_equal(pa->refs, 2);
     assert_ptr_equal(ccap_ptab_detach(b), NULL);
     assert_ptr_equal(ccap_ptab_detach(a), pa);
-    close(a); close(b);
-    free(pa); free(pb);
+    close(a);
+    close(b);
+    free(pa);
+    free(pb);
 }
 
 static void test_reused_number_is_not_the_old_socket(void **st)
@@ -88,11 +90,11 @@ static void test_reused_number_is_not_the_old_socket(void **st)
     int fd = sock();
     struct ccap_permit *p = permit_for(fd, "a"), *o;
     ccap_ptab_attach(fd, p);
-    close(fd);                               /* behind the table's back */
+    close(fd); /* behind the table's back */
     int fd2 = open("/dev/null", O_RDONLY);
-    assert_int_equal(fd2, fd);               /* same number, other file */
+    assert_int_equal(fd2, fd); /* same number, other file */
     assert_null(ccap_ptab_get(fd2, &o));
-    assert_ptr_equal(o, p);                  /* handed back as an orphan */
+    assert_ptr_equal(o, p); /* handed back as an orphan */
     assert_false(ccap_ptab_maybe(fd2));
     close(fd2);
     free(p);
@@ -113,7 +115,8 @@ static void test_sweep_finds_closed(void **st)
     assert_int_equal(ccap_ptab_sweep(&orph), 0);
     assert_ptr_equal(ccap_ptab_detach(a), pa);
     close(a);
-    free(pa); free(pb);
+    free(pa);
+    free(pb);
 }
 
 static void test_range(void **st)
@@ -128,12 +131,16 @@ static void test_range(void **st)
     }
     struct ccap_permit *l = ccap_ptab_detach_range((unsigned)fds[1], ~0U);
     int n = 0;
-    for (struct ccap_permit *p = l; p; p = p->next) n++;
+    for (struct ccap_permit *p = l; p; p = p->next)
+        n++;
     assert_int_equal(n, 3);
     assert_int_equal(ccap_ptab_count(), 1);
     assert_true(ccap_ptab_maybe(fds[0]));
     assert_ptr_equal(ccap_ptab_detach(fds[0]), ps[0]);
-    for (int i = 0; i < 4; i++) { close(fds[i]); free(ps[i]); }
+    for (int i = 0; i < 4; i++) {
+        close(fds[i]);
+        free(ps[i]);
+    }
 }
 
 static void test_beyond_table(void **st)
@@ -167,8 +174,10 @@ static void test_threads(void **st)
 {
     (void)st;
     pthread_t t[4];
-    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, hammer, NULL);
-    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, hammer, NULL);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
     assert_int_equal(ccap_ptab_count(), 0);
 }
 
@@ -180,11 +189,17 @@ static void test_take_all(void **st)
     ccap_ptab_attach(b, permit_for(b, "b"));
     struct ccap_permit *l = ccap_ptab_take_all();
     int n = 0;
-    while (l) { struct ccap_permit *x = l->next; free(l); l = x; n++; }
+    while (l) {
+        struct ccap_permit *x = l->next;
+        free(l);
+        l = x;
+        n++;
+    }
     assert_int_equal(n, 2);
     assert_false(ccap_ptab_maybe(a));
     assert_int_equal(ccap_ptab_count(), 0);
-    close(a); close(b);
+    close(a);
+    close(b);
 }
 
 /* A permit's held counter counts it while it is in the table, whatever
@@ -203,12 +218,12 @@ static void test_held_count(void **st)
     assert_int_equal(held, 3);
     int a2 = dup(a);
     assert_null(ccap_ptab_dup(a, a2));
-    assert_int_equal(held, 3);                  /* two descriptors, one permit */
+    assert_int_equal(held, 3); /* two descriptors, one permit */
     assert_null(ccap_ptab_detach(a));
     assert_int_equal(held, 3);
     assert_ptr_equal(ccap_ptab_detach(a2), pa);
     assert_int_equal(held, 2);
-    close(b);                                   /* behind the table's back */
+    close(b); /* behind the table's back */
     assert_int_equal(ccap_ptab_sweep(&o), 1);
     assert_ptr_equal(o, pb);
     assert_int_equal(held, 1);
@@ -216,7 +231,7 @@ static void test_held_count(void **st)
     struct ccap_ptab_ent *gone;
     struct ccap_permit *rel, *orph;
     size_t ns, ng;
-    fcntl(c, F_SETFD, FD_CLOEXEC);              /* does not survive an exec: split off */
+    fcntl(c, F_SETFD, FD_CLOEXEC); /* does not survive an exec: split off */
     assert_int_equal(ccap_ptab_exec_split(&surv, &ns, &gone, &ng, &rel, &orph), 0);
     assert_ptr_equal(rel, pc);
     assert_int_equal(held, 0);
@@ -229,8 +244,12 @@ static void test_held_count(void **st)
     ccap_ptab_attach(c, pc);
     assert_ptr_equal(ccap_ptab_detach_range(0, ~0u), pc);
     assert_int_equal(held, 0);
-    close(a); close(a2); close(c);
-    free(pa); free(pb); free(pc);
+    close(a);
+    close(a2);
+    close(c);
+    free(pa);
+    free(pb);
+    free(pc);
 }
 
 int main(void)

@@ -47,15 +47,18 @@ static void serve_conn(struct fake_sentinel *fs, int c)
         buf[n] = '\0';
         if (strstr(buf, "AUTH")) {
             authed = true;
-            if (write(c, "+OK\r\n", 5) < 0) break;
+            if (write(c, "+OK\r\n", 5) < 0)
+                break;
             continue;
         }
         if (!strstr(buf, "get-master-addr-by-name")) {
-            if (write(c, "-ERR unknown\r\n", 14) < 0) break;
+            if (write(c, "-ERR unknown\r\n", 14) < 0)
+                break;
             continue;
         }
         if (atomic_load(&fs->need_auth) && !authed) {
-            if (write(c, "-NOAUTH Authentication required.\r\n", 34) < 0) break;
+            if (write(c, "-NOAUTH Authentication required.\r\n", 34) < 0)
+                break;
             continue;
         }
         atomic_fetch_add(&fs->questions, 1);

@@ -52,8 +52,9 @@ static int rule_for(const char *ip, int port)
 static void resolved(const char *node, int flags, const char *ip)
 {
     struct sockaddr_in s = sa4(ip, 0);
-    struct addrinfo ai = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_addr = (struct sockaddr *)&s,
-                           .ai_addrlen = sizeof s };
+    struct addrinfo ai = {
+        .ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_addr = (struct sockaddr *)&s, .ai_addrlen = sizeof s
+    };
     ccap_live_resolved_addrinfo(node, flags, &ai);
 }
 
@@ -79,10 +80,9 @@ static const struct ccap_config *tick_until_changed(const struct ccap_config *ol
 static void test_names_and_reload(void **state)
 {
     (void)state;
-    write_conf(REDIS1
-               "semaphores = ( { name = \"a\"; limit = 1; }, { name = \"b\"; limit = 2; } );\n"
-               "rules = ( { semaphore = \"a\"; match = ( \"*.partner.test:443\" ); },\n"
-               "          { semaphore = \"b\"; match = ( \"10.0.0.0/8\" ); } );\n");
+    write_conf(REDIS1 "semaphores = ( { name = \"a\"; limit = 1; }, { name = \"b\"; limit = 2; } );\n"
+                      "rules = ( { semaphore = \"a\"; match = ( \"*.partner.test:443\" ); },\n"
+                      "          { semaphore = \"b\"; match = ( \"10.0.0.0/8\" ); } );\n");
     assert_true(ccap_rt_active());
     const struct ccap_config *v1 = ccap_live_current();
     assert_non_null(v1);
@@ -112,11 +112,10 @@ static void test_names_and_reload(void **state)
     assert_int_equal(rule_for("10.1.2.3", 443), 1);
 
     /* reload: the limit changes, a semaphore leaves, one arrives, rules move */
-    write_conf(REDIS2
-               "semaphores = ( { name = \"c\"; limit = 7; }, { name = \"b\"; limit = 5; } );\n"
-               "rules = ( { semaphore = \"b\"; match = ( \"*.partner.test:443\" ); },\n"
-               "          { semaphore = \"c\"; match = ( \"10.0.0.0/8\" ); } );\n"
-               "on_timeout = \"EAGAIN\";\n");
+    write_conf(REDIS2 "semaphores = ( { name = \"c\"; limit = 7; }, { name = \"b\"; limit = 5; } );\n"
+                      "rules = ( { semaphore = \"b\"; match = ( \"*.partner.test:443\" ); },\n"
+                      "          { semaphore = \"c\"; match = ( \"10.0.0.0/8\" ); } );\n"
+                      "on_timeout = \"EAGAIN\";\n");
     const struct ccap_config *v2 = tick_until_changed(v1);
     assert_ptr_not_equal(v2, v1);
     assert_int_equal(v2->on_timeout_errno, EAGAIN);
@@ -154,7 +153,7 @@ static void test_names_and_reload(void **state)
     assert_ptr_equal(ccap_live_current(), v2);
     /* a config without host names: matching by address only */
     write_conf(REDIS1 "semaphores = ( { name = \"b\"; limit = 3; } );\n"
-               "rules = ( { semaphore = \"b\"; match = ( \"192.0.2.0/24:443\" ); } );\n");
+                      "rules = ( { semaphore = \"b\"; match = ( \"192.0.2.0/24:443\" ); } );\n");
     const struct ccap_config *v3 = tick_until_changed(v2);
     assert_false(v3->has_names);
     assert_int_equal(v3->rules[0].sem, 1);
@@ -195,7 +194,9 @@ static void test_swap_under_readers(void **state)
     const struct ccap_config *cur = ccap_live_current();
     for (int k = 0; k < 3; k++) {
         char text[512];
-        snprintf(text, sizeof text, REDIS1 "semaphores = ( { name = \"s%d\"; limit = %d; }, { name = \"b\"; limit = 1; } );\n"
+        snprintf(text, sizeof text,
+                 REDIS1
+                 "semaphores = ( { name = \"s%d\"; limit = %d; }, { name = \"b\"; limit = 1; } );\n"
                  "rules = ( { semaphore = \"s%d\"; match = ( \"*.partner.test:443\", \"10.0.0.0/8\" ); } );\n",
                  k, k + 1, k);
         write_conf(text);

@@ -52,7 +52,10 @@ static void test_longest_lease(void **state)
 {
     (void)state;
     struct ccap_handoff_entry e[] = {
-        entry("api", "h1", 2000), entry("db", "h2", 500), entry("api", "h3", 30000), entry("api", "h1", 2000),
+        entry("api", "h1", 2000),
+        entry("db", "h2", 500),
+        entry("api", "h3", 30000),
+        entry("api", "h1", 2000),
     };
     struct seen s = { 0 };
     assert_int_equal(ccap_rt_each_sem_batch(e, 4, record, &s), 0);

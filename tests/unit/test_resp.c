@@ -53,8 +53,11 @@ static void test_well_formed(void **state)
     assert_int_equal(SCAN(&small, "*2\r\n$3\r\nab", &n), 0);
     assert_int_equal(n, 0);
     /* the caps count per reply: eight elements in each of three replies */
-    assert_int_equal(SCAN(&small, "*8\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n"
-                                  "*8\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n", &n), 0);
+    assert_int_equal(SCAN(&small,
+                          "*8\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n"
+                          "*8\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n",
+                          &n),
+                     0);
     assert_int_equal(n, 2);
 }
 
@@ -74,19 +77,39 @@ static void test_caps(void **state)
     assert_int_equal(SCAN(&small, "*1\r\n*1\r\n*1\r\n", NULL), -EMSGSIZE);
     assert_int_equal(SCAN(&small, "*1\r\n*1\r\n:1\r\n", NULL), 0);
     /* total bytes of one reply */
-    assert_int_equal(SCAN(&small, "*8\r\n$16\r\n0123456789abcdef\r\n$16\r\n0123456789abcdef\r\n"
-                                  "$16\r\n0123456789abcdef\r\n$16\r\n0123456789abcdef\r\n$16\r\n0123456789abcdef\r\n"
-                                  "$16\r\n0123456789abcdef\r\n", NULL), -EMSGSIZE);
+    assert_int_equal(SCAN(&small,
+                          "*8\r\n$16\r\n0123456789abcdef\r\n$16\r\n0123456789abcdef\r\n"
+                          "$16\r\n0123456789abcdef\r\n$16\r\n0123456789abcdef\r\n$16\r\n0123456789abcdef\r\n"
+                          "$16\r\n0123456789abcdef\r\n",
+                          NULL),
+                     -EMSGSIZE);
 }
 
 static void test_malformed(void **state)
 {
     static const char *const bad[] = {
-        "%2\r\n", "_\r\n", "\0", "x", ":\r\n", ":-\r\n", ":1x\r\n", ":1\rx", ":99999999999999999999\r\n",
-        ":9223372036854775808\r\n", ":-9223372036854775809\r\n", "$-2\r\n", "*-2\r\n", "$+1\r\n",
-        "$1\r\nab\r\n", "$1\r\na\rx", ":12345678901234567890123456\r\n",
+        "%2\r\n",
+        "_\r\n",
+        "\0",
+        "x",
+        ":\r\n",
+        ":-\r\n",
+        ":1x\r\n",
+        ":1\rx",
+        ":99999999999999999999\r\n",
+        ":9223372036854775808\r\n",
+        ":-9223372036854775809\r\n",
+        "$-2\r\n",
+        "*-2\r\n",
+        "$+1\r\n",
+        "$1\r\nab\r\n",
+        "$1\r\na\rx",
+        ":12345678901234567890123456\r\n",
         /* not canonical: hiredis's reader refuses a bulk length "000" (found by fuzz_reply) */
-        "$000\r\n\r\n", "*01\r\n:1\r\n", "$-0\r\n", ":007\r\n",
+        "$000\r\n\r\n",
+        "*01\r\n:1\r\n",
+        "$-0\r\n",
+        ":007\r\n",
     };
     (void)state;
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -200,11 +223,18 @@ static void test_parse_int(void **state)
 static void test_error_classes(void **state)
 {
     (void)state;
-    static const struct { const char *text; int rc; } cases[] = {
-        { "ERR max number of clients reached", -EAGAIN }, { "LOADING Redis is loading", -EAGAIN },
-        { "OOM command not allowed", -EAGAIN },            { "BUSY Redis is busy", -EAGAIN },
-        { "NOAUTH Authentication required.", -EACCES },    { "WRONGPASS invalid", -EACCES },
-        { "ERR max number", -EPROTO },                     { "ERR unknown command", -EPROTO },
+    static const struct {
+        const char *text;
+        int rc;
+    } cases[] = {
+        { "ERR max number of clients reached", -EAGAIN },
+        { "LOADING Redis is loading", -EAGAIN },
+        { "OOM command not allowed", -EAGAIN },
+        { "BUSY Redis is busy", -EAGAIN },
+        { "NOAUTH Authentication required.", -EACCES },
+        { "WRONGPASS invalid", -EACCES },
+        { "ERR max number", -EPROTO },
+        { "ERR unknown command", -EPROTO },
     };
     struct ccap_redis_conf conf = { .host = (char *)"127.0.0.1", .port = 1, .key_prefix = (char *)"t:" };
     struct ccap_redis *r = ccap_redis_new(&conf);
@@ -220,8 +250,8 @@ static void test_error_classes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_well_formed),   cmocka_unit_test(test_caps),
-        cmocka_unit_test(test_malformed),     cmocka_unit_test(test_error_is_final),
+        cmocka_unit_test(test_well_formed),    cmocka_unit_test(test_caps),
+        cmocka_unit_test(test_malformed),      cmocka_unit_test(test_error_is_final),
         cmocka_unit_test(test_acquire_ranges), cmocka_unit_test(test_parse_int),
         cmocka_unit_test(test_error_classes),
     };

@@ -111,12 +111,11 @@ static int key_exists(const char *name)
  * instant (inside one script, so no time passes between them). */
 static void ttl_and_lease(const char *name, long long *pttl, long long *longest)
 {
-    static const char lua[] =
-        "local t = redis.call('TIME') "
-        "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
-        "local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') "
-        "local rem = 0 if top[2] then rem = tonumber(top[2]) - now end "
-        "return {redis.call('PTTL', KEYS[1]), rem}";
+    static const char lua[] = "local t = redis.call('TIME') "
+                              "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+                              "local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') "
+                              "local rem = 0 if top[2] then rem = tonumber(top[2]) - now end "
+                              "return {redis.call('PTTL', KEYS[1]), rem}";
     redisReply *rep = redisCommand(CLI, "EVAL %s 1 " PFX "{%s}:holders", lua, name);
 
     assert_non_null(rep);
@@ -372,11 +371,14 @@ static void test_functions(void **state)
     for (int s = 0; s < CCAP_SCRIPT_COUNT; s++)
         assert_false(script_exists((enum ccap_script)s));
     /* a function runs only on the keys of one semaphore, in its order */
-    const char *wrong[][4] = { { PFX "{fn}:holders", PFX "{fn}:other" }, { PFX "{fn}:stats", PFX "{fn}:holders" },
-                               { PFX "{x}:holders", PFX "{fn}:limit" }, { "fn:holders", "fn:limit" } };
+    const char *wrong[][4] = { { PFX "{fn}:holders", PFX "{fn}:other" },
+                               { PFX "{fn}:stats", PFX "{fn}:holders" },
+                               { PFX "{x}:holders", PFX "{fn}:limit" },
+                               { "fn:holders", "fn:limit" } };
     for (size_t i = 0; i < 4; i++) {
-        const char *av[] = { "FCALL", ccap_script_function(CCAP_SCRIPT_ACQUIRE), "2", wrong[i][0], wrong[i][1],
-                             "h", "1000", "100000" };
+        const char *av[] = {
+            "FCALL", ccap_script_function(CCAP_SCRIPT_ACQUIRE), "2", wrong[i][0], wrong[i][1], "h", "1000", "100000"
+        };
         rep = redisCommandArgv(CLI, 8, av, NULL);
         assert_non_null(rep);
         assert_int_equal(rep->type, REDIS_REPLY_ERROR);
@@ -631,7 +633,6 @@ static void test_malformed_replies(void **state)
     char path[300];
     (void)state;
 
-
     snprintf(path, sizeof path, "%s/fake.sock", fx.dir);
     assert_true(strlen(path) < sizeof sun.sun_path);
     memcpy(sun.sun_path, path, strlen(path) + 1);
@@ -643,15 +644,15 @@ static void test_malformed_replies(void **state)
     fr = client_for(sun.sun_path);
 
     static const char *const bad_acquire[] = {
-        "*2\r\n:1\r\n:2\r\n",                  /* too short */
-        "*3\r\n:1\r\n$1\r\nx\r\n:3\r\n",       /* a string inside */
-        "*3\r\n:2\r\n:1\r\n:3\r\n",            /* granted not 0/1 */
-        "*3\r\n:1\r\n:-1\r\n:3\r\n",           /* negative count */
-        "$3\r\nabc\r\n",                       /* not an array */
+        "*2\r\n:1\r\n:2\r\n",            /* too short */
+        "*3\r\n:1\r\n$1\r\nx\r\n:3\r\n", /* a string inside */
+        "*3\r\n:2\r\n:1\r\n:3\r\n",      /* granted not 0/1 */
+        "*3\r\n:1\r\n:-1\r\n:3\r\n",     /* negative count */
+        "$3\r\nabc\r\n",                 /* not an array */
         ":1\r\n",
-        "*-1\r\n",                             /* nil array */
-        "*3\r\n*0\r\n:1\r\n:1\r\n",            /* nested */
-        "*3\r\n:1\r\n:2\r\n:3\r\n",            /* the short reply of an older script */
+        "*-1\r\n",                                     /* nil array */
+        "*3\r\n*0\r\n:1\r\n:1\r\n",                    /* nested */
+        "*3\r\n:1\r\n:2\r\n:3\r\n",                    /* the short reply of an older script */
         "*6\r\n:1\r\n:2\r\n:3\r\n:0\r\n:-1\r\n:2\r\n", /* queue_full not 0/1 */
         "*6\r\n:1\r\n:2\r\n:3\r\n:0\r\n:-2\r\n:0\r\n", /* wake_ms below -1 */
     };
@@ -736,7 +737,8 @@ static long long server_now_ms(void)
     return v;
 }
 
-static struct ccap_sem_result acq_wait(const char *name, const char *holder, int limit, long long waited, long long left)
+static struct ccap_sem_result acq_wait(const char *name, const char *holder, int limit, long long waited,
+                                       long long left)
 {
     struct ccap_sem_result res = { -1, -1, -1 };
 
@@ -1019,7 +1021,6 @@ static void test_ttl_after_lost_key(void **state)
     assert_int_equal(cli_int("EXISTS " PFX "{lost}:since"), 0);
 }
 
-
 /* A holder asking again below the limit keeps its one permit: lease
  * renewed, no second grant counted, its acquire time kept. */
 static void test_reask_below_limit(void **state)
@@ -1104,9 +1105,12 @@ static void assert_limit_field(const char *name, const char *want)
 
 static void test_stats_limit_text(void **state)
 {
-    static const struct { const char *set; long long reply; } cases[] = {
-        { NULL, 4 }, { "07", 7 },  { "1e3", 1000 }, { "2.5", 2 },  { "0.1", 0 },
-        { "1e16", 10000000000000000LL }, { "-3", -3 }, { "0", 0 }, { "-0", 0 },
+    static const struct {
+        const char *set;
+        long long reply;
+    } cases[] = {
+        { NULL, 4 },  { "07", 7 }, { "1e3", 1000 }, { "2.5", 2 }, { "0.1", 0 }, { "1e16", 10000000000000000LL },
+        { "-3", -3 }, { "0", 0 },  { "-0", 0 },
     };
     struct ccap_sem_result res;
     char want[64];
@@ -1159,7 +1163,8 @@ static void audit_events(const char *name, char *out, size_t n)
         redisReply *f = rep->element[i]->element[1];
         const char *ev = "?", *who = "";
         for (size_t j = 0; j + 1 < f->elements; j += 2) {
-            if (!strcmp(f->element[j]->str, "event")) ev = f->element[j + 1]->str;
+            if (!strcmp(f->element[j]->str, "event"))
+                ev = f->element[j + 1]->str;
             if (!strcmp(f->element[j]->str, "holder") || !strcmp(f->element[j]->str, "by"))
                 who = f->element[j + 1]->str;
         }
@@ -1270,7 +1275,7 @@ static void test_renew_bounded(void **state)
         snprintf(ids[i], sizeof ids[i], "h%d", i);
         h[i] = ids[i];
     }
-    assert_int_equal(renew("brn", h, N, 10000, 1), N);  /* all missing: re-added */
+    assert_int_equal(renew("brn", h, N, 10000, 1), N); /* all missing: re-added */
     assert_int_equal(stat_of("brn", CCAP_STAT_REREGISTERED), N);
     /* each batch swept up to CCAP_SEM_SWEEP_MAX of the 150 */
     assert_int_equal(stat_of("brn", CCAP_STAT_RECLAIMED), 150);

@@ -38,7 +38,8 @@ static int write_conf(void)
     if (!(f = fopen(conf_path, "w")))
         return -1;
     fprintf(f,
-            "redis = { socket = \"%s\"; connect_timeout_ms = 300; command_timeout_ms = 300; key_prefix = \"" PFX "\"; };\n"
+            "redis = { socket = \"%s\"; connect_timeout_ms = 300; command_timeout_ms = 300; key_prefix = \"" PFX
+            "\"; };\n"
             "semaphores = (\n"
             "  { name = \"g\"; limit = 5; local_limit = 0; lease_ms = 60000; wait_timeout_ms = 0; },\n"
             "  { name = \"s\"; limit = 1; local_limit = 0; lease_ms = 8000; wait_timeout_ms = 3000; },\n"
@@ -100,9 +101,18 @@ static long long cmd_int(const char *fmt, const char *a, const char *b)
     return v;
 }
 
-static long long holders(const char *sem) { return cmd_int("ZCARD " PFX "{%s}:holders", sem, NULL); }
-static long long queued(const char *sem) { return cmd_int("ZCARD " PFX "{%s}:queue", sem, NULL); }
-static long long acquired(const char *sem) { return cmd_int("HGET " PFX "{%s}:stats acquired", sem, NULL); }
+static long long holders(const char *sem)
+{
+    return cmd_int("ZCARD " PFX "{%s}:holders", sem, NULL);
+}
+static long long queued(const char *sem)
+{
+    return cmd_int("ZCARD " PFX "{%s}:queue", sem, NULL);
+}
+static long long acquired(const char *sem)
+{
+    return cmd_int("HGET " PFX "{%s}:stats acquired", sem, NULL);
+}
 static bool holds(const char *sem, const char *holder)
 {
     return cmd_int("ZSCORE " PFX "{%s}:holders %s", sem, holder) > 0;
@@ -161,7 +171,7 @@ static void test_timed_out_acquire_released(void **state)
     close(fd);
     for (long long end = fx_now_ms() + 5000; acquired("g") != 2 && fx_now_ms() < end;)
         fx_sleep_ms(10);
-    assert_int_equal(acquired("g"), 2);     /* it did run in Redis */
+    assert_int_equal(acquired("g"), 2); /* it did run in Redis */
     flush_until_holders("g", 0);
 }
 
@@ -202,7 +212,7 @@ static void test_given_up_waiter_leaves(void **state)
     assert_int_equal(w.rc, -ETIMEDOUT);
     resume();
     close(w.fd);
-    closed(fd);                             /* kept too: the circuit is open */
+    closed(fd); /* kept too: the circuit is open */
     flush_until_holders("s", 0);
     assert_int_equal(queued("s"), 0);
 }
@@ -232,7 +242,7 @@ static void test_retry_granted_kept(void **state)
     (void)state;
     stall();
     assert_int_equal(pthread_create(&th, NULL, retry_main, &r), 0);
-    fx_sleep_ms(800);                       /* the first attempt times out (300 ms) */
+    fx_sleep_ms(800); /* the first attempt times out (300 ms) */
     resume();
     pthread_join(th, NULL);
     assert_int_equal(r.rc, 0);
@@ -267,7 +277,7 @@ static void test_local_grant_after_lost_reply(void **state)
         if (acquired("l") == 1 && holders("l") == 1 && holds("l", p->holder))
             break;
     }
-    assert_int_equal(acquired("l"), 1);     /* the lost attempt did run */
+    assert_int_equal(acquired("l"), 1); /* the lost attempt did run */
     assert_int_equal(holders("l"), 1);
     assert_true(holds("l", p->holder));
     closed(fd);

@@ -119,8 +119,13 @@ static long long tokens(const char *sem, const char *h)
 static struct ccap_sem_result attempt(const char *sem, const char *h, int limit, int ttl, int flags, double rate,
                                       int burst)
 {
-    struct ccap_sem_req q = { .holder = h, .lease_ms = 30000, .limit = limit, .ticket_ttl_ms = ttl,
-                              .flags = flags, .rate = rate, .burst = burst };
+    struct ccap_sem_req q = { .holder = h,
+                              .lease_ms = 30000,
+                              .limit = limit,
+                              .ticket_ttl_ms = ttl,
+                              .flags = flags,
+                              .rate = rate,
+                              .burst = burst };
     struct ccap_sem_result res = { -1, -1, -1, -1, -2 };
 
     assert_int_equal(ccap_sem_acquire(R, PFX, sem, &q, &res), 0);
@@ -179,8 +184,8 @@ static void test_newcomer_wakes_nobody(void **state)
     assert_int_equal(t_release_wake(R, PFX, "n", "A", 2), 1);
     assert_int_equal(tokens("n", "W"), 1);
     assert_int_equal(cli_int("DEL " PFX "{n}:wake:%s", "W"), 1); /* W's BLPOP took it */
-    assert_false(granted("n", "N", 2, 0));      /* a try-once newcomer may not overtake W */
-    assert_false(granted("n", "M", 2, 5000));   /* nor a waiting one, who lines up behind */
+    assert_false(granted("n", "N", 2, 0));                       /* a try-once newcomer may not overtake W */
+    assert_false(granted("n", "M", 2, 5000));                    /* nor a waiting one, who lines up behind */
     assert_int_equal(tokens("n", "W"), 0);
     assert_true(queued("n", "W"));
     assert_true(queued("n", "M"));
@@ -236,8 +241,9 @@ static void test_release_wakes_head(void **state)
  * queued keeps its place, and a freed place lets the next one in. */
 static void test_max_waiters(void **state)
 {
-    struct ccap_sem_req q = { .lease_ms = 30000, .limit = 1, .ticket_ttl_ms = 5000, .max_waiters = 2,
-                              .wait_left_ms = 5000 };
+    struct ccap_sem_req q = {
+        .lease_ms = 30000, .limit = 1, .ticket_ttl_ms = 5000, .max_waiters = 2, .wait_left_ms = 5000
+    };
     struct ccap_sem_result res;
     const char *who[] = { "A", "W1", "W2", "W3", "W4" };
     (void)state;
@@ -255,10 +261,10 @@ static void test_max_waiters(void **state)
     assert_int_equal(cli_num("HGET " PFX "{mw}:stats denied"), 4);
     assert_int_equal(cli_num("ZSCORE " PFX "{mw}:waiters W3"), -1);
     assert_int_equal(cli_int("EXISTS " PFX "{mw}:wake:W3"), 0);
-    q.holder = "W2";            /* a queued waiter re-checking is never refused */
+    q.holder = "W2"; /* a queued waiter re-checking is never refused */
     assert_int_equal(ccap_sem_acquire(R, PFX, "mw", &q, &res), 0);
     assert_int_equal(res.queue_full, 0);
-    q.holder = "W1";            /* W1 gives up: W3 may line up */
+    q.holder = "W1"; /* W1 gives up: W3 may line up */
     q.flags = CCAP_SEM_LEAVE;
     assert_int_equal(ccap_sem_acquire(R, PFX, "mw", &q, &res), 0);
     q.flags = 0;
@@ -266,7 +272,7 @@ static void test_max_waiters(void **state)
     assert_int_equal(ccap_sem_acquire(R, PFX, "mw", &q, &res), 0);
     assert_int_equal(res.queue_full, 0);
     assert_true(queued("mw", "W3"));
-    q.max_waiters = 0;          /* no bound */
+    q.max_waiters = 0; /* no bound */
     q.holder = "W4";
     assert_int_equal(ccap_sem_acquire(R, PFX, "mw", &q, &res), 0);
     assert_int_equal(res.queue_full, 0);
@@ -382,10 +388,12 @@ static void test_lease_expiry_wakes_first(void **state)
  * when its ticket died meanwhile (not queued any more, but it waited). */
 static void test_granted_waiter_leaves_waiters(void **state)
 {
-    struct ccap_sem_req b = { .holder = "B", .lease_ms = 30000, .limit = 1, .ticket_ttl_ms = 5000,
-                              .wait_left_ms = 5000 };
-    struct ccap_sem_req c = { .holder = "C", .lease_ms = 30000, .limit = 1, .ticket_ttl_ms = 300,
-                              .wait_left_ms = 5000 };
+    struct ccap_sem_req b = {
+        .holder = "B", .lease_ms = 30000, .limit = 1, .ticket_ttl_ms = 5000, .wait_left_ms = 5000
+    };
+    struct ccap_sem_req c = {
+        .holder = "C", .lease_ms = 30000, .limit = 1, .ticket_ttl_ms = 300, .wait_left_ms = 5000
+    };
     struct ccap_sem_result res;
     (void)state;
 
@@ -564,14 +572,14 @@ static void test_pool_reuse_reap_fork(void **state)
 
 static struct ccap_sem_result graced(const char *sem, const char *h, int grace_ms)
 {
-    struct ccap_sem_req q = { .holder = h, .lease_ms = 30000, .limit = 2, .ticket_ttl_ms = 5000,
-                              .burst = 1, .grace_ms = grace_ms };
+    struct ccap_sem_req q = {
+        .holder = h, .lease_ms = 30000, .limit = 2, .ticket_ttl_ms = 5000, .burst = 1, .grace_ms = grace_ms
+    };
     struct ccap_sem_result res = { -1, -1, -1, -1, -2 };
 
     assert_int_equal(ccap_sem_acquire(R, PFX, sem, &q, &res), 0);
     return res;
 }
-
 
 /* Blocked clients on the server now (INFO clients). */
 static long blocked_clients(void)
@@ -611,10 +619,10 @@ static void test_waker_one_connection(void **state)
     freeReplyObject(redisCommand(CLI, "RPUSH %s p", poke));
     freeReplyObject(redisCommand(CLI, "LPUSH %s w", b.key));
     assert_int_equal(ccap_waiter_wait(&b, ccap_now_ms() + 10000), CCAP_WOKE_TOKEN);
-    assert_int_equal(ccap_waiter_wait(&a, ccap_now_ms() + 50), 0);  /* not a's token */
+    assert_int_equal(ccap_waiter_wait(&a, ccap_now_ms() + 50), 0); /* not a's token */
     freeReplyObject(redisCommand(CLI, "LPUSH %s w", a.key));
     assert_int_equal(ccap_waiter_wait(&a, ccap_now_ms() + 10000), CCAP_WOKE_TOKEN);
-    wait_blocked(1);    /* still one connection for both */
+    wait_blocked(1); /* still one connection for both */
     ccap_waiter_leave(&b);
 
     snprintf(b.key, sizeof b.key, PFX "{u}:wake:c");
@@ -636,9 +644,9 @@ static void test_restart_grace(void **state)
 
     res = graced("g", "A", 600);
     assert_int_equal(res.granted, 0);
-    assert_true(res.retry_ms > 300 && res.retry_ms <= 600);    /* the waiter's next try */
+    assert_true(res.retry_ms > 300 && res.retry_ms <= 600); /* the waiter's next try */
     assert_int_equal(cli_int("EXISTS " PFX "{g}:epoch"), 1);
-    assert_int_equal(cli_int("TTL " PFX "{g}:epoch"), -1);     /* no TTL: outlives idle spells */
+    assert_int_equal(cli_int("TTL " PFX "{g}:epoch"), -1); /* no TTL: outlives idle spells */
 
     /* a holder of before the loss, re-registered by its heartbeat, keeps its permit */
     assert_int_equal(cli_int("ZADD " PFX "{g}:holders 99999999999999 H"), 1);
@@ -650,8 +658,8 @@ static void test_restart_grace(void **state)
         assert_true(fx_now_ms() - t0 < 5000);
         fx_sleep_ms(20);
     }
-    assert_true(fx_now_ms() - t0 >= 200);           /* not before the grace ended */
-    assert_int_equal(graced("g", "B", 600).granted, 0);   /* limit 2: H and A */
+    assert_true(fx_now_ms() - t0 >= 200);               /* not before the grace ended */
+    assert_int_equal(graced("g", "B", 600).granted, 0); /* limit 2: H and A */
 
     /* epoch present: a semaphore emptied the normal way waits for nothing */
     assert_int_equal(cli_int("DEL " PFX "{g}:holders"), 1);
