@@ -22,4 +22,20 @@ static inline long long ccap_now_coarse_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The CLOCK_MONOTONIC time MS (>= 0) milliseconds from now, as the
+ * absolute deadline of a pthread_cond_timedwait on a condition variable
+ * made with pthread_condattr_setclock(CLOCK_MONOTONIC). Thread-safe. */
+static inline struct timespec ccap_deadline_ts(long long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 #endif

@@ -201,14 +201,7 @@ static void wait_first_round(void)
 {
     if (atomic_load(&live.first_round) != 0)
         return;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += CCAP_RESOLVE_FIRST_WAIT_MS / 1000;
-    ts.tv_nsec += (CCAP_RESOLVE_FIRST_WAIT_MS % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = ccap_deadline_ts(CCAP_RESOLVE_FIRST_WAIT_MS);
     pthread_mutex_lock(&live.mu);
     while (atomic_load(&live.first_round) == 0)
         if (pthread_cond_timedwait(&live.cond, &live.mu, &ts) == ETIMEDOUT) {

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <time.h>
 #include "runtime.h"
+#include "clock.h"
 #include "shim.h"
 
 static pthread_mutex_t hb_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -25,14 +26,7 @@ static void first_wait(void)
 {
     if (first_ms <= 0)
         return;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += first_ms / 1000;
-    ts.tv_nsec += (first_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = ccap_deadline_ts(first_ms);
     while (!stopping && urgent == first_urgent && pthread_cond_timedwait(&hb_cond, &hb_lock, &ts) == 0) {
     }
     first_ms = 0;
@@ -57,14 +51,7 @@ static void *hb_main(void *arg)
             return NULL;
         }
         if (ms > 0) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += ms / 1000;
-            ts.tv_nsec += (ms % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            struct timespec ts = ccap_deadline_ts(ms);
             while (!stopping && pthread_cond_timedwait(&hb_cond, &hb_lock, &ts) == 0) {
             }
         }

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <time.h>
 #include "reload.h"
+#include "clock.h"
 #include "shim.h"
 
 static pthread_mutex_t w_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -25,14 +26,7 @@ static void *watch_main(void *arg)
             pthread_mutex_unlock(&w_lock);
             return NULL;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = ccap_deadline_ts(ms);
         while (!stopping && pthread_cond_timedwait(&w_cond, &w_lock, &ts) == 0) {
         }
         pthread_mutex_unlock(&w_lock);
