@@ -426,24 +426,25 @@ static long long limit_in_force(struct ccap_redis *r, const char *pfx, const str
     return ok ? v : s->limit;
 }
 
-long long ccap_ops_wake_queue(struct ccap_redis *r, const struct ccap_config *cfg, const struct ccap_sem_conf *s,
-                              long long n)
+/* Pushes a token to each waiter of ranks FROM..TO of queue QK of S (one
+ * ZRANGE of at most OPS_WAKE_PAGE, then LPUSH/LTRIM/PEXPIRE each: every
+ * call bounded). Returns the waiters woken (*READ: the members read), or
+ * -errno. */
+#define OPS_WAKE_PAGE 256 /* waiters read per ZRANGE: each call O(log N + 256) */
+
+static long long wake_page(struct ccap_redis *r, const char *pfx, const struct ccap_sem_conf *s, const char *qk,
+                           long long from, long long to, size_t *read)
 {
-    char qk[600], wk[700], top[24], ttl[24];
-    const char *pfx = cfg->redis.key_prefix;
-    if (ccap_sem_key(qk, sizeof qk, pfx, s->name, CCAP_KEY_QUEUE) < 0)
-        return -ENAMETOOLONG;
-    if (n < 0 && (n = limit_in_force(r, pfx, s)) < 0)
-        return -EIO;
-    if (n == 0)
-        return 0;
-    snprintf(top, sizeof top, "%lld", (n < CCAP_OPS_WAKE_MAX ? n : CCAP_OPS_WAKE_MAX) - 1);
+    char wk[700], lo[24], hi[24], ttl[24];
+    snprintf(lo, sizeof lo, "%lld", from);
+    snprintf(hi, sizeof hi, "%lld", to);
     snprintf(ttl, sizeof ttl, "%d", s->lease_ms > 3000 ? s->lease_ms : 3000); /* a ticket's TTL at most */
-    redisReply *q = cmd(r, 4, (const char *[]){ "ZRANGE", qk, "0", top });
+    redisReply *q = cmd(r, 4, (const char *[]){ "ZRANGE", qk, lo, hi });
     if (!q)
         return -EIO;
     long long woken = 0;
     int rc = q->type == REDIS_REPLY_ARRAY ? 0 : -EPROTO;
+    *read = rc == 0 ? q->elements : 0;
     for (size_t i = 0; rc == 0 && i < q->elements; i++) {
         if (q->element[i]->type != REDIS_REPLY_STRING ||
             ccap_sem_key(wk, sizeof wk, pfx, s->name, CCAP_KEY_WAKE) < 0 ||
@@ -462,6 +463,31 @@ long long ccap_ops_wake_queue(struct ccap_redis *r, const struct ccap_config *cf
     }
     freeReplyObject(q);
     return rc < 0 ? rc : woken;
+}
+
+long long ccap_ops_wake_queue(struct ccap_redis *r, const struct ccap_config *cfg, const struct ccap_sem_conf *s,
+                              long long n)
+{
+    char qk[600];
+    const char *pfx = cfg->redis.key_prefix;
+    if (ccap_sem_key(qk, sizeof qk, pfx, s->name, CCAP_KEY_QUEUE) < 0)
+        return -ENAMETOOLONG;
+    if (n < 0 && (n = limit_in_force(r, pfx, s)) < 0)
+        return -EIO;
+    if (n > CCAP_OPS_WAKE_MAX)
+        n = CCAP_OPS_WAKE_MAX;
+    long long woken = 0;
+    for (long long from = 0; from < n; from += OPS_WAKE_PAGE) {
+        long long to = from + OPS_WAKE_PAGE < n ? from + OPS_WAKE_PAGE - 1 : n - 1;
+        size_t read = 0;
+        long long got = wake_page(r, pfx, s, qk, from, to, &read);
+        if (got < 0)
+            return got;
+        woken += got;
+        if ((long long)read < to - from + 1)
+            break; /* the end of the queue */
+    }
+    return woken;
 }
 
 int ccap_ops_audit(struct ccap_redis *r, const struct ccap_config *cfg, const char *name, const char *const *kv,
