@@ -14,12 +14,6 @@
 #endif
 
 #define EXPORT __attribute__((visibility("default")))
-#define GUARDED(stmt)                                                                                               \
-    do {                                                                                                            \
-        ccap_guard++;                                                                                               \
-        stmt;                                                                                                       \
-        ccap_guard--;                                                                                               \
-    } while (0)
 #define LOAD CCAP_REAL_LOAD
 #define REAL CCAP_REAL
 /* Every hook: permits handed over by an exec are adopted at the first

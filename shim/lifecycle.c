@@ -6,13 +6,6 @@
 #include "shim.h"
 #include "tls.h"
 
-#define GUARDED(stmt)                                                                                               \
-    do {                                                                                                            \
-        ccap_guard++;                                                                                               \
-        stmt;                                                                                                       \
-        ccap_guard--;                                                                                               \
-    } while (0)
-
 /* After fork, in the child, at its place in the runtime's one order
  * (runtime/lifecycle.c): the shim's threads did not survive the fork. */
 static void fork_child(void)

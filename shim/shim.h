@@ -58,6 +58,15 @@ void ccap_real_resolve(void);
  * the symbol does not exist). */
 #define CCAP_REAL(f) (CCAP_REAL_LOAD(f) ? CCAP_REAL_LOAD(f) : (ccap_real_resolve(), CCAP_REAL_LOAD(f)))
 
+/* Runs STMT as the shim's own work: with the guard held, every libc call
+ * it makes passes the hooks straight to the real symbol. */
+#define GUARDED(stmt)                                                                                               \
+    do {                                                                                                            \
+        ccap_guard++;                                                                                               \
+        stmt;                                                                                                       \
+        ccap_guard--;                                                                                               \
+    } while (0)
+
 /* Adopts permits handed over across exec, unless the guard is held;
  * preserves errno. For the hooks' FIRST_NEED. */
 void ccap_shim_adopt(void);
