@@ -167,7 +167,7 @@ static void case_sweep(void)
     fill(PFX "{sw}:holders", PFX "{sw}:since", "dead", 100000, server_ms() - 1000);
     run("SLOWLOG RESET");
     baseline();
-    for (int i = 0; i < 2000; i++) {
+    for (int i = 0; i < 100000 / CCAP_SEM_SWEEP_MAX + 10; i++) {
         snprintf(h, sizeof h, "x%d", i);
         acquire("sw", h, 200000, 0, &res);
         release("sw", h, 200000);

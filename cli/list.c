@@ -160,6 +160,19 @@ static int read_since(struct ccap_redis *r, const char *key, struct ccap_ops_lis
     return 0;
 }
 
+/* The since hash holds the acquire times of holders renewed at least once
+ * (lua/renew.lua); one never renewed was granted at its lease expiry minus
+ * NAME's lease (a grant writes no acquire time: it costs a call per pair). */
+static void granted_at(const struct ccap_config *cfg, const char *name, struct ccap_ops_list *l)
+{
+    int i = ccap_config_sem_index(cfg, name);
+    if (i < 0)
+        return;
+    for (size_t k = 0; k < l->n; k++)
+        if (l->v[k].since_ms < 0)
+            l->v[k].since_ms = l->v[k].expiry_ms - cfg->sems[i].lease_ms;
+}
+
 int ccap_ops_list_holders(struct ccap_redis *r, const struct ccap_config *cfg, const char *name, long long now_ms,
                           bool since, struct ccap_ops_list *out)
 {
@@ -175,6 +188,8 @@ int ccap_ops_list_holders(struct ccap_redis *r, const struct ccap_config *cfg, c
         dedupe(out);
     if (rc == 0 && since)
         rc = read_since(r, sk, out);
+    if (rc == 0 && since)
+        granted_at(cfg, name, out);
     if (rc == 0 && (out->end_ms = ccap_ops_server_ms(r)) < 0)
         rc = -EIO;
     if (out->end_ms < now_ms)

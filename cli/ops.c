@@ -240,6 +240,20 @@ static void stat_field(struct ccap_ops_sem *out, const char *f, long long v)
                 out->bucket[i] = v;
 }
 
+/* Grants that never waited count in acquired only (lua/acquire.lua): adds
+ * them to OUT's waits as waits of 0 ms. wait_count counts the other grants
+ * and the timeouts; a stats hash of an older format, where every grant was
+ * in wait_count, gives none here. */
+static void add_instant_grants(struct ccap_ops_sem *out)
+{
+    long long waited = out->wait_count - out->counter[2]; /* grants after a wait (timed_out is counter 2) */
+    long long instant = out->counter[0] - (waited > 0 ? waited : 0);
+    if (instant > 0) {
+        out->wait_count += instant;
+        out->bucket[0] += instant;
+    }
+}
+
 /* restart_grace_ms (see acquire.lua): ms left before NAME grants new
  * permits again, 0 when none, -1 when its epoch key is gone (Redis lost
  * the semaphore, or never saw it: the next acquire starts a grace). */
@@ -290,6 +304,7 @@ int ccap_ops_read(struct ccap_redis *r, const struct ccap_config *cfg, const str
         for (size_t i = 0; i + 1 < d->elements; i += 2)
             if (d->element[i]->type == REDIS_REPLY_STRING)
                 stat_field(out, d->element[i]->str, int_of(d->element[i + 1]));
+        add_instant_grants(out);
     }
     redisReply *all[] = { a, b, c, d };
     for (int i = 0; i < 4; i++)

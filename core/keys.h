@@ -11,7 +11,7 @@
 #define CCAP_KEY_HOLDERS "holders" /* zset: holder id -> lease expiry (ms, server TIME) */
 #define CCAP_KEY_LIMIT "limit"     /* string: limit override (conncap set-limit), no TTL */
 #define CCAP_KEY_STATS "stats"     /* hash: counters (CCAP_STAT_*), no TTL */
-#define CCAP_KEY_SINCE "since"     /* hash: holder id -> acquire time (ms), TTL of holders */
+#define CCAP_KEY_SINCE "since"     /* hash: holder id -> acquire time (ms) once renewed, TTL of holders */
 #define CCAP_KEY_WAITERS "waiters" /* zset: waiting holder id -> when its wait ends (ms) */
 #define CCAP_KEY_AUDIT "audit"     /* stream: acquire/timeout/ops events (audit_maxlen) */
 #define CCAP_KEY_QUEUE "queue"     /* zset: waiting holder id -> arrival (us): the FIFO */

@@ -43,6 +43,16 @@ static int sem_keys(char (*keys)[CCAP_KEY_MAX], const char **args, const char *c
     return 0;
 }
 
+/* The trailing arguments of a script that may be left out: ARGS[MIN..N-1]
+ * that equal their default DEF[i - MIN] are dropped from the end. Returns
+ * the number of arguments to send. */
+static int trim_defaults(const char *const *args, int min, int n, const char *const *def)
+{
+    while (n > min && !strcmp(args[n - 1], def[n - 1 - min]))
+        n--;
+    return n;
+}
+
 static const char *type_name(const redisReply *e)
 {
     static const char *const names[] = { "?", "a string", "an array", "an integer", "nil", "a status", "an error" };
@@ -106,14 +116,17 @@ static void flag_arg(char *out, int flags)
     out[n] = '\0';
 }
 
+/* acquire.lua's call (see its header): its 10 keys, then 12 arguments,
+ * those past ARGV[3] that keep their default left out from the end. */
 int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_req *q,
                      struct ccap_sem_result *res)
 {
     static const char *const suffix[10] = { CCAP_KEY_HOLDERS, CCAP_KEY_LIMIT, CCAP_KEY_STATS, CCAP_KEY_SINCE,
                                             CCAP_KEY_WAITERS, CCAP_KEY_AUDIT, CCAP_KEY_QUEUE, CCAP_KEY_QEXP,
                                             CCAP_KEY_RATE,    CCAP_KEY_EPOCH };
-    char keys[10][CCAP_KEY_MAX], num[10][24], flags[4], rate[32];
-    const char *args[22];
+    static const char *const def[9] = { "0", "0", "0", "", "0", "1", "0", "0", "0" }; /* ARGV[4..12] */
+    char keys[10][CCAP_KEY_MAX], num[9][24], flags[4], rate[32];
+    const char *args[22], **argv = args + 10;
     redisReply *rep;
     int rc;
 
@@ -122,24 +135,24 @@ int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name,
         return -EINVAL;
     if (sem_keys(keys, args, suffix, 10, prefix, name) < 0)
         return -ENAMETOOLONG;
-    args[10] = q->holder;
-    args[11] = ccap_fmt_ll(num[0], q->lease_ms);
-    args[12] = ccap_fmt_ll(num[1], q->limit);
-    args[13] = ccap_fmt_ll(num[2], q->waited_ms > 0 ? q->waited_ms : 0);
-    args[14] = ccap_fmt_ll(num[3], q->wait_left_ms > 0 ? q->wait_left_ms : 0);
-    args[15] = ccap_fmt_ll(num[4], q->audit_maxlen > 0 ? q->audit_maxlen : 0);
-    args[16] = ccap_fmt_ll(num[5], q->ticket_ttl_ms);
-    flag_arg(flags, q->flags);
-    args[17] = flags;
     if (q->rate > 0)
         snprintf(rate, sizeof rate, "%.6f", q->rate);
     else
         strcpy(rate, "0");
-    args[18] = rate;
-    args[19] = ccap_fmt_ll(num[6], q->burst > 0 ? q->burst : 1);
-    args[20] = ccap_fmt_ll(num[7], q->grace_ms);
-    args[21] = ccap_fmt_ll(num[8], q->max_waiters);
-    rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, 10, 22, args, &rep);
+    flag_arg(flags, q->flags);
+    argv[0] = q->holder;
+    argv[1] = ccap_fmt_ll(num[0], q->lease_ms);
+    argv[2] = ccap_fmt_ll(num[1], q->limit);
+    argv[3] = ccap_fmt_ll(num[2], q->ticket_ttl_ms);
+    argv[4] = ccap_fmt_ll(num[3], q->wait_left_ms > 0 ? q->wait_left_ms : 0);
+    argv[5] = ccap_fmt_ll(num[4], q->waited_ms > 0 ? q->waited_ms : 0);
+    argv[6] = flags;
+    argv[7] = rate;
+    argv[8] = ccap_fmt_ll(num[5], q->burst > 0 ? q->burst : 1);
+    argv[9] = ccap_fmt_ll(num[6], q->grace_ms);
+    argv[10] = ccap_fmt_ll(num[7], q->max_waiters);
+    argv[11] = ccap_fmt_ll(num[8], q->audit_maxlen > 0 ? q->audit_maxlen : 0);
+    rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, 10, 10 + trim_defaults(argv, 3, 12, def), args, &rep);
     if (rc < 0)
         return rc;
     rc = ccap_sem_parse_acquire(r, rep, res);
@@ -147,35 +160,38 @@ int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name,
     return rc;
 }
 
-/* release.lua's keys and arguments for REL on NAME into KEYS, ARGS (10)
- * and NUM. Returns 0, -EINVAL or -ENAMETOOLONG. */
+/* release.lua's 7 keys and its arguments for REL on NAME into KEYS, ARGS
+ * (11) and NUM. Returns the number of keys and arguments, -EINVAL or
+ * -ENAMETOOLONG. */
 static int release_args(char (*keys)[CCAP_KEY_MAX], const char **args, char (*num)[16], const char *prefix,
                         const char *name, const struct ccap_sem_rel *rel)
 {
     static const char *const suffix[7] = { CCAP_KEY_HOLDERS, CCAP_KEY_STATS, CCAP_KEY_SINCE, CCAP_KEY_AUDIT,
                                            CCAP_KEY_LIMIT,   CCAP_KEY_QUEUE, CCAP_KEY_QEXP };
+    static const char *const def[2] = { "", "0" }; /* ARGV[3..4] */
 
     if (!rel || !rel->holder)
         return -EINVAL;
     if (sem_keys(keys, args, suffix, 7, prefix, name) < 0)
         return -ENAMETOOLONG;
     args[7] = rel->holder;
-    args[8] = ccap_fmt_ll(num[0], rel->audit_maxlen > 0 ? rel->audit_maxlen : 0);
-    args[9] = ccap_fmt_ll(num[1], rel->limit);
-    return 0;
+    args[8] = ccap_fmt_ll(num[0], rel->limit);
+    args[9] = rel->renewed ? "r" : "";
+    args[10] = ccap_fmt_ll(num[1], rel->audit_maxlen > 0 ? rel->audit_maxlen : 0);
+    return 7 + trim_defaults(args + 7, 2, 4, def);
 }
 
 int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_rel *rel)
 {
     char keys[7][CCAP_KEY_MAX], num[2][16];
-    const char *args[10];
+    const char *args[11];
     redisReply *rep;
     long long v;
-    int rc;
+    int rc, n;
 
-    if ((rc = release_args(keys, args, num, prefix, name, rel)) < 0)
-        return rc;
-    rc = ccap_redis_script(r, CCAP_SCRIPT_RELEASE, 7, 10, args, &rep);
+    if ((n = release_args(keys, args, num, prefix, name, rel)) < 0)
+        return n;
+    rc = ccap_redis_script(r, CCAP_SCRIPT_RELEASE, 7, n, args, &rep);
     if (rc < 0)
         return rc;
     rc = ccap_sem_parse_int(r, "release reply", rep, 0, 1, &v);
@@ -187,12 +203,12 @@ int ccap_sem_release_defer(struct ccap_redis *r, const char *prefix, const char 
                            const struct ccap_sem_rel *rel, long long until_ms, bool send)
 {
     char keys[7][CCAP_KEY_MAX], num[2][16];
-    const char *args[10];
-    int rc;
+    const char *args[11];
+    int n;
 
-    if ((rc = release_args(keys, args, num, prefix, name, rel)) < 0)
-        return rc;
-    return ccap_redis_script_defer(r, CCAP_SCRIPT_RELEASE, 7, 10, args, until_ms, send);
+    if ((n = release_args(keys, args, num, prefix, name, rel)) < 0)
+        return n;
+    return ccap_redis_script_defer(r, CCAP_SCRIPT_RELEASE, 7, n, args, until_ms, send);
 }
 
 /* One renew.lua call for the N (<= CCAP_SEM_RENEW_BATCH) HOLDERS, with
@@ -314,7 +330,8 @@ int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, c
         return rc;
     ccap_fmt_ll(num, n);
     if ((rc = sem_cmd(r, NULL, 2, (const char *[]){ "DEL", k[1] }, NULL)) < 0 ||
-        (rc = sem_cmd(r, NULL, 3, (const char *[]){ "HDEL", k[2], CCAP_STAT_FULL_SINCE }, NULL)) < 0 ||
+        (rc = sem_cmd(r, NULL, 4, (const char *[]){ "HDEL", k[2], CCAP_STAT_FULL_SINCE, CCAP_STAT_FULL_LIMIT }, NULL)) <
+            0 ||
         (rc = sem_cmd(r, NULL, 4, (const char *[]){ "HINCRBY", k[2], CCAP_STAT_RESET_DROPPED, num }, NULL)) < 0)
         return rc;
     if (strcmp(audit, "0") != 0 && (rc = sem_cmd(r, NULL, 12,

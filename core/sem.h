@@ -58,10 +58,17 @@ int ccap_sem_parse_int(struct ccap_redis *r, const char *what, const redisReply 
 #define CCAP_STAT_FALLBACK "fallback_granted"   /* granted while Redis was down, counted on recovery */
 #define CCAP_STAT_RESET_DROPPED "reset_dropped" /* holders dropped by conncap reset */
 #define CCAP_STAT_QUEUE_FULL "queue_full"       /* connects refused at once: max_waiters tickets queued */
-#define CCAP_STAT_FULL_SINCE "full_since" /* gauge: ms (server TIME) since no permit is free; absent if one is */
-#define CCAP_STAT_LIMIT "limit"           /* gauge: limit in force at the last acquire */
-#define CCAP_STAT_WAIT_COUNT "wait_count" /* waits ended (granted or timed out) */
-#define CCAP_STAT_WAIT_SUM "wait_sum_ms"  /* their total ms */
+/* Gauge: server ms since no permit is free, with the limit in force then;
+ * set by the grant that fills the semaphore (or a refusal that finds it
+ * unset, or set under another limit), never cleared by a release: valid
+ * only while the live holders reach the limit (ccap_ops_full_for_ms). */
+#define CCAP_STAT_FULL_SINCE "full_since"
+#define CCAP_STAT_FULL_LIMIT "full_limit"
+/* Waits that ended: grants after a wait, and timeouts (timed_out). A grant
+ * that never waited counts in acquired only; readers add acquired -
+ * (wait_count - timed_out) of them as waits of 0 ms (cli/ops.c). */
+#define CCAP_STAT_WAIT_COUNT "wait_count"
+#define CCAP_STAT_WAIT_SUM "wait_sum_ms" /* their total ms */
 /* Wait-time histogram: field "wait_le_<B>" counts waits of ms in
  * (previous bound, B] (not cumulative), "wait_le_inf" the longer ones. The
  * bounds are also in lua/acquire.lua and lua/timeout.lua. */
@@ -89,9 +96,9 @@ int ccap_sem_key(char *out, size_t outlen, const char *prefix, const char *name,
  * the unexpired ones) so a dead holder's permit is free again at the end of
  * its lease whether or not it was swept yet, and wakes at most as many
  * waiters as permits the call freed. */
-#define CCAP_SEM_SWEEP_MAX 100 /* SWEEP in lua/acquire.lua and lua/renew.lua: the same number */
+#define CCAP_SEM_SWEEP_MAX 50 /* SWEEP in lua/acquire.lua and lua/renew.lua: the same number */
 /* ccap_sem_renew sends at most this many holders per script call. */
-#define CCAP_SEM_RENEW_BATCH 100
+#define CCAP_SEM_RENEW_BATCH 50
 
 /* One acquire attempt of a (possibly waiting) connect. */
 struct ccap_sem_req {
@@ -152,8 +159,9 @@ int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, c
  * stream's MAXLEN (0: no audit). */
 struct ccap_sem_rel {
     const char *holder;
-    int limit;
-    int audit_maxlen;
+    int limit;        /* configured limit, -1 unknown */
+    int audit_maxlen; /* > 0: append a release event to the audit stream */
+    bool renewed;     /* the holder may have been renewed: delete its acquire time too */
 };
 
 /* Releases REL->holder's permit on NAME and takes it out of the queue;

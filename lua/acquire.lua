@@ -6,9 +6,12 @@
 --                                  ops state written by `conncap set-limit` and
 --                                  deliberately has no TTL: it stays until DEL.
 -- KEYS[3]  <prefix>{name}:stats    hash of counters, no TTL (see below)
--- KEYS[4]  <prefix>{name}:since    hash: holder id -> acquire time (ms, TIME)
+-- KEYS[4]  <prefix>{name}:since    hash: holder id -> acquire time (ms, TIME) of
+--                                  the holders renewed at least once (renew.lua
+--                                  writes it; a holder never renewed was granted
+--                                  at its score - lease)
 -- KEYS[5]  <prefix>{name}:waiters  sorted set: holder id -> when its wait ends
--- KEYS[6]  <prefix>{name}:audit    stream of events (only when ARGV[6] > 0)
+-- KEYS[6]  <prefix>{name}:audit    stream of events (only when ARGV[12] > 0)
 -- KEYS[7]  <prefix>{name}:queue    sorted set: waiting holder id -> arrival
 --                                  (us of TIME); the FIFO order of waiters
 -- KEYS[8]  <prefix>{name}:qexp     sorted set: waiting holder id -> ticket
@@ -17,29 +20,38 @@
 -- KEYS[9]  <prefix>{name}:rate     string: GCRA theoretical arrival time (us)
 -- KEYS[10] <prefix>{name}:epoch    string, no TTL: server ms from which new
 --                                  grants are allowed (restart grace, below)
+-- Every key the script may touch is declared (a cluster slot being migrated
+-- answers TRYAGAIN rather than split them), but the wake lists
+-- <prefix>{name}:wake:<holder id> (a list of at most one token), derived
+-- from KEYS[7]: they share its hash tag, so its cluster slot.
 -- ARGV[1]  holder id
 -- ARGV[2]  lease in ms (> 0)
 -- ARGV[3]  configured limit (used when the limit key is absent or not a number)
--- ARGV[4]  ms this acquirer has waited so far (client clock), for the histogram
--- ARGV[5]  ms until this acquirer gives up (0: it will not wait), for waiters
--- ARGV[6]  audit stream MAXLEN ~ (0: no audit)
--- ARGV[7]  ticket TTL in ms: > 0 queues HOLDER when not admitted (or refreshes
---          its ticket); 0 tries once without queueing
--- ARGV[8]  flags: "u" push a token to HOLDER's own wake list (ends its pending
---          BLPOP on another connection); "l" leave the queue if not admitted
--- ARGV[9]  rate: new permits per second over the fleet (0: no rate limit)
--- ARGV[10] burst (>= 1): permits the rate lets through at once
--- ARGV[11] restart grace in ms (0: off): when KEYS[10] is missing -- Redis
---          never saw this semaphore, or lost its data (a restart without
---          persistence, a flush) -- it is set to now + grace, and until then
---          only holders asking again keep permits: the holders of before the
---          loss re-register with their next heartbeat (renew.lua) meanwhile,
---          so the fleet never counts from zero.
--- ARGV[12] max_waiters (0: no bound): a caller that is not admitted, holds no
---          ticket and would queue (ARGV[7] > 0) behind this many tickets is
---          not queued; it is counted (stats queue_full) and told so (below)
--- Wake lists <prefix>{name}:wake:<holder id> (a list of at most one token) are
--- derived from KEYS[7]; they share its hash tag, so its cluster slot.
+-- The rest may be left out from the end on (sem.c sends none past the last
+-- that is not its default), the common call being ARGV[1..5]:
+-- ARGV[4]  ticket TTL in ms (default 0): > 0 queues HOLDER when not admitted
+--          (or refreshes its ticket); 0 tries once without queueing
+-- ARGV[5]  ms until this acquirer gives up (default 0: it will not wait), for
+--          waiters
+-- ARGV[6]  ms this acquirer has waited so far (client clock; default 0), for
+--          the histogram
+-- ARGV[7]  flags (default ''): "u" push a token to HOLDER's own wake list (ends
+--          its pending BLPOP on another connection); "l" leave the queue if
+--          not admitted
+-- ARGV[8]  rate: new permits per second over the fleet (default 0: no rate
+--          limit)
+-- ARGV[9]  burst (>= 1, default 1): permits the rate lets through at once
+-- ARGV[10] restart grace in ms (default 0: off): when KEYS[10] is
+--          missing -- Redis never saw this semaphore, or lost its data (a
+--          restart without persistence, a flush) -- it is set to now + grace,
+--          and until then only holders asking again keep permits: the holders
+--          of before the loss re-register with their next heartbeat
+--          (renew.lua) meanwhile, so the fleet never counts from zero.
+-- ARGV[11] max_waiters (default 0: no bound): a caller that is not admitted,
+--          holds no ticket and would queue (ARGV[4] > 0) behind this many
+--          tickets is not queued; it is counted (stats queue_full) and told so
+--          (below)
+-- ARGV[12] audit stream MAXLEN ~ (default 0: no audit)
 -- Returns {granted (0/1), count after the call, limit in force, retry_ms,
 -- wake_ms, queue_full (0/1)}: retry_ms > 0: admitted by the limit and the
 -- queue, but the rate or the restart grace says not yet: the next slot is in
@@ -54,17 +66,22 @@
 -- was dropped yet, and each acquire or renew drops SWEEP more.
 -- Time is the server's (TIME), never the client's. Expired holders (score <=
 -- now) are dropped first (at most SWEEP, the rest not counted), so a crashed
--- holder's permit comes back after its lease whatever other holders do. The holders key's TTL is at least the
--- longest remaining lease: a grant that finds less than its own lease left
--- on it (or a new key) sets it to (latest lease expiry - now) + lease, so it
--- never expires while a lease is live, and an idle semaphore (nobody
--- renewing) vanishes at most one lease (the longest in use) after its last
--- lease ended; in between, grants leave it alone (it covers their lease
--- already: so did the grant or renew.lua that set it). The since
--- hash always has the same TTL (both are set together, here and in
--- renew.lua), so one PTTL of since tells both, and a since hash this call
--- made anew (its TTL -1) gets one at once. Releasing the last holder
--- deletes the key at once.
+-- holder's permit comes back after its lease whatever other holders do.
+-- The holders key's TTL is at least the longest remaining lease: a grant
+-- that finds less than its own lease left on it (or a new key) sets it to
+-- (latest lease expiry - now) + lease, so it never expires while a lease is
+-- live, and an idle semaphore (nobody renewing) vanishes at most one lease
+-- (the longest in use) after its last lease ended; in between, grants leave
+-- it alone (it covers their lease already: so did the grant or renew.lua
+-- that set it). renew.lua gives since the same TTL. Releasing the last
+-- holder deletes the key at once.
+--
+-- Counters (stats): a grant that never waited counts in acquired only, one
+-- HINCRBY; the CLI counts it as a wait of 0 ms (cli/ops.c). full_since (how
+-- long no permit has been free) and full_limit (the limit it was set under)
+-- are set by the grant that fills the semaphore, or by a refusal that finds
+-- them unset or set under another limit; nothing clears them: readers show
+-- full_since only while the live holders reach the limit.
 --
 -- Cost: the fast path (a free permit, empty queue, no rate, no audit, a
 -- caller that never waited) makes few redis.call (each costs far more than
@@ -85,14 +102,14 @@ local now = t[1] * 1000 + (us - us % 1000) / 1000
 local now_s = string.format('%d', now) -- numbers given to redis.call cost a %.17g each
 local expiry = string.format('%d', now + lease)
 local wait_ms, wait_s = 0, '0' -- stats: ms waited so far
-if ARGV[4] and ARGV[4] ~= '0' then
-    wait_ms = math.max(0, math.floor(tonumber(ARGV[4]) or 0))
+if ARGV[6] and ARGV[6] ~= '0' then
+    wait_ms = math.max(0, math.floor(tonumber(ARGV[6]) or 0))
     wait_s = string.format('%d', wait_ms)
 end
 
 -- the holders the sweep drops (their lease ended), at most SWEEP: none in
 -- an empty set, else usually none, so one read
-local SWEEP = 100
+local SWEEP = 50
 local count = redis.call('ZCARD', holders) -- live holders, kept up to date from here on
 local swept, n_swept = nil, 0
 if count > 0 then
@@ -133,18 +150,18 @@ limit = limit and tonumber(limit) or tonumber(ARGV[3]) or 0
 -- FREED counts the permits this call frees, PLACES the queue places: it
 -- wakes at most that many waiters (places count only when the queue is
 -- longer than the free permits: otherwise every waiter may go already).
-local queue = KEYS[7] -- qexp KEYS[8], rate KEYS[9]; wake lists: queue minus 'queue', plus 'wake:'
-local flags, rate, retry, hint, freed, places, queued, pos = ARGV[8] or '', 0, 0, -1, n_swept, 0, false, 0
-if ARGV[9] ~= '0' and ARGV[9] ~= '0.000000' then rate = tonumber(ARGV[9]) or 0 end -- (sem.c's %.6f)
+local queue = KEYS[7] -- wake lists: queue minus 'queue', plus 'wake:' and the holder id
+local flags, rate, retry, hint, freed, places, queued, pos = ARGV[7] or '', 0, 0, -1, n_swept, 0, false, 0
+if ARGV[8] and ARGV[8] ~= '0' and ARGV[8] ~= '0.000000' then rate = tonumber(ARGV[8]) or 0 end -- (sem.c's %.6f)
 local qlen = redis.call('ZCARD', queue)
 local qlen0 = qlen
 if qlen > 0 then
     -- tickets not refreshed in time: their waiters are gone
-    local qexp, base = KEYS[8], string.sub(queue, 1, -6) .. 'wake:'
+    local qexp, wbase = KEYS[8], string.sub(KEYS[7], 1, -6) .. 'wake:'
     local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now_s, 'LIMIT', 0, SWEEP)
     if #dead > 0 then
         local wake = {}
-        for i, d in ipairs(dead) do wake[i] = base .. d end
+        for i, d in ipairs(dead) do wake[i] = wbase .. d end
         qlen = qlen - redis.call('ZREM', queue, unpack(dead))
         redis.call('ZREM', qexp, unpack(dead))
         redis.call('DEL', unpack(wake))
@@ -159,10 +176,10 @@ end
 
 -- restart grace (opt-in): ms left before new grants, 0 when none
 local grace = 0
-if ARGV[11] and ARGV[11] ~= '0' then
+if ARGV[10] and ARGV[10] ~= '0' then
     local opens = tonumber(redis.call('GET', KEYS[10]))
     if not opens then
-        opens = now + (tonumber(ARGV[11]) or 0)
+        opens = now + (tonumber(ARGV[10]) or 0)
         redis.call('SET', KEYS[10], string.format('%d', opens))
     end
     if opens > now then grace = opens - now end
@@ -181,7 +198,7 @@ elseif redis.call('ZSCORE', holders, holder) then
     was_holder, granted = true, 1
 elseif grace == 0 and count < limit and rate > 0 and pos < limit - count then
     -- the rate (GCRA): may HOLDER take a free permit now? Consumes a slot if so.
-    local T, burst = 1000000 / rate, math.max(tonumber(ARGV[10]) or 1, 1)
+    local T, burst = 1000000 / rate, math.max(tonumber(ARGV[9]) or 1, 1)
     local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2]) -- server time in us
     local tat = math.max(tonumber(redis.call('GET', KEYS[9])) or 0, now_us)
     local early = tat - T * (burst - 1) - now_us
@@ -201,37 +218,37 @@ end
 local fresh = granted == 1 and not was_holder -- a new grant
 if fresh then count = count + 1 end
 -- the queue's bound: a newcomer that would wait behind max_waiters tickets
-local ticket_ttl = granted == 0 and (tonumber(ARGV[7]) or 0) or 0
+local ticket_ttl = granted == 0 and (tonumber(ARGV[4]) or 0) or 0
 local leave = flags ~= '' and string.find(flags, 'l', 1, true)
 local full = 0
-if ticket_ttl > 0 and not queued and not leave and ARGV[12] ~= '0' then
-    local maxw = tonumber(ARGV[12]) or 0
+if ticket_ttl > 0 and not queued and not leave and ARGV[11] and ARGV[11] ~= '0' then
+    local maxw = tonumber(ARGV[11]) or 0
     if maxw > 0 and qlen >= maxw then full, ticket_ttl = 1, 0 end
 end
 
--- acquire times (the since hash) --
+-- acquire times: the since hash holds those of holders renewed at least
+-- once (renew.lua writes them); a grant writes none, as a holder never
+-- renewed was granted at its score - lease (the CLI reads it so). The sweep
+-- drops the swept holders' entries.
 local since = KEYS[4]
 for i = 1, n_swept, 1000 do
     redis.call('HDEL', since, unpack(swept, i, math.min(i + 999, n_swept)))
 end
-if fresh then redis.call('HSET', since, holder, now_s) end
--- TTL of the holders key (and of since, which always has the same TTL: both
--- are set together, here and in renew.lua). A grant needs the key to outlive
--- its lease; when less than one lease is left (or the key, or since, is new
--- or lost its TTL), both get (latest expiry - now) + lease. Otherwise the TTL
--- already covers this lease and, by this same rule, every other live one.
+-- TTL of the holders key. A grant needs the key to outlive its lease; when
+-- less than one lease is left (or the key is new or lost its TTL), it gets
+-- (latest expiry - now) + lease. Otherwise the TTL already covers this lease
+-- and, by this same rule, every other live one. (since gets the same TTL
+-- from renew.lua, the only writer of its entries.)
 if granted == 1 then
     local pttl = -1
-    if count > 1 or was_holder then pttl = redis.call('PTTL', since) end
+    if count > 1 or was_holder then pttl = redis.call('PTTL', holders) end
     if pttl < lease then
         local ttl = lease + lease -- HOLDER alone: its expiry is the latest
         if count > 1 then
             local top = redis.call('ZRANGE', holders, -1, -1, 'WITHSCORES')
             ttl = top[2] - now + lease -- >= 2 leases: HOLDER's is in it
         end
-        ttl = string.format('%d', ttl)
-        redis.call('PEXPIRE', holders, ttl)
-        redis.call('PEXPIRE', since, ttl)
+        redis.call('PEXPIRE', holders, string.format('%d', ttl))
     end
 end
 -- counters, wait histogram, waiters, audit --
@@ -244,18 +261,17 @@ do
     if n_swept > 0 then redis.call('HINCRBY', stats, 'reclaimed', n_swept) end
     local ev
     if fresh then
-        local bucket = 'wait_le_1'
-        if wait_ms > 1 then
-            bucket = 'wait_le_inf'
-            for _, b in ipairs({5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}) do
+        -- a grant that never waited counts in acquired only: the CLI adds
+        -- acquired - (wait_count - timed_out) of them to wait_count and
+        -- wait_le_1 (cli/ops.c), one call instead of three
+        redis.call('HINCRBY', stats, 'acquired', '1')
+        if wait_ms > 0 then
+            local bucket = 'wait_le_inf'
+            for _, b in ipairs({1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}) do
                 if wait_ms <= b then bucket = 'wait_le_' .. b break end
             end
-        end
-        redis.call('HINCRBY', stats, 'acquired', '1')
-        redis.call('HINCRBY', stats, bucket, '1')
-        -- wait_sum_ms exists with wait_count (both made by the first grant or
-        -- timeout): adding 0 to it is needed only then
-        if redis.call('HINCRBY', stats, 'wait_count', '1') == 1 or wait_ms > 0 then
+            redis.call('HINCRBY', stats, bucket, '1')
+            redis.call('HINCRBY', stats, 'wait_count', '1')
             redis.call('HINCRBY', stats, 'wait_sum_ms', wait_s)
         end
         ev = 'acquire'
@@ -263,20 +279,18 @@ do
         redis.call('HINCRBY', stats, 'denied', '1')
         if full == 1 then redis.call('HINCRBY', stats, 'queue_full', '1') end
     end
-    -- the limit and full_since gauges: one read, and a write only when one
-    -- changed. A number given to redis.call is written as its %.17g; a %d
-    -- (cheaper) is the very same text for a positive integer (not for -0)
-    local g = redis.call('HMGET', stats, 'limit', 'full_since')
-    if limit > 0 and limit < 1e15 and limit % 1 == 0 then
-        local text = string.format('%d', limit)
-        if g[1] ~= text then redis.call('HSET', stats, 'limit', text) end
-    else
-        redis.call('HSET', stats, 'limit', limit)
-    end
-    if count >= limit then
-        if not g[2] then redis.call('HSET', stats, 'full_since', now_s) end
-    elseif g[2] then
-        redis.call('HDEL', stats, 'full_since')
+    -- full_since (the gauge of how long no permit has been free) with the
+    -- limit it was set under: set by the grant that fills the semaphore, or
+    -- by a refusal that finds it unset or set under another limit (a limit
+    -- lowered under the holders). Nothing clears it: readers show it only
+    -- while the live holders reach the limit (cli/ops.c), and the next time
+    -- the semaphore fills, its grant sets it anew.
+    local lim_s = tostring(limit)
+    if fresh and count == limit then
+        redis.call('HSET', stats, 'full_since', now_s, 'full_limit', lim_s)
+    elseif granted == 0 and count >= limit then
+        local g = redis.call('HMGET', stats, 'full_since', 'full_limit')
+        if not g[1] or g[2] ~= lim_s then redis.call('HSET', stats, 'full_since', now_s, 'full_limit', lim_s) end
     end
     -- waiters: only a caller that was refused (or may have been: it waited,
     -- or holds or held a ticket) is or was listed there
@@ -295,7 +309,7 @@ do
             redis.call('PEXPIRE', waiters, string.format('%d', tonumber(wtop[2]) - now + 1))
         end
     end
-    local audit_max = ARGV[6] == '0' and 0 or math.floor(tonumber(ARGV[6]) or 0)
+    local audit_max = ARGV[12] == '0' and 0 or math.floor(tonumber(ARGV[12]) or 0)
     if ev and audit_max > 0 then
         redis.call('XADD', KEYS[6], 'MAXLEN', '~', audit_max, '*', 'event', ev, 'holder', holder,
                    'wait_ms', wait_ms, 'count', count, 'limit', limit)
@@ -316,7 +330,7 @@ do
         end
         -- a caller that never held a ticket nor waited has no wake list
         if queued or flags ~= '' or wait_ms > 0 then
-            redis.call('DEL', string.sub(queue, 1, -6) .. 'wake:' .. holder)
+            redis.call('DEL', string.sub(KEYS[7], 1, -6) .. 'wake:' .. holder)
         end
     else
         qlen = qlen + redis.call('ZADD', queue, 'NX',
@@ -341,21 +355,21 @@ do
     local top = math.min(free, qlen)
     if free < qlen0 then freed = freed + places end
     if freed > 0 and top > 0 then
-        local base = string.sub(queue, 1, -6) .. 'wake:'
+        local wbase = string.sub(KEYS[7], 1, -6) .. 'wake:'
         for _, w in ipairs(redis.call('ZRANGE', queue, 0, math.min(freed, top) - 1)) do
             if w ~= holder then
                 local e = tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)
-                redis.call('LPUSH', base .. w, 'w')
-                redis.call('LTRIM', base .. w, 0, 0)
-                redis.call('PEXPIRE', base .. w, string.format('%d', math.max(1, e - now)))
+                redis.call('LPUSH', wbase .. w, 'w')
+                redis.call('LTRIM', wbase .. w, 0, 0)
+                redis.call('PEXPIRE', wbase .. w, string.format('%d', math.max(1, e - now)))
             end
         end
     end
     if flags ~= '' and string.find(flags, 'u', 1, true) then
-        local mykey = string.sub(queue, 1, -6) .. 'wake:' .. holder
+        local mykey = string.sub(KEYS[7], 1, -6) .. 'wake:' .. holder
         redis.call('LPUSH', mykey, 'u')
         redis.call('LTRIM', mykey, 0, 0)
-        redis.call('PEXPIRE', mykey, string.format('%d', math.max(tonumber(ARGV[7]) or 0, 1000)))
+        redis.call('PEXPIRE', mykey, string.format('%d', math.max(tonumber(ARGV[4]) or 0, 1000)))
     end
 end
 return {granted, count, limit, retry, hint, full}

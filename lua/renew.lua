@@ -8,18 +8,20 @@
 --          or failover), 0 to only count them
 -- ARGV[3..] holder ids (the caller sends bounded batches: sem.c's
 --          CCAP_SEM_RENEW_BATCH)
--- Counts re-added holders (reregistered) and swept ones (reclaimed); a
--- re-added holder's acquire time becomes now if Redis lost it.
+-- Counts re-added holders (reregistered) and swept ones (reclaimed).
 -- Returns the number of holders that were missing from the set.
 --
 -- Present holders get expiry now + lease (server TIME); that includes one
 -- whose lease ran out but was not swept yet (nobody was admitted in its
 -- place). One ZMSCORE tells which are present and one ZADD sets them all:
--- a fixed number of calls per batch. Then at most SWEEP other holders whose
--- lease has ended are dropped (as in acquire.lua: the next calls drop the
--- rest). The key's TTL is then set to (latest expiry - now) + lease, as in
--- acquire.lua, and since gets the very same TTL: acquire.lua reads the TTL
--- of both from since.
+-- a fixed number of calls per batch. Acquire times: a grant writes none (a
+-- holder never renewed was granted at its score - lease); so the first
+-- renewal of a holder writes it to since, as its score - lease before this
+-- call (now for a holder re-added because Redis lost it), one HMGET and at
+-- most one HSET per batch. Then at most SWEEP other holders whose lease has
+-- ended are dropped (as in acquire.lua: the next calls drop the rest). The
+-- key's TTL is then set to (latest expiry - now) + lease, as in
+-- acquire.lua, and since gets the very same TTL.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local holders, stats, since = KEYS[1], KEYS[2], KEYS[3]
@@ -28,7 +30,7 @@ if not lease or lease <= 0 then
     return redis.error_reply('ERR conncap renew: lease_ms must be > 0')
 end
 local add_missing = ARGV[2] == '1'
-local SWEEP = 100
+local SWEEP = 50
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -37,31 +39,27 @@ local now_s, expiry = string.format('%d', now), string.format('%d', now + lease)
 local missing, n = 0, #ARGV - 2
 if n > 0 then
     local scores = redis.call('ZMSCORE', holders, unpack(ARGV, 3))
-    local zadd, lost = { 'ZADD', holders }, {}
+    local zadd = { 'ZADD', holders }
     for i = 1, n do
         local id = ARGV[i + 2]
-        if not scores[i] then
-            missing = missing + 1
-            lost[#lost + 1] = id
-        end
+        if not scores[i] then missing = missing + 1 end
         if scores[i] or add_missing then
             zadd[#zadd + 1] = expiry
             zadd[#zadd + 1] = id
         end
     end
     if #zadd > 2 then redis.call(unpack(zadd)) end
-    if add_missing and missing > 0 then
-        -- an acquire time Redis still has stays (HSETNX, one call for all)
-        local known, hset = redis.call('HMGET', since, unpack(lost)), { 'HSET', since }
-        for i, id in ipairs(lost) do
-            if not known[i] then
-                hset[#hset + 1] = id
-                hset[#hset + 1] = now_s
-            end
+    -- acquire times of holders renewed for the first time, or re-added; an
+    -- acquire time Redis still has stays
+    local known, hset = redis.call('HMGET', since, unpack(ARGV, 3)), { 'HSET', since }
+    for i = 1, n do
+        if not known[i] and (scores[i] or add_missing) then
+            hset[#hset + 1] = ARGV[i + 2]
+            hset[#hset + 1] = scores[i] and string.format('%d', tonumber(scores[i]) - lease) or now_s
         end
-        if #hset > 2 then redis.call(unpack(hset)) end
-        redis.call('HINCRBY', stats, 'reregistered', missing)
     end
+    if #hset > 2 then redis.call(unpack(hset)) end
+    if add_missing and missing > 0 then redis.call('HINCRBY', stats, 'reregistered', missing) end
 end
 
 -- the holders whose lease ended, at most SWEEP of them
@@ -70,10 +68,6 @@ if #swept > 0 then
     redis.call('ZREM', holders, unpack(swept))
     redis.call('HDEL', since, unpack(swept))
     redis.call('HINCRBY', stats, 'reclaimed', #swept)
-    local lim = tonumber(redis.call('HGET', stats, 'limit'))
-    if lim and redis.call('ZCOUNT', holders, '(' .. now_s, '+inf') < lim then
-        redis.call('HDEL', stats, 'full_since')
-    end
 end
 
 local top = redis.call('ZRANGE', holders, -1, -1, 'WITHSCORES')

@@ -277,6 +277,7 @@ static int adopt_one(struct ccap_handoff_entry *e, size_t n, size_t i, bool *use
     p->dev = e[i].dev;
     p->ino = e[i].ino;
     p->lease_ms = e[i].lease_ms;
+    p->flags |= CCAP_PERMIT_RENEWED; /* the image before exec may have renewed it */
     memcpy(p->sem, e[i].sem, sizeof(p->sem));
     memcpy(p->holder, e[i].holder, sizeof(p->holder));
     p->held = ccap_rt_held_count(p->sem);

@@ -26,7 +26,9 @@ struct ccap_permit {
 };
 
 enum {
-    CCAP_PERMIT_LOCAL = 1, /* granted while Redis was down; not yet registered there */
+    CCAP_PERMIT_LOCAL = 1,   /* granted while Redis was down; not yet registered there */
+    CCAP_PERMIT_RENEWED = 2, /* sent to Redis in a renewal (or adopted across exec): its holder may
+                              * have an acquire time there (lua/renew.lua) for the release to delete */
 };
 
 /* Largest descriptor number the table tracks (exclusive). Sockets above it

@@ -38,10 +38,10 @@ void ccap_rt_release(struct ccap_permit *p)
     free(p);
 }
 
-void ccap_rt_release_kept(const char *sem, int i, const char *holder, long long until)
+void ccap_rt_release_kept(const char *sem, int i, const char *holder, bool renewed, long long until)
 {
     bool send = !ccap_breaker_open();
-    struct ccap_sem_rel rel = { holder, i >= 0 ? ccap_rt.cfg->sems[i].limit : -1, ccap_rt_audit_maxlen() };
+    struct ccap_sem_rel rel = { holder, i >= 0 ? ccap_rt.cfg->sems[i].limit : -1, ccap_rt_audit_maxlen(), renewed };
     int rc = ccap_sem_release_defer(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, sem, &rel, until, send);
     if (rc < 0 && send) { /* kept (but for -ENOMEM): sent again when redis answers */
         ccap_breaker_note(rc);
@@ -89,6 +89,6 @@ void ccap_rt_unregister(struct ccap_permit *p)
             return;
         }
     }
-    ccap_rt_release_kept(p->sem, i, p->holder, ccap_now_ms() + p->lease_ms);
+    ccap_rt_release_kept(p->sem, i, p->holder, p->flags & CCAP_PERMIT_RENEWED, ccap_now_ms() + p->lease_ms);
     pthread_mutex_unlock(&ccap_rt.rlock);
 }

@@ -122,6 +122,7 @@ static void collect(struct ccap_permit *p, void *arg)
     if (b->n == b->cap)
         return;
     struct ccap_handoff_entry *e = &b->e[b->n++];
+    p->flags |= CCAP_PERMIT_RENEWED; /* under the table lock, as clear_local_flags */
     memcpy(e->sem, p->sem, sizeof(e->sem));
     memcpy(e->holder, p->holder, sizeof(e->holder));
     e->lease_ms = p->lease_ms;

@@ -64,8 +64,10 @@ void ccap_rt_ident_fork_child(void);
 
 /* release.c: releases HOLDER of semaphore SEM (index I, -1 unknown): sent
  * at once unless the breaker is open, kept either way until Redis ran it or
- * UNTIL (monotonic ms) passed (core/redis_defer.c). Under rlock. */
-void ccap_rt_release_kept(const char *sem, int i, const char *holder, long long until);
+ * UNTIL (monotonic ms) passed (core/redis_defer.c). RENEWED: HOLDER may
+ * have been renewed (so may have an acquire time in Redis to delete).
+ * Under rlock. */
+void ccap_rt_release_kept(const char *sem, int i, const char *holder, bool renewed, long long until);
 
 struct ccap_handoff_entry;
 

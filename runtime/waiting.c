@@ -154,7 +154,7 @@ static void report_timeout(const struct ccap_sem_conf *s, const char *holder, lo
 static void drop_holder_id(struct ccap_permit *p)
 {
     pthread_mutex_lock(&ccap_rt.rlock);
-    ccap_rt_release_kept(p->sem, ccap_config_sem_index(ccap_rt.cfg, p->sem), p->holder,
+    ccap_rt_release_kept(p->sem, ccap_config_sem_index(ccap_rt.cfg, p->sem), p->holder, false,
                          ccap_now_ms() + 2LL * p->lease_ms);
     pthread_mutex_unlock(&ccap_rt.rlock);
     ccap_rt_next_holder(p);
@@ -169,7 +169,7 @@ bool ccap_rt_waits_drop(void)
         if (atomic_exchange(&ws->execd, true))
             continue; /* released by an exec that failed; the waiter has not gone on yet */
         pthread_mutex_lock(&ccap_rt.rlock);
-        ccap_rt_release_kept(ws->p->sem, ccap_config_sem_index(ccap_rt.cfg, ws->p->sem), ws->p->holder,
+        ccap_rt_release_kept(ws->p->sem, ccap_config_sem_index(ccap_rt.cfg, ws->p->sem), ws->p->holder, false,
                              ccap_now_ms() + 2LL * ws->p->lease_ms);
         pthread_mutex_unlock(&ccap_rt.rlock);
         any = true;

@@ -32,6 +32,7 @@ sent run 0 0
 [ "$(tasks "$T/out")" -le $most ] || h_fail "connect+close started more than the heartbeat: $(tasks "$T/out") tasks"
 [ "$(tr '\n' ' ' <"$T/cmds")" = "FCALL FCALL " ] || h_fail "want FCALL FCALL, sent: $(tr '\n' ' ' <"$T/cmds")"
 h_note "connect+close: $(tasks "$T/out") tasks, commands: $(tr '\n' ' ' <"$T/cmds")"
+[ "$(h_rcli exists 'conncap:{s}:since')" = 0 ] || h_fail "a grant wrote an acquire time" # only renewals do
 sent env CONNCAP_HEARTBEAT=lazy LD_PRELOAD="$LIB" "$PROGS/taskhold" 127.0.0.1 "$SRV_PORT" 0 0
 [ "$(tasks "$T/out")" -eq 1 ] || h_fail "lazy: a permit held < 1/3 lease started a thread: $(tasks "$T/out") tasks"
 [ "$(tr '\n' ' ' <"$T/cmds")" = "FCALL FCALL " ] || h_fail "lazy: want FCALL FCALL, sent: $(tr '\n' ' ' <"$T/cmds")"
@@ -77,9 +78,13 @@ held_throughout() { # NAME ENV... -- TASKHOLD ARGS...
         [ "$(h_holders s)" -eq 1 ] || h_fail "$name: the holder vanished from redis after $seen checks"
         seen=$((seen + 1)); sleep 0.1
     done
+    # renewed: its acquire time is in Redis now (lua/renew.lua)
+    [ "$(h_rcli hlen 'conncap:{s}:since')" = 1 ] || h_fail "$name: no acquire time after renewals"
     wait $pid || h_fail "$name: the holder failed: $(cat "$T/long.err")"
     [ "$(tasks "$T/long.out")" -ge 2 ] || h_fail "$name: a permit held for 3 leases started no heartbeat"
     h_holders_is s 0 || WAIT_S=5 h_wait_for h_holders_is s 0 || h_fail "$name: the permit was not given back"
+    # the release of a renewed permit takes its acquire time too
+    [ "$(h_rcli exists 'conncap:{s}:since')" = 0 ] || h_fail "$name: the acquire time was left behind"
     h_note "$name: held $((3 * lease)) ms (lease $lease), present at each of $seen checks, $(tasks "$T/long.out") tasks"
 }
 held_throughout "silent holder" -- $((3 * lease)) 0
