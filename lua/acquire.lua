@@ -64,7 +64,9 @@
 -- SWEEP expired ones wait to be dropped, ZCOUNT counts the live ones, so a
 -- dead holder's permit is free at the end of its lease whether or not it
 -- was dropped yet, and each acquire or renew drops SWEEP more.
--- Time is the server's (TIME), never the client's. Expired holders (score <=
+-- Time is the server's (TIME), never the client's (Redis replicates a
+-- script's effects, not the script, since 5.0, so writes after TIME are
+-- safe without redis.replicate_commands; renew.lua's ZMSCORE needs 6.2). Expired holders (score <=
 -- now) are dropped first (at most SWEEP, the rest not counted), so a crashed
 -- holder's permit comes back after its lease whatever other holders do.
 -- The holders key's TTL is at least the longest remaining lease: a grant
@@ -88,7 +90,6 @@
 -- Lua's own work) and builds no table, closure or string for the rest.
 -- Arguments are strings where they can be: a string.format('%d') costs less
 -- than the %.17g that redis.call makes of a number.
-if redis.replicate_commands then redis.replicate_commands() end
 
 local holders, holder = KEYS[1], ARGV[1]
 local lease = tonumber(ARGV[2])

@@ -28,7 +28,6 @@
 -- same members, added and removed together); HOLDER is not in it, so it has
 -- no wake list either (at most a spent token of its own, which expires by
 -- itself).
-if redis.replicate_commands then redis.replicate_commands() end
 local holders, holder = KEYS[1], ARGV[1]
 local removed = redis.call('ZREM', holders, holder)
 -- released counter, acquire time, audit --

@@ -22,7 +22,6 @@
 -- ended are dropped (as in acquire.lua: the next calls drop the rest). The
 -- key's TTL is then set to (latest expiry - now) + lease, as in
 -- acquire.lua, and since gets the very same TTL.
-if redis.replicate_commands then redis.replicate_commands() end
 
 local holders, stats, since = KEYS[1], KEYS[2], KEYS[3]
 local lease = tonumber(ARGV[1])

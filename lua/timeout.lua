@@ -12,7 +12,6 @@
 -- (wait_le_<ms>, wait_sum_ms, wait_count: buckets as in acquire.lua), so a
 -- slow or partitioned semaphore shows up in the wait times too. Touches no
 -- holder: a timeout never changes the count.
-if redis.replicate_commands then redis.replicate_commands() end
 
 local stats, waiters, audit = KEYS[1], KEYS[2], KEYS[3]
 local holder = ARGV[1]
