@@ -306,9 +306,10 @@ static int block_reply(struct ccap_redis *r, char *key, size_t keylen)
 
 /* Under P.lock: the outcome RC of one block of L, KEY the list it popped.
  * A token goes to its waiter, which it disarms (out of the next BLPOP: it
- * re-checks, and usually takes its permit and leaves); the first failure in a row makes every
- * waiter re-check once (a token may have been lost with Redis's data, or a
- * ticket), then the waker backs off (waiters poll meanwhile). */
+ * re-checks, and usually takes its permit and leaves); the first failure
+ * in a row makes every waiter re-check once (a token may have been lost
+ * with Redis's data, or a ticket), then the waker backs off (waiters poll
+ * meanwhile). */
 static void deliver(struct ccap_wait_lane *l, int rc, const char *key)
 {
     if (rc >= 0) {

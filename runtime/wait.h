@@ -26,12 +26,12 @@
  * arming) while a BLPOP without its key is pending pushes one token to the
  * poke list (on the shared connection) so that the waker blocks again with
  * its key; joins in the meantime share that poke. Leaving costs nothing
- * (the waker drops the key at its next block). So a process keeps at most two Redis connections
- * however many of its threads wait: the shared one and the waker's. In
- * Redis Cluster one BLPOP takes keys of one slot only, and the semaphore
- * name is the hash tag: there is one waker (thread and connection) per
- * semaphore with waiters, at most CCAP_WAIT_LANES. When the waker's
- * connection fails, each waiter re-checks once, then polls every
+ * (the waker drops the key at its next block). So a process keeps at most
+ * two Redis connections however many of its threads wait: the shared one
+ * and the waker's. In Redis Cluster one BLPOP takes keys of one slot only,
+ * and the semaphore name is the hash tag: there is one waker (thread and
+ * connection) per semaphore with waiters, at most CCAP_WAIT_LANES. When
+ * the waker's connection fails, each waiter re-checks once, then polls every
  * CCAP_WAIT_POLL_MS until the waker blocks again.
  *
  * The waker's connection comes from a small pool (also usable directly, by

@@ -620,7 +620,7 @@ static void test_waker_one_connection(void **state)
     freeReplyObject(redisCommand(CLI, "LPUSH %s w", b.key));
     assert_int_equal(ccap_waiter_wait(&b, ccap_now_ms() + 10000), CCAP_WOKE_TOKEN);
     assert_int_equal(ccap_waiter_wait(&a, ccap_now_ms() + 50), 0); /* not a's token */
-    assert_int_equal(ccap_waiter_arm(&b, poke, sizeof poke), 1); /* back to sleep: a's block lacks b */
+    assert_int_equal(ccap_waiter_arm(&b, poke, sizeof poke), 1);   /* back to sleep: a's block lacks b */
     freeReplyObject(redisCommand(CLI, "RPUSH %s p", poke));
     freeReplyObject(redisCommand(CLI, "LPUSH %s w", a.key));
     assert_int_equal(ccap_waiter_wait(&a, ccap_now_ms() + 10000), CCAP_WOKE_TOKEN);
@@ -628,7 +628,7 @@ static void test_waker_one_connection(void **state)
     ccap_waiter_leave(&b);
 
     snprintf(b.key, sizeof b.key, PFX "{u}:wake:c");
-    assert_int_equal(ccap_waiter_arm(&a, poke, sizeof poke), 1); /* the block lacks a */
+    assert_int_equal(ccap_waiter_arm(&a, poke, sizeof poke), 1);                /* the block lacks a */
     assert_int_equal(ccap_waiter_join(&b, &c, PFX, "u", poke, sizeof poke), 0); /* a's poke is on its way */
     freeReplyObject(redisCommand(CLI, "RPUSH %s p", poke));
     assert_int_equal(ccap_waiter_wait(&a, ccap_now_ms() + 100), 0);
