@@ -24,24 +24,47 @@ scale_rows() {
 
 # 100 processes, each connecting in a loop (5 ms holds) on one semaphore of
 # limit 10: the server-seen maximum, connects per second against limit /
-# hold, Redis CPU per connect (INFO cpu), Redis connections (INFO clients).
+# hold, Redis CPU per connect (INFO cpu), the commands clients sent per
+# connect (INFO commandstats; LPUSH and PEXPIRE also count the scripts' own),
+# Redis connections (INFO clients). The server is bench/fleetserver.py (one
+# thread; FLEET_SERVER=countserver: tests/lib/countserver.py, whose accept
+# queue overflows at this rate: a dropped SYN holds a permit for the 1 s of
+# its retransmission). FLEET_MONITOR=FILE records Redis's MONITOR stream
+# there (slows Redis down; for bench/fleet_breakdown.py).
 scale_fleet() {
     local procs=100 iters=${FLEET_ITERS:-20} hold=5 limit=10 main_sock=${REDIS_SOCK:-} main_pid=${REDIS_PID:-}
     h_redis_start fleet
-    h_server_start 60000
+    if [ "${FLEET_SERVER:-}" = countserver ]; then
+        h_server_start 60000
+    else
+        SRV_STATS="$T/fleetsrv.json"
+        python3 "$ROOT/bench/fleetserver.py" --stats "$SRV_STATS" --portfile "$T/fleetsrv.port" &
+        SRV_PID=$!
+        _pids+=("$SRV_PID")
+        h_wait_file "$T/fleetsrv.port" || { row "fleet" "fleetserver did not start" "" ""; return; }
+        SRV_PORT=$(cat "$T/fleetsrv.port")
+    fi
     cat >"$T/fleet.conf" <<CONF
 redis = { socket = "$REDIS_SOCK"; command_timeout_ms = 1000; key_prefix = "fleet:"; };
 semaphores = ( { name = "fleet"; limit = $limit; lease_ms = 30000; wait_timeout_ms = 120000; } );
 rules = ( { semaphore = "fleet"; match = ( "127.0.0.1:$SRV_PORT" ); } );
 CONF
     local cpu0 cpu1 conn0 conn1 maxc=0
+    redis-cli -s "$REDIS_SOCK" config resetstat >/dev/null
     cpu0=$(redis-cli -s "$REDIS_SOCK" info cpu | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}')
     conn0=$(redis-cli -s "$REDIS_SOCK" info stats | awk -F: '/^total_connections_received:/ {print $2 + 0}')
     ( while :; do redis-cli -s "$REDIS_SOCK" info clients | awk -F: '/^connected_clients:/ {print $2 + 0}'; sleep 0.2; done ) >"$T/fleet.clients" &
-    local sampler=$!
+    local sampler=$! mon=
+    if [ -n "${FLEET_MONITOR:-}" ]; then
+        redis-cli -s "$REDIS_SOCK" monitor >"$FLEET_MONITOR" &
+        mon=$!
+        sleep 0.3
+    fi
     CONNCAP_CONFIG="$T/fleet.conf" LD_PRELOAD="$LIB" "$BUILD/progs/connloop" 127.0.0.1 "$SRV_PORT" $procs $iters $hold \
         >"$T/fleet.out" 2>"$T/fleet.err"
     kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+    [ -n "$mon" ] && { sleep 0.3; kill "$mon"; wait "$mon" 2>/dev/null; }
+    [ "${FLEET_SERVER:-}" = countserver ] || { kill "$SRV_PID"; wait "$SRV_PID" 2>/dev/null; } # its last counts
     cpu1=$(redis-cli -s "$REDIS_SOCK" info cpu | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}')
     conn1=$(redis-cli -s "$REDIS_SOCK" info stats | awk -F: '/^total_connections_received:/ {print $2 + 0}')
     maxc=$(sort -n "$T/fleet.clients" | tail -1)
@@ -51,6 +74,9 @@ CONF
     row "fleet: 100 processes, limit 10, 5 ms holds: server max" "$(h_server_stat max) (of $ok connects)" "10" "$(verdict "$(h_server_stat max)" 10)"
     rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "connects/s vs ideal limit/hold (2000/s)" "$rate ($(awk -v r="$rate" 'BEGIN {printf "%.0f%%", r / 20}'))" "" "")")
     rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "Redis CPU per connect (INFO cpu)" "$(awk -v a="$cpu0" -v b="$cpu1" -v n="$ok" 'BEGIN {printf "%.1f us", (b - a) * 1e6 / (n > 0 ? n : 1)}')" "" "")")
+    rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "per connect: scripts / BLPOP / LPUSH / PEXPIRE (calls)" "$(redis-cli -s "$REDIS_SOCK" info commandstats | tr -d '\r' | awk -F'[:=,]' -v n="$ok" '
+        $1 ~ /^cmdstat_(evalsha|eval|fcall)$/ {s += $3} $1 == "cmdstat_blpop" {b = $3} $1 == "cmdstat_lpush" {l = $3}
+        $1 == "cmdstat_pexpire" {p = $3} END {n = n > 0 ? n : 1; printf "%.2f / %.2f / %.2f / %.2f", s / n, b / n, l / n, p / n}')" "" "")")
     rows+=("$(printf '|   %-58s | %-24s | %-8s | %-8s |' "Redis connections: most at once / opened" "$maxc / $((conn1 - conn0))" "" "")")
     REDIS_SOCK=$main_sock REDIS_PID=$main_pid
 }

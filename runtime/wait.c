@@ -228,16 +228,29 @@ static void wake_all(struct ccap_wait_lane *l, int bits)
     }
 }
 
-/* Under P.lock: the BLPOP's arguments for L's waiters, copied into *BUF
- * (the keys) and *ARGV (grown as needed; the caller frees both). Marks them
- * included and L blocking. Returns argc, or -ENOMEM. */
+/* Under P.lock: whether a waiter of L wants its key in a BLPOP. */
+static bool any_armed(const struct ccap_wait_lane *l)
+{
+    for (const struct ccap_waiter *w = l->head; w; w = w->next)
+        if (w->armed)
+            return true;
+    return false;
+}
+
+/* Under P.lock: the BLPOP's arguments for L's armed waiters, copied into
+ * *BUF (the keys) and *ARGV (grown as needed; the caller frees both). Marks
+ * which waiters it includes, and L blocking. Returns argc, or -ENOMEM. */
 static int collect(struct ccap_wait_lane *l, char **buf, size_t *cap, const char ***argv, size_t *acap)
 {
     size_t n = 0, len = 0, off = 0;
     int argc = 0;
 
-    for (struct ccap_waiter *w = l->head; w; w = w->next, n++)
-        len += strlen(w->key) + 1;
+    for (struct ccap_waiter *w = l->head; w; w = w->next) {
+        if (w->armed) {
+            len += strlen(w->key) + 1;
+            n++;
+        }
+    }
     len += strlen(l->poke) + 1 + 16;
     if (len > *cap) {
         char *b = realloc(*buf, len);
@@ -253,9 +266,11 @@ static int collect(struct ccap_wait_lane *l, char **buf, size_t *cap, const char
     }
     (*argv)[argc++] = "BLPOP";
     for (struct ccap_waiter *w = l->head; w; w = w->next) {
+        w->in_block = w->armed;
+        if (!w->armed)
+            continue;
         (*argv)[argc++] = strcpy(*buf + off, w->key);
         off += strlen(w->key) + 1;
-        w->in_block = true;
     }
     (*argv)[argc++] = strcpy(*buf + off, l->poke);
     off += strlen(l->poke) + 1;
@@ -290,9 +305,11 @@ static int block_reply(struct ccap_redis *r, char *key, size_t keylen)
 }
 
 /* Under P.lock: the outcome RC of one block of L, KEY the list it popped.
- * A token goes to its waiter; the first failure in a row makes every
- * waiter re-check once (a token may have been lost with Redis's data, or a
- * ticket), then the waker backs off (waiters poll meanwhile). */
+ * A token goes to its waiter, which it disarms (out of the next BLPOP: it
+ * re-checks, and usually takes its permit and leaves); the first failure
+ * in a row makes every waiter re-check once (a token may have been lost
+ * with Redis's data, or a ticket), then the waker backs off (waiters poll
+ * meanwhile). */
 static void deliver(struct ccap_wait_lane *l, int rc, const char *key)
 {
     if (rc >= 0) {
@@ -300,6 +317,7 @@ static void deliver(struct ccap_wait_lane *l, int rc, const char *key)
         for (struct ccap_waiter *w = l->head; w && key[0]; w = w->next) {
             if (strcmp(w->key, key) == 0) {
                 w->woke |= CCAP_WOKE_TOKEN;
+                w->armed = false;
                 pthread_cond_signal(&w->cv);
             }
         }
@@ -311,19 +329,28 @@ static void deliver(struct ccap_wait_lane *l, int rc, const char *key)
     cond_wait_until(&l->cv, now_ms() + (backoff < WAKER_BACKOFF_MAX_MS ? backoff : WAKER_BACKOFF_MAX_MS));
 }
 
-/* Under P.lock: waits up to WAKER_IDLE_MS for a waiter. True if one came. */
+/* Under P.lock: waits, without a BLPOP, until a waiter of L is armed
+ * (true), or L had no waiter for WAKER_IDLE_MS (false). Waiters that are
+ * registered but not armed (woken, re-checking) keep the waker. */
 static bool idle_wait(struct ccap_wait_lane *l)
 {
     long long until = now_ms() + WAKER_IDLE_MS;
 
-    while (!l->head && now_ms() < until)
+    while (!any_armed(l)) {
+        long long now = now_ms();
+        if (l->head)
+            until = now + WAKER_IDLE_MS;
+        else if (now >= until)
+            return false;
         cond_wait_until(&l->cv, until);
-    return l->head != NULL;
+    }
+    return true;
 }
 
-/* A lane's thread: blocks on all of its waiters' wake lists and its poke
- * list at once, hands each token to its waiter, and ends after
- * WAKER_IDLE_MS without waiters, giving its connection back to the pool. */
+/* A lane's thread: blocks on all of its armed waiters' wake lists and its
+ * poke list at once, hands each token to its waiter, sleeps without a BLPOP
+ * while no waiter is armed, and ends after WAKER_IDLE_MS without waiters,
+ * giving its connection back to the pool. */
 static void *waker_main(void *arg)
 {
     struct ccap_wait_lane *l = arg;
@@ -333,7 +360,7 @@ static void *waker_main(void *arg)
     size_t cap = 0, acap = 0;
 
     pthread_mutex_lock(&P.lock);
-    while (l->head || idle_wait(l)) {
+    while (any_armed(l) || idle_wait(l)) {
         int rc = collect(l, &buf, &cap, &argv, &acap);
         r = l->r;
         pthread_mutex_unlock(&P.lock);
@@ -414,6 +441,23 @@ static struct ccap_wait_lane *lane_for(const struct ccap_redis_conf *conf, const
     return l;
 }
 
+/* Under P.lock: arms W (registered). Returns 1 when a poke must be pushed
+ * (POKE written): the waker blocks without W's key, and no poke is on its
+ * way; else 0, and an idle waker starts blocking. */
+static int arm_locked(struct ccap_waiter *w, char *poke, size_t pokelen)
+{
+    struct ccap_wait_lane *l = w->lane;
+
+    w->armed = true;
+    w->in_block = false;
+    if (l->blocking && !l->stale && (size_t)snprintf(poke, pokelen, "%s", l->poke) < pokelen) {
+        l->stale = true;
+        return 1;
+    }
+    pthread_cond_signal(&l->cv); /* an idle waker starts blocking */
+    return 0;
+}
+
 int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, const char *prefix, const char *name,
                      char *poke, size_t pokelen)
 {
@@ -422,6 +466,7 @@ int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, 
     int rc = 0;
 
     w->woke = 0;
+    w->armed = false;
     w->in_block = false;
     pthread_mutex_lock(&P.lock);
     l = lane_for(conf, prefix, name);
@@ -440,11 +485,18 @@ int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, 
     w->lane = l;
     w->next = l->head;
     l->head = w;
-    if (l->blocking && !l->stale && (size_t)snprintf(poke, pokelen, "%s", l->poke) < pokelen) {
-        l->stale = true;
-        rc = 1;
-    }
-    pthread_cond_signal(&l->cv); /* an idle waker starts blocking */
+    rc = arm_locked(w, poke, pokelen);
+    pthread_mutex_unlock(&P.lock);
+    return rc;
+}
+
+int ccap_waiter_arm(struct ccap_waiter *w, char *poke, size_t pokelen)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&P.lock);
+    if (!w->armed)
+        rc = arm_locked(w, poke, pokelen);
     pthread_mutex_unlock(&P.lock);
     return rc;
 }
@@ -456,13 +508,13 @@ void ccap_waiter_poke_failed(struct ccap_waiter *w)
     pthread_mutex_unlock(&P.lock);
 }
 
-/* Under P.lock: whether W may miss a token: its waker is failing, or
- * blocks without W's key and no poke is on its way. */
+/* Under P.lock: whether W may miss a token: it is not armed, or its waker
+ * is failing, or blocks without W's key and no poke is on its way. */
 static bool must_poll(const struct ccap_waiter *w)
 {
     const struct ccap_wait_lane *l = w->lane;
 
-    return l->failures > 0 || (l->blocking && !w->in_block && !l->stale);
+    return !w->armed || l->failures > 0 || (l->blocking && !w->in_block && !l->stale);
 }
 
 int ccap_waiter_wait(struct ccap_waiter *w, long long until_ms)

@@ -18,18 +18,20 @@
  * thread would hold it (and every other thread's acquire and release) for
  * the whole block. Waiting threads do not block on Redis themselves either:
  * a per-process waker thread, started with the first waiter and ended
- * WAKER_IDLE_MS after the last, blocks with one BLPOP on all of the
- * process's wake lists at once plus a poke list of its own, and hands each
- * token to its waiter (a condition variable). A waiter joining while that
- * BLPOP is pending pushes one token to the poke list (on the shared
- * connection) so that the waker blocks again with its key; joins in the
- * meantime share that poke. Leaving costs nothing (the waker drops the key
- * at its next block). So a process keeps at most two Redis connections
- * however many of its threads wait: the shared one and the waker's. In
- * Redis Cluster one BLPOP takes keys of one slot only, and the semaphore
- * name is the hash tag: there is one waker (thread and connection) per
- * semaphore with waiters, at most CCAP_WAIT_LANES. When the waker's
- * connection fails, each waiter re-checks once, then polls every
+ * WAKER_IDLE_MS after the last, blocks with one BLPOP on the wake lists of
+ * all of the process's sleeping (armed) waiters at once plus a poke list of
+ * its own, and hands each token to its waiter (a condition variable). A
+ * woken waiter is out of the next BLPOP until it arms again to sleep; with
+ * no armed waiter the waker sleeps without a BLPOP. A waiter joining (or
+ * arming) while a BLPOP without its key is pending pushes one token to the
+ * poke list (on the shared connection) so that the waker blocks again with
+ * its key; joins in the meantime share that poke. Leaving costs nothing
+ * (the waker drops the key at its next block). So a process keeps at most
+ * two Redis connections however many of its threads wait: the shared one
+ * and the waker's. In Redis Cluster one BLPOP takes keys of one slot only,
+ * and the semaphore name is the hash tag: there is one waker (thread and
+ * connection) per semaphore with waiters, at most CCAP_WAIT_LANES. When
+ * the waker's connection fails, each waiter re-checks once, then polls every
  * CCAP_WAIT_POLL_MS until the waker blocks again.
  *
  * The waker's connection comes from a small pool (also usable directly, by
@@ -54,6 +56,7 @@
 struct ccap_waiter {
     char key[CCAP_WAIT_KEY_MAX]; /* its wake list: set before ccap_waiter_join */
     int woke;                    /* CCAP_WOKE_* bits not yet seen by the waiter */
+    bool armed;                  /* wants KEY in the waker's BLPOP (join, arm; a token ends it) */
     bool in_block;               /* KEY is in the waker's pending (or next) BLPOP */
     pthread_cond_t cv;
     struct ccap_wait_lane *lane;
@@ -74,12 +77,24 @@ struct ccap_waiter {
 int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, const char *prefix, const char *name,
                      char *poke, size_t pokelen);
 
+/* Before W (joined) sleeps again after a token: a token disarms its waiter
+ * (the waker's next BLPOP leaves its key out: a woken waiter usually takes
+ * its permit and leaves, and a key kept in the block would need a poke, a
+ * second BLPOP and a wake-up of the waker for every wait). Arms W again:
+ * returns 1 when the caller must push one token to the poke list written to
+ * POKE (as for ccap_waiter_join: the waker blocks without W's key), else 0
+ * (W armed already, or the waker will block with W's key by itself). A token
+ * pushed while W was disarmed stays in its list: no wake-up is lost.
+ * Thread-safe; no I/O. */
+int ccap_waiter_arm(struct ccap_waiter *w, char *poke, size_t pokelen);
+
 /* The poke ccap_waiter_join asked for was not sent: W polls until its key is
  * in a block, and the next join pokes. Thread-safe. */
 void ccap_waiter_poke_failed(struct ccap_waiter *w);
 
 /* Sleeps until W gets a token, its waker fails, UNTIL_MS (monotonic ms)
- * comes, or CCAP_WAIT_POLL_MS pass while W may miss a token. Returns the
+ * comes, or CCAP_WAIT_POLL_MS pass while W may miss a token (its waker
+ * failing, or blocking without W's key, or W not armed). Returns the
  * CCAP_WOKE_* bits (cleared for the next call), 0 at UNTIL_MS. Only W's
  * thread calls it. */
 int ccap_waiter_wait(struct ccap_waiter *w, long long until_ms);

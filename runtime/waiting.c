@@ -377,14 +377,21 @@ static int shed(struct wait *ws)
     return -ws->fail_errno;
 }
 
-/* Registers the waiter with its process's waker (once per wait), and
- * pokes the waker when it asks for it. */
+/* Registers the waiter with its process's waker (once per wait), or arms
+ * it again after a token (runtime/wait.h), and pokes the waker when it asks
+ * for it. */
 static void join(struct wait *ws)
 {
     char poke[CCAP_WAIT_KEY_MAX];
     const char *prefix = ws->cfg->redis.key_prefix;
-    int rc = ccap_sem_wake_key(ws->w.key, sizeof ws->w.key, prefix, ws->s->name, ws->p->holder);
+    int rc;
 
+    if (ws->joined) {
+        if (ccap_waiter_arm(&ws->w, poke, sizeof poke) == 1 && poke_waker(poke) < 0)
+            ccap_waiter_poke_failed(&ws->w);
+        return;
+    }
+    rc = ccap_sem_wake_key(ws->w.key, sizeof ws->w.key, prefix, ws->s->name, ws->p->holder);
     if (rc >= 0)
         rc = ccap_waiter_join(&ws->w, &ws->cfg->redis, prefix, ws->s->name, poke, sizeof poke);
     if (rc < 0) {
@@ -413,7 +420,7 @@ static void block(struct wait *ws)
         until = t + ws->res.wake_ms + 1;
     if (refresh < until)
         until = refresh;
-    if (!ws->joined && !ws->unjoinable)
+    if (!ws->unjoinable)
         join(ws);
     if (!ws->joined) {
         t = ccap_now_ms();

@@ -620,17 +620,62 @@ static void test_waker_one_connection(void **state)
     freeReplyObject(redisCommand(CLI, "LPUSH %s w", b.key));
     assert_int_equal(ccap_waiter_wait(&b, ccap_now_ms() + 10000), CCAP_WOKE_TOKEN);
     assert_int_equal(ccap_waiter_wait(&a, ccap_now_ms() + 50), 0); /* not a's token */
+    assert_int_equal(ccap_waiter_arm(&b, poke, sizeof poke), 1);   /* back to sleep: a's block lacks b */
+    freeReplyObject(redisCommand(CLI, "RPUSH %s p", poke));
     freeReplyObject(redisCommand(CLI, "LPUSH %s w", a.key));
     assert_int_equal(ccap_waiter_wait(&a, ccap_now_ms() + 10000), CCAP_WOKE_TOKEN);
-    wait_blocked(1); /* still one connection for both */
+    wait_blocked(1); /* still one connection for both: b's key */
     ccap_waiter_leave(&b);
 
     snprintf(b.key, sizeof b.key, PFX "{u}:wake:c");
+    assert_int_equal(ccap_waiter_arm(&a, poke, sizeof poke), 1);                /* the block lacks a */
+    assert_int_equal(ccap_waiter_join(&b, &c, PFX, "u", poke, sizeof poke), 0); /* a's poke is on its way */
+    freeReplyObject(redisCommand(CLI, "RPUSH %s p", poke));
+    assert_int_equal(ccap_waiter_wait(&a, ccap_now_ms() + 100), 0);
+    ccap_waiter_leave(&b);
+    snprintf(b.key, sizeof b.key, PFX "{u}:wake:d");
     assert_int_equal(ccap_waiter_join(&b, &c, PFX, "u", poke, sizeof poke), 1);
     ccap_waiter_poke_failed(&b);
     assert_int_equal(ccap_waiter_wait(&b, ccap_now_ms() + 60000), CCAP_WOKE_POLL);
     ccap_waiter_leave(&b);
     ccap_waiter_leave(&a);
+}
+
+/* A waiter woken by a token is out of the waker's next BLPOP: with no other
+ * waiter armed the waker holds none (no BLPOP on a key that the woken
+ * waiter, taking its permit, abandons), and the next waiter of the process
+ * joins without a poke. A token pushed while its waiter is disarmed wakes it
+ * as soon as it arms again. */
+static void test_waker_disarms_woken(void **state)
+{
+    struct ccap_redis_conf c = conf_for(fx.sock);
+    struct ccap_waiter a, b;
+    char poke[CCAP_WAIT_KEY_MAX];
+    (void)state;
+
+    snprintf(a.key, sizeof a.key, PFX "{v}:wake:a");
+    snprintf(b.key, sizeof b.key, PFX "{v}:wake:b");
+    if (ccap_waiter_join(&a, &c, PFX, "v", poke, sizeof poke) == 1) /* an earlier test's block */
+        freeReplyObject(redisCommand(CLI, "RPUSH %s p", poke));
+    wait_blocked(1);
+    freeReplyObject(redisCommand(CLI, "LPUSH %s w", a.key));
+    assert_int_equal(ccap_waiter_wait(&a, ccap_now_ms() + 10000), CCAP_WOKE_TOKEN);
+    wait_blocked(0); /* a re-checks: nobody to block for */
+    assert_int_equal(ccap_wait_waker_count(), 1);
+
+    /* a was refused after all: it sleeps again, and a token it missed is kept */
+    freeReplyObject(redisCommand(CLI, "LPUSH %s w", a.key));
+    assert_int_equal(ccap_waiter_arm(&a, poke, sizeof poke), 0);
+    assert_int_equal(ccap_waiter_wait(&a, ccap_now_ms() + 10000), CCAP_WOKE_TOKEN);
+    ccap_waiter_leave(&a); /* granted */
+    wait_blocked(0);
+
+    /* the process's next wait: no poke, one BLPOP */
+    assert_int_equal(ccap_waiter_join(&b, &c, PFX, "v", poke, sizeof poke), 0);
+    wait_blocked(1);
+    freeReplyObject(redisCommand(CLI, "LPUSH %s w", b.key));
+    assert_int_equal(ccap_waiter_wait(&b, ccap_now_ms() + 10000), CCAP_WOKE_TOKEN);
+    ccap_waiter_leave(&b);
 }
 
 /* The semaphore's data is gone (never seen, or Redis lost it): no new
@@ -696,6 +741,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_max_waiters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wake_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_waker_one_connection, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_waker_disarms_woken, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1,0 +1,28 @@
+# wait_handoff_cost.sh -- connect loops on a full semaphore: each wait costs one BLPOP and no poke (MONITOR).
+# A woken waiter takes its permit and leaves; its process's next wait must
+# not find the waker still blocked on the old wake list (a poke: LPUSH +
+# PEXPIRE on the shared connection, and a second BLPOP, per wait).
+. "$(dirname "$0")/../lib/harness.sh"
+h_redis_start
+h_server_start 5
+h_conf "$T/c.conf" api 2 30000 60000 "127.0.0.1:$SRV_PORT"
+redis-cli -s "$REDIS_SOCK" monitor >"$T/monitor" &
+mon=$!
+_pids+=("$mon")
+sleep 0.3
+LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$PROGS/connloop" 127.0.0.1 "$SRV_PORT" 12 6 -1 >"$T/out" \
+    || h_fail "some connects failed: $(grep -v '^ok' "$T/out" | head -3)"
+[ "$(grep -c '^ok' "$T/out")" -eq 72 ] || h_fail "want 72 connects, got $(grep -c '^ok' "$T/out")"
+[ "$(h_server_stat max)" -le 2 ] || h_fail "cap exceeded: $(h_server_stat max)"
+sleep 0.3
+kill "$mon" 2>/dev/null
+# commands the clients sent (not the ones scripts ran), per wait (acquires refused)
+waits=$(h_rcli hget 'conncap:{api}:stats' denied)
+blpop=$(grep -c '^[0-9.]* \[[0-9]* unix:[^]]*\] "BLPOP"' "$T/monitor")
+pokes=$(grep -c '^[0-9.]* \[[0-9]* unix:[^]]*\] "LPUSH"' "$T/monitor")
+h_note "waits $waits: BLPOP $blpop, pokes $pokes"
+[ "${waits:-0}" -ge 20 ] || h_fail "too few waits to judge: ${waits:-0}"
+per_wait=$(awk -v b="$blpop" -v p="$pokes" -v w="$waits" 'BEGIN {printf "%.2f BLPOP, %.2f pokes", b / w, p / w}')
+awk -v b="$blpop" -v p="$pokes" -v w="$waits" 'BEGIN {exit !(b <= 1.3 * w && p <= 0.15 * w)}' \
+    || h_fail "per wait: $per_wait (want <= 1.3, <= 0.15)"
+echo ok
