@@ -45,4 +45,24 @@ sleep 2
 cli set-limit api 1 >/dev/null || h_fail "set-limit failed"
 ms=$(full_for "$T/c.conf")
 [ "$ms" -lt 1500 ] || h_fail "set-limit 1 again: full_for_ms $ms counts from the refusal under the first set-limit 1"
+
+# a holder that comes back without a grant (its process stalled past its
+# lease, the other holder's heartbeat swept it, its own heartbeat added it
+# again) fills the semaphore again: full from then on, not since the fill
+# before the stall
+h_conf "$T/s.conf" st 2 1500 100 "127.0.0.1:$SRV_PORT"
+LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/s.conf" "$PROGS/hold" 127.0.0.1 "$SRV_PORT" 60000 >/dev/null 2>&1 &
+a=$!
+WAIT_S=10 h_wait_for h_holders_is st 1 || h_fail "st: A got no permit"
+LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/s.conf" "$PROGS/hold" 127.0.0.1 "$SRV_PORT" 60000 >/dev/null 2>&1 &
+WAIT_S=10 h_wait_for h_holders_is st 2 || h_fail "st: C got no permit"
+kill -STOP $a
+sleep 4 # A's lease (1.5 s) ends: one permit free
+ms=$(full_for "$T/s.conf")
+[ "$ms" -eq 0 ] || h_fail "st: A stalled past its lease, yet full_for_ms $ms"
+kill -CONT $a
+WAIT_S=10 h_wait_for h_holders_is st 2 || h_fail "st: A did not come back"
+[ "$(h_rcli hget 'conncap:{st}:stats' reregistered)" -ge 1 ] || h_fail "st: A was not re-registered"
+ms=$(full_for "$T/s.conf")
+[ "$ms" -lt 2000 ] || h_fail "st: full_for_ms $ms after A came back counts the 4 s a permit was free"
 echo ok
