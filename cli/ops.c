@@ -232,6 +232,8 @@ static void stat_field(struct ccap_ops_sem *out, const char *f, long long v)
         out->wait_sum_ms = v;
     else if (!strcmp(f, CCAP_STAT_FULL_SINCE))
         out->full_since_ms = v;
+    else if (!strcmp(f, CCAP_STAT_FULL_LIMIT))
+        out->full_limit = v;
     else if (!strcmp(f, "wait_le_inf"))
         out->bucket[CCAP_WAIT_N_BOUNDS] = v;
     else if (!strncmp(f, "wait_le_", 8))
@@ -281,6 +283,7 @@ int ccap_ops_read(struct ccap_redis *r, const struct ccap_config *cfg, const str
     out->conf = s;
     out->now_ms = now_ms;
     out->full_since_ms = -1;
+    out->full_limit = -1;
     if (ccap_sem_key(lk, sizeof lk, pfx, s->name, CCAP_KEY_LIMIT) < 0 ||
         ccap_sem_key(hk, sizeof hk, pfx, s->name, CCAP_KEY_HOLDERS) < 0 ||
         ccap_sem_key(wk, sizeof wk, pfx, s->name, CCAP_KEY_WAITERS) < 0 ||
@@ -317,7 +320,7 @@ int ccap_ops_read(struct ccap_redis *r, const struct ccap_config *cfg, const str
 
 long long ccap_ops_full_for_ms(const struct ccap_ops_sem *s)
 {
-    if (s->holders < s->limit || s->full_since_ms < 0)
+    if (s->holders < s->limit || s->full_since_ms < 0 || (s->full_limit >= 0 && s->full_limit != s->limit))
         return 0;
     return s->now_ms > s->full_since_ms ? s->now_ms - s->full_since_ms : 0;
 }

@@ -59,6 +59,7 @@ struct ccap_ops_sem {
     bool override;           /* the limit key is set */
     long long waiters;       /* acquirers refused and still waiting */
     long long full_since_ms; /* server ms since no permit is free, or -1 */
+    long long full_limit;    /* the limit full_since_ms was set under, -1 unknown (older stats format) */
     long long counter[CCAP_OPS_N_COUNTERS];
     long long bucket[CCAP_WAIT_N_BOUNDS + 1]; /* per bucket (not cumulative); last: > 10 s */
     long long wait_count, wait_sum_ms;
@@ -71,7 +72,9 @@ struct ccap_ops_sem {
 int ccap_ops_read(struct ccap_redis *r, const struct ccap_config *cfg, const struct ccap_sem_conf *s,
                   long long now_ms, struct ccap_ops_sem *out);
 
-/* ms for which no permit has been free (0 when one is), from a reading. */
+/* ms for which no permit has been free (0 when one is), from a reading:
+ * 0 too when full_since was set under another limit than the one in force
+ * (the semaphore became full again by a lowered limit, not by a grant). */
 long long ccap_ops_full_for_ms(const struct ccap_ops_sem *s);
 
 /* The Q-quantile (0 < Q < 1) of the waits counted in BUCKET (per-bucket

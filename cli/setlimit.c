@@ -47,6 +47,24 @@ static void print_result(const struct ccap_sem_conf *s, long long v, const redis
     }
 }
 
+/* Deletes S's full_since gauge (and its full_limit), as `conncap reset`
+ * does: it dates the last fill under some limit, and the scripts set it
+ * anew at the next fill or refusal under the new one; left, a limit
+ * lowered under the holders would read as full since that older fill.
+ * Returns 0 or -errno (the error in R). */
+static int forget_full_since(struct ccap_redis *r, const struct ccap_config *cfg, const struct ccap_sem_conf *s)
+{
+    char key[600];
+    redisReply *rep = NULL;
+    if (ccap_sem_key(key, sizeof key, cfg->redis.key_prefix, s->name, CCAP_KEY_STATS) < 0)
+        return -ENAMETOOLONG;
+    const char *hdel[] = { "HDEL", key, CCAP_STAT_FULL_SINCE, CCAP_STAT_FULL_LIMIT };
+    int rc = ccap_redis_command(r, 4, hdel, &rep);
+    if (rep)
+        freeReplyObject(rep);
+    return rc;
+}
+
 int ccap_cmd_set_limit(int argc, char **argv)
 {
     struct ccap_cli_opts o;
@@ -94,6 +112,8 @@ int ccap_cmd_set_limit(int argc, char **argv)
                              "limit", def ? "default" : val };
         if (ccap_ops_audit(r, cfg, s->name, kv, 6) < 0)
             fprintf(stderr, "conncap set-limit: audit stream: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
+        if (forget_full_since(r, cfg, s) < 0)
+            fprintf(stderr, "conncap set-limit: full_since: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
         /* a raised limit frees permits: the waiters sleep until told */
         if (ccap_ops_wake_queue(r, cfg, s, -1) < 0)
             fprintf(stderr, "conncap set-limit: waking the waiters: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));

@@ -8,7 +8,8 @@
 --          or failover), 0 to only count them
 -- ARGV[3..] holder ids (the caller sends bounded batches: sem.c's
 --          CCAP_SEM_RENEW_BATCH)
--- Counts re-added holders (reregistered) and swept ones (reclaimed).
+-- Counts re-added holders (reregistered) and swept ones (reclaimed); a
+-- holder re-added, or renewed after its lease ended, deletes full_since.
 -- Returns the number of holders that were missing from the set.
 --
 -- Present holders get expiry now + lease (server TIME); that includes one
@@ -38,10 +39,13 @@ local now_s, expiry = string.format('%d', now), string.format('%d', now + lease)
 local missing, n = 0, #ARGV - 2
 if n > 0 then
     local scores = redis.call('ZMSCORE', holders, unpack(ARGV, 3))
-    local zadd = { 'ZADD', holders }
+    local zadd, back = { 'ZADD', holders }, false
     for i = 1, n do
         local id = ARGV[i + 2]
         if not scores[i] then missing = missing + 1 end
+        -- a holder added again, or whose lease had ended, comes back
+        -- without a grant: it may fill the semaphore again
+        if (scores[i] and tonumber(scores[i]) <= now) or (not scores[i] and add_missing) then back = true end
         if scores[i] or add_missing then
             zadd[#zadd + 1] = expiry
             zadd[#zadd + 1] = id
@@ -59,6 +63,10 @@ if n > 0 then
     end
     if #hset > 2 then redis.call(unpack(hset)) end
     if add_missing and missing > 0 then redis.call('HINCRBY', stats, 'reregistered', missing) end
+    -- full_since dates a fill by a grant (acquire.lua); a semaphore filled
+    -- again by holders coming back was not full all that time: the next
+    -- refusal or filling grant sets it anew
+    if back then redis.call('HDEL', stats, 'full_since', 'full_limit') end
 end
 
 -- the holders whose lease ended, at most SWEEP of them

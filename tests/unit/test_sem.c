@@ -944,6 +944,32 @@ static void test_stats_full_since(void **state)
     assert_int_equal(stat_of("full", CCAP_STAT_FULL_SINCE), fs3);
 }
 
+/* A holder that comes back without a grant (added again by its renewal,
+ * or renewed after its lease ended) deletes full_since: the semaphore was
+ * not full all the time since the fill it dates. A plain renewal keeps it. */
+static void test_renew_back_forgets_full_since(void **state)
+{
+    (void)state;
+
+    assert_int_equal(acq("fb", "A", 10000, 2).granted, 1);
+    assert_int_equal(acq("fb", "B", 10000, 2).granted, 1); /* fills it */
+    long long fs = stat_of("fb", CCAP_STAT_FULL_SINCE);
+    assert_true(fs > 0);
+    assert_int_equal(renew("fb", (const char *[]){ "A", "B" }, 2, 10000, 1), 0);
+    assert_int_equal(stat_of("fb", CCAP_STAT_FULL_SINCE), fs);
+    cli_ok("ZREM " PFX "{fb}:holders B"); /* Redis lost B */
+    assert_int_equal(renew("fb", (const char *[]){ "A", "B" }, 2, 10000, 1), 1);
+    assert_int_equal(stat_of("fb", CCAP_STAT_FULL_SINCE), -1);
+    assert_int_equal(stat_of("fb", CCAP_STAT_FULL_LIMIT), -1);
+    /* B's lease ended, nobody swept it: its renewal brings it back */
+    assert_int_equal(t_release(R, PFX, "fb", "B"), 1);
+    assert_int_equal(acq("fb", "B", 300, 2).granted, 1); /* fills it again */
+    assert_true(stat_of("fb", CCAP_STAT_FULL_SINCE) > 0);
+    fx_sleep_ms(400);
+    assert_int_equal(renew("fb", (const char *[]){ "B" }, 1, 10000, 1), 0);
+    assert_int_equal(stat_of("fb", CCAP_STAT_FULL_SINCE), -1);
+}
+
 /* ---- the scripts' fast path: what it skips must stay true ---- */
 
 /* The shim's acquire (queue and rate keys, no rate), trying once. */
@@ -1304,6 +1330,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stats_since_and_reclaimed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stats_reregistered_and_fallback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stats_full_since, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_renew_back_forgets_full_since, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ttl_threshold_mixed_leases, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ttl_after_lost_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reask_below_limit, setup, teardown),
