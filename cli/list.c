@@ -161,16 +161,27 @@ static int read_since(struct ccap_redis *r, const char *key, struct ccap_ops_lis
 }
 
 /* The since hash holds the acquire times of holders renewed at least once
- * (lua/renew.lua); one never renewed was granted at its lease expiry minus
- * NAME's lease (a grant writes no acquire time: it costs a call per pair). */
-static void granted_at(const struct ccap_config *cfg, const char *name, struct ccap_ops_list *l)
+ * (lua/renew.lua); a grant writes none (it would cost a call per connect).
+ * One not renewed yet was granted at its lease expiry minus its own lease,
+ * taken as NAME's lease_ms in CFG; and as its first renewal comes at a
+ * third of its own lease, it is younger than half the lease it has left
+ * (its age a <= L/3 and lease left L - a >= 2L/3). The later of the two
+ * bounds is its acquire time: exact when the holder's lease is CFG's, and
+ * at most half its lease left off when it was granted a shorter one (a
+ * scripts' configuration), instead of the difference of the leases. NOW_MS:
+ * server time of the reading. */
+static void granted_at(const struct ccap_config *cfg, const char *name, long long now_ms, struct ccap_ops_list *l)
 {
     int i = ccap_config_sem_index(cfg, name);
     if (i < 0)
         return;
-    for (size_t k = 0; k < l->n; k++)
-        if (l->v[k].since_ms < 0)
-            l->v[k].since_ms = l->v[k].expiry_ms - cfg->sems[i].lease_ms;
+    for (size_t k = 0; k < l->n; k++) {
+        struct ccap_ops_entry *e = &l->v[k];
+        long long left = e->expiry_ms - now_ms, by_lease = e->expiry_ms - cfg->sems[i].lease_ms;
+        long long by_left = now_ms - (left > 0 ? left : 0) / 2;
+        if (e->since_ms < 0)
+            e->since_ms = by_lease > by_left ? by_lease : by_left;
+    }
 }
 
 int ccap_ops_list_holders(struct ccap_redis *r, const struct ccap_config *cfg, const char *name, long long now_ms,
@@ -188,12 +199,12 @@ int ccap_ops_list_holders(struct ccap_redis *r, const struct ccap_config *cfg, c
         dedupe(out);
     if (rc == 0 && since)
         rc = read_since(r, sk, out);
-    if (rc == 0 && since)
-        granted_at(cfg, name, out);
     if (rc == 0 && (out->end_ms = ccap_ops_server_ms(r)) < 0)
         rc = -EIO;
     if (out->end_ms < now_ms)
         out->end_ms = now_ms;
+    if (rc == 0 && since)
+        granted_at(cfg, name, out->end_ms, out);
     if (rc < 0)
         ccap_ops_list_free(out);
     return rc;

@@ -330,8 +330,8 @@ int ccap_sem_reset(struct ccap_redis *r, const char *prefix, const char *name, c
         return rc;
     ccap_fmt_ll(num, n);
     if ((rc = sem_cmd(r, NULL, 2, (const char *[]){ "DEL", k[1] }, NULL)) < 0 ||
-        (rc = sem_cmd(r, NULL, 4, (const char *[]){ "HDEL", k[2], CCAP_STAT_FULL_SINCE, CCAP_STAT_FULL_LIMIT }, NULL)) <
-            0 ||
+        (rc = sem_cmd(r, NULL, 4, (const char *[]){ "HDEL", k[2], CCAP_STAT_FULL_SINCE, CCAP_STAT_FULL_LIMIT },
+                      NULL)) < 0 ||
         (rc = sem_cmd(r, NULL, 4, (const char *[]){ "HINCRBY", k[2], CCAP_STAT_RESET_DROPPED, num }, NULL)) < 0)
         return rc;
     if (strcmp(audit, "0") != 0 && (rc = sem_cmd(r, NULL, 12,
