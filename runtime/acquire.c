@@ -73,14 +73,18 @@ int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, struct
         free(p);
         return rc;
     }
+    /* read before attaching: from then on the heartbeat writes the flags
+     * (under the table lock) */
+    bool local = p->flags & CCAP_PERMIT_LOCAL;
+    int lease_ms = p->lease_ms;
     if (ccap_ptab_attach(fd, p) < 0) {
         ccap_log(CCAP_LOG_WARN, "descriptor %d is beyond the permit table: not counted", fd);
         ccap_rt_release(p);
         return 0;
     }
     t->permit = p;
-    if (ccap_rt.hooks.permit_taken && !(p->flags & CCAP_PERMIT_LOCAL))
-        ccap_rt.hooks.permit_taken(p->lease_ms);
+    if (ccap_rt.hooks.permit_taken && !local)
+        ccap_rt.hooks.permit_taken(lease_ms);
     else
         ccap_rt_kick();
     return 0;
