@@ -166,29 +166,44 @@ struct ccap_permit *ccap_ptab_dup(int oldfd, int newfd)
     return gone;
 }
 
-int ccap_ptab_sweep(struct ccap_permit **orphans)
+/* Calls FN(FD, SLOT, P, ARG) for every tracked descriptor. Under lock. */
+static void each_slot_locked(void (*fn)(int fd, slot_t *s, struct ccap_permit *p, void *arg), void *arg)
 {
-    int dropped = 0;
-    *orphans = NULL;
-    pthread_mutex_lock(&lock);
     for (int c = 0; c < N_CHUNKS && n_all > 0; c++) {
         slot_t *ch = atomic_load_explicit(&chunks[c], memory_order_relaxed);
         if (!ch)
             continue;
         for (int i = 0; i < CHUNK_SIZE; i++) {
             struct ccap_permit *p = atomic_load_explicit(&ch[i], memory_order_relaxed);
-            if (!p || same_file(c * CHUNK_SIZE + i, p))
-                continue;
-            dropped++;
-            struct ccap_permit *o = drop_locked(&ch[i]);
-            if (o) {
-                o->next = *orphans;
-                *orphans = o;
-            }
+            if (p)
+                fn(c * CHUNK_SIZE + i, &ch[i], p, arg);
         }
     }
+}
+
+struct sweep {
+    int dropped;
+    struct ccap_permit *orphans;
+};
+
+/* ccap_ptab_sweep's worker: drops FD's entry if FD is no longer P's socket. */
+static void sweep_one(int fd, slot_t *s, struct ccap_permit *p, void *arg)
+{
+    struct sweep *sw = arg;
+    if (same_file(fd, p))
+        return;
+    sw->dropped++;
+    push(&sw->orphans, drop_locked(s));
+}
+
+int ccap_ptab_sweep(struct ccap_permit **orphans)
+{
+    struct sweep sw = { 0, NULL };
+    pthread_mutex_lock(&lock);
+    each_slot_locked(sweep_one, &sw);
     pthread_mutex_unlock(&lock);
-    return dropped;
+    *orphans = sw.orphans;
+    return sw.dropped;
 }
 
 void ccap_ptab_each(void (*fn)(struct ccap_permit *p, void *arg), void *arg)
@@ -295,21 +310,6 @@ static bool survives_exec(int fd)
 {
     int fl = fcntl(fd, F_GETFD);
     return fl >= 0 && !(fl & FD_CLOEXEC);
-}
-
-/* Calls FN(FD, SLOT, P, ARG) for every tracked descriptor. Under lock. */
-static void each_slot_locked(void (*fn)(int fd, slot_t *s, struct ccap_permit *p, void *arg), void *arg)
-{
-    for (int c = 0; c < N_CHUNKS && n_all > 0; c++) {
-        slot_t *ch = atomic_load_explicit(&chunks[c], memory_order_relaxed);
-        if (!ch)
-            continue;
-        for (int i = 0; i < CHUNK_SIZE; i++) {
-            struct ccap_permit *p = atomic_load_explicit(&ch[i], memory_order_relaxed);
-            if (p)
-                fn(c * CHUNK_SIZE + i, &ch[i], p, arg);
-        }
-    }
 }
 
 struct split {
