@@ -61,8 +61,7 @@ instr() {
 # ROWS=name,...: only those sections (core: rows 1-6; scale, fleet: bench/scale.sh); all by default
 only() { [ -z "${ROWS:-}" ] || [[ ",$ROWS," == *",$1,"* ]]; }
 rows=()
-row() { rows+=("$(printf '| %-60s | %-24s | %-8s | %-8s |' "$1" "$2" "$3" "$4")"); }
-verdict() { awk -v v="$1" -v t="$2" 'BEGIN {print (v <= t) ? "ok" : "MISSED"}'; }
+. bench/lib.sh
 
 # ---- calibration: instructions per ns of this machine ----
 ipns=""

@@ -33,6 +33,7 @@ scale_rows() {
 # there (slows Redis down; for bench/fleet_breakdown.py).
 scale_fleet() {
     local procs=100 iters=${FLEET_ITERS:-20} hold=5 limit=10 main_sock=${REDIS_SOCK:-} main_pid=${REDIS_PID:-}
+    [ -x "$BUILD/progs/connloop" ] || { row "fleet row" "no $BUILD/progs/connloop: run make test-build" "" ""; return; }
     h_redis_start fleet
     if [ "${FLEET_SERVER:-}" = countserver ]; then
         h_server_start 60000
@@ -89,8 +90,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     cd "$ROOT"
     . tests/lib/harness.sh
     rows=()
-    row() { rows+=("$(printf '| %-60s | %-24s | %-8s | %-8s |' "$1" "$2" "$3" "$4")"); }
-    verdict() { awk -v v="$1" -v t="$2" 'BEGIN {print (v <= t) ? "ok" : "MISSED"}'; }
+    . bench/lib.sh
     scale_fleet
     printf '%s\n' "${rows[@]}"
 fi

@@ -17,8 +17,7 @@ B="$BUILD/bench"
 mkdir -p "$B"
 cc -O2 -g -o "$B/hold" tests/progs/hold.c && cc -O2 -g -o "$B/taskhold" tests/progs/taskhold.c || exit 1
 rows=()
-row() { rows+=("$(printf '| %-60s | %-24s | %-8s | %-8s |' "$1" "$2" "$3" "$4")"); }
-verdict() { awk -v v="$1" -v t="$2" 'BEGIN {print (v <= t) ? "ok" : "MISSED"}'; }
+. bench/lib.sh
 
 h_redis_start
 h_server_start 600000; MP=$SRV_PORT                     # matched: accept, hold until EOF

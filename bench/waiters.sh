@@ -81,8 +81,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     cd "$ROOT"
     . tests/lib/harness.sh
     rows=()
-    row() { rows+=("$(printf '| %-60s | %-24s | %-8s | %-8s |' "$1" "$2" "$3" "$4")"); }
-    verdict() { awk -v v="$1" -v t="$2" 'BEGIN {print (v <= t) ? "ok" : "MISSED"}'; }
+    . bench/lib.sh
     waiters_rows "${1:-15}"
     printf '%s\n' "${rows[@]}"
 fi
