@@ -985,7 +985,7 @@ static int set_defaults(struct ccap_config *cfg)
     cfg->redis.command_timeout_ms = 200;
     cfg->on_timeout_errno = ETIMEDOUT;
     cfg->on_redis_down = CCAP_DOWN_OPEN;
-    cfg->nonblocking = CCAP_NONBLOCK_FAIL;
+    cfg->nonblocking = CCAP_NONBLOCK_QUEUE;
     cfg->nonblocking_errno = ECONNREFUSED;
     cfg->log_level = CCAP_LOG_WARN;
     cfg->log_target = CCAP_LOG_STDERR;
@@ -1021,7 +1021,7 @@ static int get_errno(struct ctx *c, const config_setting_t *root, const char *na
 static int load_top(struct ctx *c, const config_setting_t *root, struct ccap_config *cfg)
 {
     static const char *const down[] = { "open", "closed", "local", NULL };
-    static const char *const nonblock[] = { "wait", "fail", NULL };
+    static const char *const nonblock[] = { "wait", "fail", "queue", NULL };
     static const char *const levels[] = { "error", "warn", "info", "debug", NULL };
     static const char *const targets[] = { "stderr", "syslog", NULL };
     const config_setting_t *s;
@@ -1061,7 +1061,7 @@ static int load_top(struct ctx *c, const config_setting_t *root, struct ccap_con
                     "\"ECONNREFUSED\" or \"ETIMEDOUT\"");
     int down_i = (int)cfg->on_redis_down, nb_i = (int)cfg->nonblocking;
     if ((rc = get_choice(c, root, "on_redis_down", down, "\"open\", \"closed\" or \"local\"", &down_i)) < 0 ||
-        (rc = get_choice(c, root, "nonblocking", nonblock, "\"wait\" or \"fail\"", &nb_i)) < 0 ||
+        (rc = get_choice(c, root, "nonblocking", nonblock, "\"queue\", \"wait\" or \"fail\"", &nb_i)) < 0 ||
         (rc = get_choice(c, root, "log_level", levels, "\"error\", \"warn\", \"info\" or \"debug\"",
                          &cfg->log_level)) < 0 ||
         (rc = get_choice(c, root, "log", targets, "\"stderr\" or \"syslog\"", &cfg->log_target)) < 0 ||

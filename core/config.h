@@ -13,7 +13,10 @@
 #define CCAP_CONF_MAX_PATTERNS 16384
 
 enum ccap_down_policy { CCAP_DOWN_OPEN = 0, CCAP_DOWN_CLOSED, CCAP_DOWN_LOCAL };
-enum ccap_nonblock_policy { CCAP_NONBLOCK_WAIT = 0, CCAP_NONBLOCK_FAIL };
+/* A non-blocking connect with no permit free: queued (EINPROGRESS, the
+ * descriptor parked until its permit comes: runtime/queued.c), the thread
+ * waits as for a blocking one, or it fails at once (a circuit breaker). */
+enum ccap_nonblock_policy { CCAP_NONBLOCK_WAIT = 0, CCAP_NONBLOCK_FAIL, CCAP_NONBLOCK_QUEUE };
 
 /* TLS to Redis (redis.tls, rediss://). Paths are absolute. */
 struct ccap_tls_conf {
@@ -89,7 +92,7 @@ struct ccap_config {
     size_t n_rules;
     int on_timeout_errno;                  /* default ETIMEDOUT */
     enum ccap_down_policy on_redis_down;   /* default open */
-    enum ccap_nonblock_policy nonblocking; /* default fail */
+    enum ccap_nonblock_policy nonblocking; /* default queue */
     int nonblocking_errno;                 /* default ECONNREFUSED; never an in-progress errno */
     int log_level;                         /* enum ccap_log_level, default warn */
     int log_target;                        /* enum ccap_log_target, default stderr */

@@ -1,10 +1,13 @@
 /* acquire.c -- a connect's permit: classify the destination, take a permit for a matched TCP connect, undo a failed one. */
 #include <errno.h>
+#include <fcntl.h>
+#include <string.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include "log.h"
+#include "queued.h"
 #include "reload.h"
 #include "rt_int.h"
 #include "waiting.h"
@@ -45,7 +48,59 @@ static struct ccap_permit *new_permit(const struct ccap_sem_conf *s, size_t sem,
     return p;
 }
 
-int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, struct ccap_ticket *t)
+int ccap_rt_permit_attach(int fd, struct ccap_permit *p)
+{
+    /* read before attaching: from then on the heartbeat writes the flags
+     * (under the table lock) */
+    bool local = p->flags & CCAP_PERMIT_LOCAL;
+    int lease_ms = p->lease_ms;
+    if (ccap_ptab_attach(fd, p) < 0) {
+        ccap_log(CCAP_LOG_WARN, "descriptor %d is beyond the permit table: not counted", fd);
+        return -EBADF;
+    }
+    if (ccap_rt.hooks.permit_taken && !local)
+        ccap_rt.hooks.permit_taken(lease_ms);
+    else
+        ccap_rt_kick();
+    return 0;
+}
+
+/* How a connect on FD waits (waiting.h), and whether it may queue. */
+static int wait_mode(const struct ccap_config *cfg, int fd, bool may_queue, bool *queue)
+{
+    int fl = fcntl(fd, F_GETFL);
+
+    *queue = false;
+    if (fl < 0 || !(fl & O_NONBLOCK))
+        return CCAP_WAIT_BLOCK;
+    switch (cfg->nonblocking) {
+    case CCAP_NONBLOCK_FAIL: return CCAP_WAIT_AT_ONCE;
+    case CCAP_NONBLOCK_QUEUE: *queue = may_queue; return may_queue ? CCAP_WAIT_BLOCK : CCAP_WAIT_NONBLOCK;
+    default: return CCAP_WAIT_NONBLOCK;
+    }
+}
+
+/* A non-blocking connect that is to queue: one attempt here; with no permit
+ * free its wait goes on in the queue (runtime/queued.c), or in this thread
+ * when the queue cannot take it. Returns as ccap_rt_wait_for_permit, or 2
+ * when queued. */
+static int queue_or_wait(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd,
+                         const struct sockaddr *sa, socklen_t len)
+{
+    struct ccap_wait *ws;
+    int rc = ccap_rt_wait_start(s, sem, p, &ws);
+
+    if (rc != 0)
+        return rc;
+    rc = ccap_q_enqueue(fd, sa, len, p, ws, s->wait_timeout_ms + CCAP_Q_SPARE_MS);
+    if (rc == 0)
+        return 2;
+    ccap_log(CCAP_LOG_WARN, "connect of descriptor %d cannot be queued (%s): it waits for a permit of %s", fd,
+             strerror(-rc), s->name);
+    return ccap_rt_wait_resume(ws);
+}
+
+int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, bool may_queue, struct ccap_ticket *t)
 {
     t->permit = NULL;
     if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
@@ -68,25 +123,20 @@ int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, struct
     struct ccap_permit *p = new_permit(s, rule->sem, fd, sa);
     if (!p)
         return 0;
-    int rc = ccap_rt_wait_for_permit(s, rule->sem, p, fd);
+    bool queue;
+    int mode = wait_mode(cfg, fd, may_queue, &queue);
+    int rc = queue ? queue_or_wait(s, rule->sem, p, fd, sa, len) : ccap_rt_wait_for_permit(s, rule->sem, p, mode);
+    if (rc == 2)
+        return CCAP_RT_QUEUED;
     if (rc < 0) {
         free(p);
         return rc;
     }
-    /* read before attaching: from then on the heartbeat writes the flags
-     * (under the table lock) */
-    bool local = p->flags & CCAP_PERMIT_LOCAL;
-    int lease_ms = p->lease_ms;
-    if (ccap_ptab_attach(fd, p) < 0) {
-        ccap_log(CCAP_LOG_WARN, "descriptor %d is beyond the permit table: not counted", fd);
+    if (ccap_rt_permit_attach(fd, p) < 0) {
         ccap_rt_release(p);
         return 0;
     }
     t->permit = p;
-    if (ccap_rt.hooks.permit_taken && !local)
-        ccap_rt.hooks.permit_taken(lease_ms);
-    else
-        ccap_rt_kick();
     return 0;
 }
 

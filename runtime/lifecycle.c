@@ -3,6 +3,7 @@
 #include "breaker.h"
 #include "handoff.h"
 #include "permit.h"
+#include "queued.h"
 #include "redis.h"
 #include "reload.h"
 #include "rt_int.h"
@@ -10,7 +11,7 @@
 #include "waiting.h"
 
 /* The order, and why:
- *   prepare: waiters' pool -> live configuration (its lock, then the name
+ *   prepare: the queued connects' lock -> the waits' -> waiters' pool -> live configuration (its lock, then the name
  *            map's) -> the runtime's rlock -> permit table.
  *            Outer locks first: a thread holding rlock never takes the
  *            reload lock or the pool's, so this order cannot deadlock.
@@ -21,11 +22,13 @@
  *            empty, state), the permit table, the Redis client, counters,
  *            breaker, holder nonce, exec hand-over -- then the live
  *            configuration, the shim's threads (hooks.fork_child: the
- *            heartbeat and watch threads are gone), core's Redis fork
+ *            heartbeat and watch threads are gone; the shim replaces
+ *            the queued connects' descriptors, ccap_q_fork_child), core's Redis fork
  *            counter, and the waiters' pool last.
  * Each handler is safe when its module was never used. */
 static void fork_prepare(void)
 {
+    ccap_q_fork_prepare();
     ccap_rt_waits_fork_prepare();
     ccap_wait_fork_prepare();
     ccap_live_fork_prepare();
@@ -40,6 +43,7 @@ static void fork_parent(void)
     ccap_live_fork_parent();
     ccap_wait_fork_parent();
     ccap_rt_waits_fork_parent();
+    ccap_q_fork_parent();
 }
 
 static void fork_child(void)

@@ -67,17 +67,29 @@ void ccap_rt_kick(void);
 
 /* Before the real connect(FD, SA, LEN). Loads the configuration on first
  * use. For an AF_INET/AF_INET6 TCP socket to a matched destination, takes a
- * permit (waiting up to the semaphore's wait_timeout_ms, with capped
- * exponential backoff and jitter) and stores it in *T. Returns 0 to go on
- * with the real connect, or -errno to fail it without any SYN: the
- * configured on_timeout errno when no permit came in time, nonblocking_errno
- * for a non-blocking socket (at once, after one Redis round trip, under
- * nonblocking = "fail", or under "wait" when this process already holds a
- * permit of that semaphore), -ECONNREFUSED when Redis is down and
- * on_redis_down is "closed". Unmatched destinations
- * cost a rule scan: no Redis call, no lock. A socket that already holds a
- * permit (connect called again) takes no second one. Thread-safe. */
-int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, struct ccap_ticket *t);
+ * permit and stores it in *T. A blocking socket waits up to the semaphore's
+ * wait_timeout_ms (a fair FIFO queue, runtime/waiting.h). A non-blocking one
+ * under nonblocking = "queue" (the default) and MAY_QUEUE makes one attempt
+ * and, with no permit free, is queued (runtime/queued.h): returns
+ * CCAP_RT_QUEUED, and the hook returns -1/EINPROGRESS without the real
+ * connect (which the queue makes when the permit comes). Under "wait" it
+ * waits as a blocking one; under "fail" it fails at once (after one Redis
+ * round trip) with nonblocking_errno. Returns 0 to go on with the real
+ * connect, CCAP_RT_QUEUED, or -errno to fail it without any SYN: the
+ * configured on_timeout errno when no permit came in time (nonblocking_errno
+ * under "wait" and "fail"), -ECONNREFUSED when Redis is down and
+ * on_redis_down is "closed". Unmatched destinations cost a rule scan: no
+ * Redis call, no lock. A socket that already holds a permit (connect called
+ * again) takes no second one. Thread-safe. */
+#define CCAP_RT_QUEUED 1
+/* How long a placeholder outlives its wait's deadline (then the kernel ends
+ * it with ETIMEDOUT, if nothing else did). */
+#define CCAP_Q_SPARE_MS 5000
+int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, bool may_queue, struct ccap_ticket *t);
+
+/* Puts granted permit P in the table for FD and makes sure renewal runs.
+ * Returns 0, or -errno (FD beyond the table: P is still the caller's). */
+int ccap_rt_permit_attach(int fd, struct ccap_permit *p);
 
 /* After the real connect returned RC with errno ERR: a permit taken by this
  * call is given back at once unless the connect succeeded or is still in

@@ -1,6 +1,6 @@
 /* waiting.c -- a connect's wait for a permit: fair queue, tokens from the process's waker, rate, deadline, on_redis_down. */
 #include <errno.h>
-#include <fcntl.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
@@ -14,17 +14,17 @@
 #include "waiting.h"
 
 #define WAIT_DOWN_NAP_MS 50     /* Redis down and the local limit full: re-check this often */
-#define WAIT_GUARD_POLL_MS 1000 /* nonblocking = "wait": looks this often whether the process got a permit */
+#define WAIT_ALIVE_MS 1000      /* a queued connect: looks this often whether its descriptor is still open */
 #define WAIT_TICKET_MIN_MS 3000 /* the shortest ticket TTL (short leases) */
 
 /* One wait: what the attempts carry from one to the next. */
-struct wait {
+struct ccap_wait {
     const struct ccap_config *cfg;
     const struct ccap_sem_conf *s;
     size_t sem;
     struct ccap_permit *p;
-    bool guard;      /* non-blocking under "wait": stop once this process holds a permit of S */
     bool at_once;    /* a non-blocking connect that was not to wait at all */
+    bool heap;       /* allocated by ccap_rt_wait_start: freed by ccap_rt_wait_resume */
     bool in_redis;   /* Redis may keep a ticket or a permit of P's holder id */
     bool left_queue; /* the last attempt left the queue */
     bool joined;     /* W is registered with the waker */
@@ -34,16 +34,20 @@ struct wait {
     struct ccap_sem_req q;
     struct ccap_sem_result res;
     struct ccap_waiter w;
-    atomic_bool execd; /* an exec or exit released P's holder id (ccap_rt_waits_drop) */
-    struct wait *next; /* in the process's list of waits */
+    atomic_bool execd;     /* an exec or exit released P's holder id (ccap_rt_waits_drop) */
+    atomic_bool cancelled; /* ccap_rt_wait_cancel: the descriptor is gone */
+    unsigned long long id; /* for ccap_rt_wait_cancel (never reused) */
+    bool (*alive)(void *); /* a queued connect: false once its descriptor is gone */
+    void *alive_arg;
+    struct ccap_wait *next; /* in the process's list of waits */
 };
 
 /* The waits in progress in this process, for an exec. Lock order: waits_lock
  * before rlock. */
 static pthread_mutex_t waits_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct wait *waits_head;
+static struct ccap_wait *waits_head;
 
-static void waits_add(struct wait *ws)
+static void waits_add(struct ccap_wait *ws)
 {
     pthread_mutex_lock(&waits_lock);
     ws->next = waits_head;
@@ -51,10 +55,10 @@ static void waits_add(struct wait *ws)
     pthread_mutex_unlock(&waits_lock);
 }
 
-static void waits_remove(struct wait *ws)
+static void waits_remove(struct ccap_wait *ws)
 {
     pthread_mutex_lock(&waits_lock);
-    for (struct wait **pp = &waits_head; *pp; pp = &(*pp)->next) {
+    for (struct ccap_wait **pp = &waits_head; *pp; pp = &(*pp)->next) {
         if (*pp == ws) {
             *pp = ws->next;
             break;
@@ -165,7 +169,7 @@ bool ccap_rt_waits_drop(void)
 {
     bool any = false;
     pthread_mutex_lock(&waits_lock);
-    for (struct wait *ws = waits_head; ws; ws = ws->next) {
+    for (struct ccap_wait *ws = waits_head; ws; ws = ws->next) {
         if (atomic_exchange(&ws->execd, true))
             continue; /* released by an exec that failed; the waiter has not gone on yet */
         pthread_mutex_lock(&ccap_rt.rlock);
@@ -181,7 +185,7 @@ bool ccap_rt_waits_drop(void)
 void ccap_rt_waits_nudge(void)
 {
     pthread_mutex_lock(&waits_lock);
-    for (struct wait *ws = waits_head; ws; ws = ws->next)
+    for (struct ccap_wait *ws = waits_head; ws; ws = ws->next)
         ccap_waiter_nudge(&ws->w); /* a no-op for a wait not registered with a waker */
     pthread_mutex_unlock(&waits_lock);
 }
@@ -189,7 +193,7 @@ void ccap_rt_waits_nudge(void)
 void ccap_rt_waits_exec_failed(void)
 {
     pthread_mutex_lock(&waits_lock);
-    for (struct wait *ws = waits_head; ws; ws = ws->next)
+    for (struct ccap_wait *ws = waits_head; ws; ws = ws->next)
         if (atomic_load(&ws->execd))
             ccap_waiter_nudge(&ws->w);
     pthread_mutex_unlock(&waits_lock);
@@ -215,7 +219,7 @@ void ccap_rt_waits_fork_child(void)
  * wait goes on with a fresh id and a new ticket, joined again under it.
  * Returns false when the process is exiting instead: the wait must end
  * without queueing again (no ticket may outlive the process). */
-static bool after_exec(struct wait *ws)
+static bool after_exec(struct ccap_wait *ws)
 {
     if (!atomic_exchange(&ws->execd, false))
         return true;
@@ -228,12 +232,6 @@ static bool after_exec(struct wait *ws)
         ws->joined = false;
     }
     return true;
-}
-
-/* True if this process holds a permit of semaphore SEM: one atomic load. */
-static bool holds_permit(size_t sem)
-{
-    return atomic_load_explicit(&ccap_rt.held[sem], memory_order_relaxed) > 0;
 }
 
 /* Pushes one token to list KEY (the waker's poke list, named as a wake
@@ -261,10 +259,11 @@ static int poke_waker(const char *key)
     return rc;
 }
 
-static void wait_init(struct wait *ws, const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd)
+static atomic_ullong wait_ids;
+
+/* MODE: how a connect waits (enum ccap_wait_mode, waiting.h). */
+static void wait_init(struct ccap_wait *ws, const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int mode)
 {
-    int fl = fcntl(fd, F_GETFL);
-    bool nonblock = fl >= 0 && (fl & O_NONBLOCK);
     int wait_ms;
 
     memset(ws, 0, sizeof *ws);
@@ -272,10 +271,11 @@ static void wait_init(struct wait *ws, const struct ccap_sem_conf *s, size_t sem
     ws->s = s;
     ws->sem = sem;
     ws->p = p;
-    ws->guard = nonblock && ws->cfg->nonblocking == CCAP_NONBLOCK_WAIT;
-    wait_ms = nonblock && (!ws->guard || holds_permit(sem)) ? 0 : s->wait_timeout_ms;
-    ws->at_once = nonblock && wait_ms == 0;
-    ws->fail_errno = nonblock ? ws->cfg->nonblocking_errno : ws->cfg->on_timeout_errno;
+    ws->id = atomic_fetch_add(&wait_ids, 1) + 1;
+    wait_ms = mode == CCAP_WAIT_AT_ONCE ? 0 : s->wait_timeout_ms;
+    ws->at_once = mode == CCAP_WAIT_AT_ONCE;
+    ws->fail_errno = mode == CCAP_WAIT_AT_ONCE || mode == CCAP_WAIT_NONBLOCK ? ws->cfg->nonblocking_errno
+                                                                            : ws->cfg->on_timeout_errno;
     ws->start = ccap_now_ms();
     ws->deadline = ws->start + wait_ms;
     ws->q = (struct ccap_sem_req){ .holder = p->holder,
@@ -294,7 +294,7 @@ static void wait_init(struct wait *ws, const struct ccap_sem_conf *s, size_t sem
  * max_waiters in force (a raised limit lets it in at once), not the ones
  * it started with. Its lease, deadline and errno stay the connect's. The
  * old configuration outlives the wait (runtime/reload.c's grace). */
-static void follow_reload(struct wait *ws)
+static void follow_reload(struct ccap_wait *ws)
 {
     const struct ccap_config *cfg = ccap_rt_config();
     int i;
@@ -311,14 +311,12 @@ static void follow_reload(struct wait *ws)
 
 /* One acquire attempt; the one at the deadline leaves the queue. Returns
  * 1 granted, 0 denied (ws->res says when to re-check), -errno. */
-static int attempt(struct wait *ws)
+static int attempt(struct ccap_wait *ws)
 {
     long long t = ccap_now_ms();
     int rc;
 
     follow_reload(ws);
-    if (ws->guard && t < ws->deadline && holds_permit(ws->sem))
-        ws->deadline = t; /* one last attempt */
     ws->q.waited_ms = t - ws->start;
     ws->q.wait_left_ms = ws->deadline - t;
     ws->q.flags = t >= ws->deadline && ws->q.ticket_ttl_ms > 0 ? CCAP_SEM_LEAVE : 0;
@@ -331,8 +329,8 @@ static int attempt(struct wait *ws)
 }
 
 /* An attempt failed with Redis down: on_redis_down decides. Returns 1
- * granted locally, -errno to fail, or 0 after a nap (try again). */
-static int redis_down(struct wait *ws)
+ * granted locally, -errno to fail, or 0 (after a nap if NAP) to try again. */
+static int redis_down(struct ccap_wait *ws, bool nap)
 {
     long long t = ccap_now_ms();
     int rc = down_grant(ws->s, ws->sem, ws->p);
@@ -343,7 +341,7 @@ static int redis_down(struct wait *ws)
                  ws->s->local_limit, ws->s->name, t - ws->start, ccap_errno_name(ws->fail_errno));
         return -ws->fail_errno;
     }
-    if (rc == 0)
+    if (rc == 0 && nap)
         sleep_ms(ws->deadline - t < WAIT_DOWN_NAP_MS ? ws->deadline - t : WAIT_DOWN_NAP_MS);
     return rc;
 }
@@ -351,15 +349,14 @@ static int redis_down(struct wait *ws)
 /* Redis said no at the deadline: logs, and counts the timeout unless the
  * connect was not to wait (the acquire counted it as denied, and a second
  * round trip would stall its event loop). Returns -fail_errno. */
-static int refuse(struct wait *ws)
+static int refuse(struct ccap_wait *ws)
 {
     const struct ccap_sem_conf *s = ws->s;
 
     if (ws->at_once) {
         ccap_log(CCAP_LOG_WARN,
-                 "no permit of %s free: non-blocking connect fails at once with %s (nonblocking = %s)", s->name,
-                 ccap_errno_name(ws->fail_errno),
-                 ws->cfg->nonblocking == CCAP_NONBLOCK_FAIL ? "\"fail\"" : "\"wait\", and this process holds one");
+                 "no permit of %s free: non-blocking connect fails at once with %s (nonblocking = \"fail\")",
+                 s->name, ccap_errno_name(ws->fail_errno));
         return -ws->fail_errno;
     }
     report_timeout(s, ws->p->holder, ccap_now_ms() - ws->start);
@@ -370,7 +367,7 @@ static int refuse(struct wait *ws)
 
 /* The queue holds max_waiters tickets already: the connect fails at once
  * (load is shed, not piled up; acquire.lua counted it). Returns -fail_errno. */
-static int shed(struct wait *ws)
+static int shed(struct ccap_wait *ws)
 {
     ccap_log(CCAP_LOG_WARN, "queue of %s full (max_waiters %d): connect fails at once with %s", ws->s->name,
              ws->s->max_waiters, ccap_errno_name(ws->fail_errno));
@@ -380,7 +377,7 @@ static int shed(struct wait *ws)
 /* Registers the waiter with its process's waker (once per wait), or arms
  * it again after a token (runtime/wait.h), and pokes the waker when it asks
  * for it. */
-static void join(struct wait *ws)
+static void join(struct ccap_wait *ws)
 {
     char poke[CCAP_WAIT_KEY_MAX];
     const char *prefix = ws->cfg->redis.key_prefix;
@@ -407,9 +404,18 @@ static void join(struct wait *ws)
         ccap_waiter_poke_failed(&ws->w);
 }
 
+/* True once the wait was cancelled, or its descriptor found gone (the
+ * program closed it behind the shim's back): the wait then ends. */
+static bool gone(struct ccap_wait *ws)
+{
+    if (!atomic_load(&ws->cancelled) && ws->alive && !ws->alive(ws->alive_arg))
+        atomic_store(&ws->cancelled, true);
+    return atomic_load(&ws->cancelled);
+}
+
 /* Sleeps until the next re-check: a token, a failed waker, the rate's next
  * slot, the earliest lease end, the ticket's refresh, or the deadline. */
-static void block(struct wait *ws)
+static void block(struct ccap_wait *ws)
 {
     long long until = ws->deadline, t = ws->last_ms;
     long long refresh = t + ws->q.ticket_ttl_ms * 2LL / 3;
@@ -425,56 +431,124 @@ static void block(struct wait *ws)
     if (!ws->joined) {
         t = ccap_now_ms();
         sleep_ms((until < t + CCAP_WAIT_POLL_MS ? until : t + CCAP_WAIT_POLL_MS) - t);
+        gone(ws);
         return;
     }
     for (;;) {
         long long slice = until;
-        if (ws->guard && ccap_now_ms() + WAIT_GUARD_POLL_MS < until)
-            slice = ccap_now_ms() + WAIT_GUARD_POLL_MS;
-        if (ccap_waiter_wait(&ws->w, slice) || slice >= until || (ws->guard && holds_permit(ws->sem)))
+        if (ws->alive && ccap_now_ms() + WAIT_ALIVE_MS < until)
+            slice = ccap_now_ms() + WAIT_ALIVE_MS;
+        if (ccap_waiter_wait(&ws->w, slice) || slice >= until || gone(ws))
             return;
     }
 }
 
-int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd)
+/* One pass of a wait: an attempt, then (if BLOCK) the sleep until the next
+ * re-check. Returns 1 granted, -errno to end, 0 to go on. */
+static int step(struct ccap_wait *ws, bool block_ok)
 {
-    struct wait ws;
     int rc;
 
-    wait_init(&ws, s, sem, p, fd);
-    waits_add(&ws);
-    for (;;) {
-        if (!after_exec(&ws)) {
-            rc = -ws.fail_errno; /* the process is exiting */
-            break;
-        }
-        rc = attempt(&ws);
-        if (rc == 1)
-            break;
-        if (rc == 0 && ws.res.queue_full) {
-            rc = shed(&ws);
-            break;
-        }
-        if (rc < 0) {
-            rc = redis_down(&ws); /* 1 granted, 0 local limit full, -errno */
-            if (rc != 0)
-                break;
-            continue;
-        }
-        if (ccap_now_ms() >= ws.deadline) {
-            if (!ws.left_queue && ws.q.ticket_ttl_ms > 0)
-                continue; /* one last attempt, leaving the queue */
-            rc = refuse(&ws);
-            break;
-        }
-        block(&ws);
+    if (!after_exec(ws))
+        return -ws->fail_errno; /* the process is exiting */
+    if (atomic_load(&ws->cancelled))
+        return -ECANCELED;
+    rc = attempt(ws);
+    if (rc == 1)
+        return 1;
+    if (rc == 0 && ws->res.queue_full)
+        return shed(ws);
+    if (rc < 0)
+        return redis_down(ws, block_ok); /* 1 granted, 0 local limit full, -errno */
+    if (ccap_now_ms() >= ws->deadline) {
+        if (!ws->left_queue && ws->q.ticket_ttl_ms > 0)
+            return 0; /* one last attempt, leaving the queue */
+        return refuse(ws);
     }
-    waits_remove(&ws);
-    if (ws.joined)
-        ccap_waiter_leave(&ws.w);
-    if (atomic_load(&ws.execd))
-        ws.in_redis = false; /* its holder id is released already */
-    if (ws.in_redis && (rc != 1 || (p->flags & CCAP_PERMIT_LOCAL)))
+    if (block_ok)
+        block(ws);
+    return 0;
+}
+
+/* The end of wait WS with result RC: out of the process's list and its
+ * waker, its holder id released if Redis may keep a ticket of it. */
+static int wait_end(struct ccap_wait *ws, int rc)
+{
+    struct ccap_permit *p = ws->p;
+
+    waits_remove(ws);
+    if (ws->joined)
+        ccap_waiter_leave(&ws->w);
+    if (atomic_load(&ws->execd))
+        ws->in_redis = false; /* its holder id is released already */
+    if (ws->in_redis && (rc != 1 || (p->flags & CCAP_PERMIT_LOCAL)))
         drop_holder_id(p);
     return rc;
+}
+
+int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int mode)
+{
+    struct ccap_wait ws;
+    int rc;
+
+    wait_init(&ws, s, sem, p, mode);
+    waits_add(&ws);
+    while ((rc = step(&ws, true)) == 0) {
+    }
+    return wait_end(&ws, rc);
+}
+
+int ccap_rt_wait_start(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, struct ccap_wait **out)
+{
+    struct ccap_wait *ws = malloc(sizeof *ws);
+    int rc;
+
+    *out = NULL;
+    if (!ws)
+        return ccap_rt_wait_for_permit(s, sem, p, CCAP_WAIT_BLOCK);
+    wait_init(ws, s, sem, p, CCAP_WAIT_BLOCK);
+    ws->heap = true;
+    waits_add(ws);
+    rc = step(ws, false);
+    if (rc != 0) {
+        rc = wait_end(ws, rc);
+        free(ws);
+        return rc;
+    }
+    *out = ws;
+    return 0;
+}
+
+unsigned long long ccap_rt_wait_id(const struct ccap_wait *ws)
+{
+    return ws->id;
+}
+
+void ccap_rt_wait_watch(struct ccap_wait *ws, bool (*alive)(void *), void *arg)
+{
+    ws->alive = alive;
+    ws->alive_arg = arg;
+}
+
+int ccap_rt_wait_resume(struct ccap_wait *ws)
+{
+    int rc;
+
+    while ((rc = step(ws, true)) == 0) {
+    }
+    rc = wait_end(ws, rc);
+    free(ws);
+    return rc;
+}
+
+void ccap_rt_wait_cancel(unsigned long long id)
+{
+    pthread_mutex_lock(&waits_lock);
+    for (struct ccap_wait *ws = waits_head; ws; ws = ws->next) {
+        if (ws->id == id) {
+            atomic_store(&ws->cancelled, true);
+            ccap_waiter_nudge(&ws->w);
+        }
+    }
+    pthread_mutex_unlock(&waits_lock);
 }

@@ -7,10 +7,14 @@
 #include "config.h"
 #include "permit.h"
 
+/* How a connect waits: a blocking socket (or a queued non-blocking one's
+ * wait, in a thread of the shim's), up to wait_timeout_ms, failing with
+ * on_timeout's errno; a non-blocking socket under nonblocking = "wait", the
+ * same with nonblocking_errno; under "fail", one attempt without a ticket. */
+enum ccap_wait_mode { CCAP_WAIT_BLOCK, CCAP_WAIT_NONBLOCK, CCAP_WAIT_AT_ONCE };
+
 /* Waits for a permit of semaphore S (index SEM in the configuration in
- * force) for P, a permit named but not yet in the table, connecting
- * descriptor FD (its O_NONBLOCK flag decides whether and how long to wait:
- * see ccap_rt_connect_pre in runtime.h). Each attempt is one acquire call
+ * force) for P, a permit named but not yet in the table, as MODE says. Each attempt is one acquire call
  * on the shared connection; in between, the thread sleeps until the
  * process's waker hands it a token (runtime/wait.h), the rate's next slot,
  * the earliest lease end, its ticket's refresh (at 2/3 of its TTL, about a
@@ -20,7 +24,34 @@
  * (nonblocking_errno's for a non-blocking socket), or on_redis_down's.
  * May give P a new holder id. Thread-safe; blocks up to the semaphore's
  * wait_timeout_ms. */
-int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd);
+int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int mode);
+
+/* A wait that goes on in another thread (a queued connect). */
+struct ccap_wait;
+
+/* Starts a CCAP_WAIT_BLOCK wait without sleeping: one attempt, which takes
+ * a ticket in the queue when no permit is free. Returns 1 granted or -errno
+ * (done, as ccap_rt_wait_for_permit), or 0 with *OUT the wait in progress:
+ * its owner must end it with ccap_rt_wait_resume. Out of memory: waits in
+ * the calling thread instead. Thread-safe. */
+int ccap_rt_wait_start(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, struct ccap_wait **out);
+
+/* Goes on with WS until it ends, in any one thread: returns 1 granted or
+ * -errno (-ECANCELED: cancelled, its ticket released), and frees WS. */
+int ccap_rt_wait_resume(struct ccap_wait *ws);
+
+/* WS's id, for ccap_rt_wait_cancel (unique in the process). */
+unsigned long long ccap_rt_wait_id(const struct ccap_wait *ws);
+
+/* While WS sleeps, ALIVE(ARG) is asked every second or so (without any of
+ * the runtime's locks held); false ends the wait as cancelled. Before
+ * ccap_rt_wait_resume. */
+void ccap_rt_wait_watch(struct ccap_wait *ws, bool (*alive)(void *), void *arg);
+
+/* Ends the wait of id ID, if it is still in progress, as soon as its thread
+ * looks (at once when it sleeps on its waker, within a second otherwise).
+ * Takes the waits' lock. Thread-safe. */
+void ccap_rt_wait_cancel(unsigned long long id);
 
 /* Before the image ends (an exec, a normal exit): releases (kept, sent by
  * the caller's flush) the holder id of every wait in progress (it may have

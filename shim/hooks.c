@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include "runtime.h"
 #include "handoff.h"
+#include "queued.h"
 #include "shim.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -50,14 +51,16 @@ static int real_close(int fd)
 }
 
 /* Shared by connect() and the TCP Fast Open sends: take a permit for a
- * matched destination, run the call, give the permit back if it failed. */
-#define WITH_PERMIT(fd, sa, len, call, ok)                                                                          \
+ * matched destination (or queue a non-blocking connect: in progress, the
+ * queue makes the real call), run the call, give the permit back if it
+ * failed. The Fast Open sends never queue: their data goes with the SYN. */
+#define WITH_PERMIT(fd, sa, len, may_queue, call, ok)                                                               \
     do {                                                                                                            \
         struct ccap_ticket t_;                                                                                      \
         int saved_ = errno, rc_;                                                                                    \
-        GUARDED(rc_ = ccap_rt_connect_pre(fd, sa, len, &t_));                                                       \
-        if (rc_ < 0) {                                                                                              \
-            errno = -rc_;                                                                                           \
+        GUARDED(rc_ = ccap_rt_connect_pre(fd, sa, len, may_queue, &t_));                                            \
+        if (rc_ < 0 || rc_ == CCAP_RT_QUEUED) {                                                                     \
+            errno = rc_ < 0 ? -rc_ : EINPROGRESS;                                                                   \
             return -1;                                                                                              \
         }                                                                                                           \
         errno = saved_;                                                                                             \
@@ -73,7 +76,15 @@ EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
     if (ccap_guard)
         return REAL(connect)(fd, sa, len);
     FIRST_NEED();
-    WITH_PERMIT(fd, sa, len, REAL(connect)(fd, sa, len), r_ == 0);
+    if (ccap_q_maybe(fd)) { /* a queued connect: EALREADY, or its failure once */
+        int q;
+        GUARDED(q = ccap_q_connect(fd));
+        if (q < 0) {
+            errno = -q;
+            return -1;
+        }
+    }
+    WITH_PERMIT(fd, sa, len, true, REAL(connect)(fd, sa, len), r_ == 0);
 }
 
 EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa, socklen_t len)
@@ -81,7 +92,7 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
     FIRST_NEED();
     if (ccap_guard || !(flags & MSG_FASTOPEN) || !sa)
         return REAL(sendto)(fd, buf, n, flags, sa, len);
-    WITH_PERMIT(fd, sa, len, REAL(sendto)(fd, buf, n, flags, sa, len), r_ >= 0);
+    WITH_PERMIT(fd, sa, len, false, REAL(sendto)(fd, buf, n, flags, sa, len), r_ >= 0);
 }
 
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
@@ -89,16 +100,43 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
     FIRST_NEED();
     if (ccap_guard || !(flags & MSG_FASTOPEN) || !m || !m->msg_name)
         return REAL(sendmsg)(fd, m, flags);
-    WITH_PERMIT(fd, m->msg_name, m->msg_namelen, REAL(sendmsg)(fd, m, flags), r_ >= 0);
+    WITH_PERMIT(fd, m->msg_name, m->msg_namelen, false, REAL(sendmsg)(fd, m, flags), r_ >= 0);
 }
 
 /* A close of the shim's own Redis descriptor waits for any Redis call in
  * flight, so that the shim never writes to a file put on that number. */
-static int close_untracked(int fd)
+static int close_untracked(int fd, int (*real)(int))
 {
     bool l = ccap_rt_own_fd_begin((unsigned)fd, (unsigned)fd);
-    int rc = real_close(fd), e = errno;
+    int rc = real(fd), e = errno;
     ccap_rt_own_fd_end(l);
+    errno = e;
+    return rc;
+}
+
+/* FD is about to stop referring to what it refers to: a queued connect
+ * forgets it (its wait ends with its last number). */
+static void q_forget(int fd)
+{
+    if (ccap_q_maybe(fd)) {
+        int e = errno;
+        GUARDED(ccap_q_forget(fd));
+        errno = e;
+    }
+}
+
+/* close(), and the raw close of syscall(SYS_close): REAL closes. */
+int ccap_shim_close(int fd, int (*real)(int))
+{
+    q_forget(fd);
+    if (!ccap_ptab_maybe(fd))
+        return close_untracked(fd, real);
+    int saved = errno;
+    struct ccap_permit *p;
+    GUARDED(p = ccap_rt_close_pre(fd));
+    errno = saved;
+    int rc = real(fd), e = errno;
+    GUARDED(ccap_rt_release(p));
     errno = e;
     return rc;
 }
@@ -108,16 +146,7 @@ EXPORT int close(int fd)
     if (ccap_guard)
         return real_close(fd);
     FIRST_NEED();
-    if (!ccap_ptab_maybe(fd))
-        return close_untracked(fd);
-    int saved = errno;
-    struct ccap_permit *p;
-    GUARDED(p = ccap_rt_close_pre(fd));
-    errno = saved;
-    int rc = real_close(fd), e = errno;
-    GUARDED(ccap_rt_release(p));
-    errno = e;
-    return rc;
+    return ccap_shim_close(fd, real_close);
 }
 
 EXPORT int fclose(FILE *fp)
@@ -127,6 +156,7 @@ EXPORT int fclose(FILE *fp)
         return REAL(fclose)(fp);
     FIRST_NEED();
     int fd = fp ? fileno(fp) : -1;
+    q_forget(fd);
     if (!ccap_ptab_maybe(fd))
         return REAL(fclose)(fp);
     struct ccap_permit *p;
@@ -143,6 +173,11 @@ EXPORT int fclose(FILE *fp)
  * before is given back (it was closed by the call). */
 static int after_dup(int oldfd, int newfd)
 {
+    if (newfd >= 0 && !ccap_guard && ccap_q_maybe(oldfd)) {
+        int e = errno;
+        GUARDED(ccap_q_dup(oldfd, newfd));
+        errno = e;
+    }
     if (newfd < 0 || ccap_guard || (!ccap_ptab_maybe(oldfd) && !ccap_ptab_maybe(newfd)))
         return newfd;
     int e = errno;
@@ -157,6 +192,8 @@ static int after_dup(int oldfd, int newfd)
         if (ccap_guard)                                                                                             \
             return call;                                                                                            \
         FIRST_NEED();                                                                                               \
+        if ((fd2) != fd)                                                                                            \
+            q_forget(fd2);                                                                                          \
         bool l_ = ccap_ptab_maybe(fd2) ? false : ccap_rt_own_fd_begin((unsigned)(fd2), (unsigned)(fd2));            \
         int r_ = call, e_ = errno;                                                                                  \
         ccap_rt_own_fd_end(l_);                                                                                     \
@@ -218,12 +255,24 @@ static void after_close_range(unsigned lo, unsigned hi)
     errno = e;
 }
 
+/* Before a range is closed: queued connects forget its numbers. */
+static void q_forget_range(unsigned lo, unsigned hi)
+{
+    if (ccap_q_any()) {
+        int e = errno;
+        GUARDED(ccap_q_forget_range(lo, hi));
+        errno = e;
+    }
+}
+
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
     bool l = false;
     FIRST_NEED();
-    if (!ccap_guard && !(flags & CLOSE_RANGE_CLOEXEC))
+    if (!ccap_guard && !(flags & CLOSE_RANGE_CLOEXEC)) {
+        q_forget_range(first, last);
         l = ccap_rt_own_fd_begin(first, last);
+    }
     int rc = REAL(close_range) ? LOAD(close_range)(first, last, flags)
                                : (int)syscall(SYS_close_range, first, last, flags);
     int e = errno;
@@ -239,8 +288,10 @@ EXPORT void closefrom(int lowfd)
     bool l = false;
     if (!ccap_guard) {
         FIRST_NEED();
-        if (lowfd >= 0)
+        if (lowfd >= 0) {
+            q_forget_range((unsigned)lowfd, ~0U);
             l = ccap_rt_own_fd_begin((unsigned)lowfd, ~0U);
+        }
     }
     REAL(closefrom)(lowfd);
     ccap_rt_own_fd_end(l);

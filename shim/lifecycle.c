@@ -2,6 +2,7 @@
 #include "env.h"
 #include "handoff.h"
 #include "log.h"
+#include "queued.h"
 #include "runtime.h"
 #include "shim.h"
 #include "tls.h"
@@ -12,6 +13,7 @@ static void fork_child(void)
 {
     ccap_heartbeat_forget();
     ccap_watch_forget();
+    GUARDED(ccap_q_fork_child()); /* its dup3 and close are the shim's own */
 }
 
 static const struct ccap_rt_hooks hooks = {
@@ -26,7 +28,7 @@ static const struct ccap_rt_hooks hooks = {
 char *const *ccap_shim_exec_begin(char *const *envp, struct ccap_exec *x)
 {
     char *const *env;
-    GUARDED(env = ccap_handoff_exec_pre(envp, x));
+    GUARDED(ccap_q_exec_pre(); env = ccap_handoff_exec_pre(envp, x));
     ccap_log_flush(); /* this image's last word, if the exec succeeds */
     return env;
 }

@@ -34,5 +34,19 @@ void ccap_real_resolve(void)
     R(gethostbyname_r);
     R(gethostbyname2_r);
     R(__libc_start_main);
+    R(setsockopt);
+    R(getsockopt);
+    R(getsockname);
+    R(shutdown);
+    R(epoll_ctl);
+    R(epoll_create);
+    R(epoll_create1);
+    R(poll);
+    R(ppoll);
+    R(__poll_chk);
+    R(__ppoll_chk);
+    R(select);
+    R(pselect);
+    R(syscall);
 #undef R
 }

@@ -5,6 +5,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include "clock.h"
 
@@ -45,6 +49,21 @@ struct ccap_real {
     int (*gethostbyname2_r)(const char *, int, struct hostent *, char *, size_t, struct hostent **, int *);
     int (*__libc_start_main)(int (*)(int, char **, char **), int, char **, void (*)(void), void (*)(void),
                              void (*)(void), void *);
+    /* what a queued connect answers for (shim/qhooks.c) */
+    int (*setsockopt)(int, int, int, const void *, socklen_t);
+    int (*getsockopt)(int, int, int, void *, socklen_t *);
+    int (*getsockname)(int, struct sockaddr *, socklen_t *);
+    int (*shutdown)(int, int);
+    int (*epoll_ctl)(int, int, int, struct epoll_event *);
+    int (*epoll_create)(int);
+    int (*epoll_create1)(int);
+    int (*poll)(struct pollfd *, nfds_t, int);
+    int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+    int (*__poll_chk)(struct pollfd *, nfds_t, int, size_t);
+    int (*__ppoll_chk)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *, size_t);
+    int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+    int (*pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
+    long (*syscall)(long, ...);
 };
 extern struct ccap_real ccap_real;
 
@@ -66,6 +85,11 @@ void ccap_real_resolve(void);
         stmt;                                                                                                       \
         ccap_guard--;                                                                                               \
     } while (0)
+
+/* close(FD) as the hooks make it, the real close being REAL (close(), or
+ * the raw system call for syscall(SYS_close)): a queued connect forgets FD,
+ * a permit goes back once the descriptor is gone. (shim/hooks.c) */
+int ccap_shim_close(int fd, int (*real)(int));
 
 /* Adopts permits handed over across exec, unless the guard is held;
  * preserves errno. For the hooks' FIRST_NEED. */

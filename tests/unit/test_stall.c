@@ -129,7 +129,7 @@ static int pre(int port, int *fd, struct ccap_permit **p)
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     *fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(*fd >= 0);
-    rc = ccap_rt_connect_pre(*fd, (struct sockaddr *)&a, sizeof a, &t);
+    rc = ccap_rt_connect_pre(*fd, (struct sockaddr *)&a, sizeof a, false, &t);
     *p = t.permit;
     return rc;
 }

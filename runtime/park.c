@@ -1,0 +1,156 @@
+/* park.c -- placeholder sockets parked in SYN_SENT against a private loopback listener with a full accept queue. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "park.h"
+#include "redis.h"
+
+#define PARK_SYNCNT 127 /* the kernel's maximum: SYN retries for hours */
+
+static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
+static int listen_fd = -1, filler_fd = -1; /* the listener and its one connection, never accepted */
+static dev_t listen_dev;
+static ino_t listen_ino;
+static in_port_t listen_port; /* network order */
+
+int ccap_park_move_high(int fd)
+{
+    int base = ccap_redis_fd_base(), nfd;
+
+    if (fd < 0 || base <= 2 || fd >= base)
+        return fd;
+    nfd = fcntl(fd, F_DUPFD_CLOEXEC, base);
+    if (nfd < 0)
+        return fd;
+    close(fd);
+    return nfd;
+}
+
+static bool same_file(int fd, dev_t dev, ino_t ino)
+{
+    struct stat st;
+    return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+static struct sockaddr_in loopback(in_port_t port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = port };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+}
+
+/* Makes the listener and fills its accept queue. Under park_lock. */
+static int make_listener(void)
+{
+    struct sockaddr_in a = loopback(0);
+    socklen_t al = sizeof a;
+    struct stat st;
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), f = -1, e;
+
+    if (l < 0)
+        return -errno;
+    if (bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 0) != 0 ||
+        getsockname(l, (struct sockaddr *)&a, &al) != 0)
+        goto fail;
+    f = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (f < 0 || connect(f, (struct sockaddr *)&a, sizeof a) != 0) /* loopback: completes at once */
+        goto fail;
+    l = ccap_park_move_high(l);
+    f = ccap_park_move_high(f);
+    if (fstat(l, &st) != 0)
+        goto fail;
+    listen_fd = l;
+    filler_fd = f;
+    listen_dev = st.st_dev;
+    listen_ino = st.st_ino;
+    listen_port = a.sin_port;
+    return 0;
+fail:
+    e = errno;
+    close(l);
+    if (f >= 0)
+        close(f);
+    return -e;
+}
+
+/* The listener's port (network order), made (again) if needed; 0 when it
+ * cannot be made. */
+static in_port_t listener_port(void)
+{
+    in_port_t port = 0;
+
+    pthread_mutex_lock(&park_lock);
+    if (!same_file(listen_fd, listen_dev, listen_ino)) {
+        listen_fd = filler_fd = -1; /* the program closed them: never close its numbers */
+        make_listener();
+    }
+    if (listen_fd >= 0)
+        port = listen_port;
+    pthread_mutex_unlock(&park_lock);
+    return port;
+}
+
+/* Starts the parked connect of new socket FD (FAMILY) to PORT. */
+static int park_connect(int fd, int family, in_port_t port)
+{
+    struct sockaddr_in a4 = loopback(port);
+    struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = port };
+    int off = 0;
+
+    if (family == AF_INET6) {
+        a6.sin6_addr.s6_addr[10] = a6.sin6_addr.s6_addr[11] = 0xff; /* ::ffff:127.0.0.1 */
+        memcpy(&a6.sin6_addr.s6_addr[12], &a4.sin_addr, 4);
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+    }
+    if (connect(fd, family == AF_INET6 ? (struct sockaddr *)&a6 : (struct sockaddr *)&a4,
+                family == AF_INET6 ? sizeof a6 : sizeof a4) == 0)
+        return -EISCONN; /* the accept queue was not full */
+    return errno == EINPROGRESS ? 0 : -errno;
+}
+
+int ccap_park_open(int family, int lifetime_ms)
+{
+    int syncnt = PARK_SYNCNT, fd, rc;
+    unsigned tmo = (unsigned)lifetime_ms;
+    in_port_t port;
+
+    if (family != AF_INET && family != AF_INET6)
+        return -EAFNOSUPPORT;
+    if (!(port = listener_port()))
+        return -EADDRNOTAVAIL;
+    fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &syncnt, sizeof syncnt);
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &tmo, sizeof tmo);
+    if ((rc = park_connect(fd, family, port)) < 0) {
+        close(fd);
+        return rc;
+    }
+    return ccap_park_move_high(fd);
+}
+
+int ccap_park_fail(int fd)
+{
+    struct sockaddr sa = { .sa_family = AF_UNSPEC };
+    return connect(fd, &sa, sizeof sa) == 0 ? 0 : -errno;
+}
+
+int ccap_park_failed(int family)
+{
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), rc = -EADDRNOTAVAIL;
+
+    if (fd < 0)
+        return -errno;
+    if (listen_fd < 0 || (rc = park_connect(fd, family, listen_port)) < 0 || (rc = ccap_park_fail(fd)) < 0) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}

@@ -1,0 +1,39 @@
+/* park.h -- placeholder sockets parked in SYN_SENT: what a queued connect's descriptor refers to meanwhile. Runtime-internal. */
+#ifndef CCAP_PARK_H
+#define CCAP_PARK_H
+
+/* A placeholder is a TCP socket connected, non-blocking, to a private
+ * loopback listener of this process whose accept queue is full (listen
+ * backlog 0 and one filler connection never accepted): the kernel drops
+ * its SYNs, so it stays in SYN_SENT and looks, to poll/epoll/select, read,
+ * write, SO_ERROR, getpeername and connect, exactly like a slow connect
+ * (measured: shared/design/queued-connect.md). Its SYN retries are raised
+ * to the maximum and TCP_USER_TIMEOUT ends it with a real ETIMEDOUT after
+ * LIFETIME_MS: if nothing else ends the wait, the program still learns a
+ * connect that timed out. */
+
+/* Opens a placeholder of FAMILY (AF_INET, or AF_INET6 through a v4-mapped
+ * address) with O_NONBLOCK and FD_CLOEXEC, at or above the shim's high
+ * descriptor base. LIFETIME_MS > 0. Returns the descriptor or -errno
+ * (-EAFNOSUPPORT for another family; the listener could not be made).
+ * Thread-safe; the listener is made at the first call and made again when
+ * the program closed it. */
+int ccap_park_open(int family, int lifetime_ms);
+
+/* Ends placeholder FD's connect as a refused one: connect(AF_UNSPEC) on a
+ * SYN_SENT socket resets it, so every descriptor of it (in this process and
+ * in others that inherited it) reports POLLOUT|POLLERR|POLLHUP and SO_ERROR
+ * ECONNRESET, as a real connect that failed. Returns 0 or -errno. */
+int ccap_park_fail(int fd);
+
+/* A new placeholder of FAMILY already failed (ccap_park_fail): what a fork
+ * child's copy of a queued descriptor becomes. Async-signal-safe once the
+ * listener exists. Returns the descriptor or -errno. */
+int ccap_park_failed(int family);
+
+/* Moves FD to a number at or above the shim's high descriptor base with
+ * FD_CLOEXEC (the program's numbers stay free); returns the new number, or
+ * FD itself when that fails. */
+int ccap_park_move_high(int fd);
+
+#endif

@@ -1,0 +1,694 @@
+/* queued.c -- non-blocking connects queued for a permit: placeholder in the descriptor, a thread per wait, the swap back. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "clock.h"
+#include "log.h"
+#include "park.h"
+#include "queued.h"
+#include "rt_int.h"
+#include "waiting.h"
+
+#define Q_ALIASES 8   /* numbers of one queued socket in this process (dup) */
+#define Q_REGS 16     /* epoll sets one number is in */
+#define Q_EPOLLS 256  /* epoll descriptors remembered */
+#define Q_POLL_EXTRA 8 /* eventfds one poll call adds at most */
+
+enum { Q_QUEUED, Q_FAILED };
+
+/* One queued connect. Under qlock, but for the thread's own fields. */
+struct q_ent {
+    int fds[Q_ALIASES], nfds; /* the program's numbers that refer to the placeholder */
+    int real;                 /* the program's socket, kept aside (ours, high, CLOEXEC); -1 once given back */
+    int ph;                   /* our own descriptor of the placeholder; -1 once closed */
+    dev_t qdev;
+    ino_t qino;     /* the placeholder's identity */
+    int efd;        /* eventfd: written at the swap, for pollers; -1 once closed */
+    int state;      /* Q_QUEUED, Q_FAILED */
+    int err;        /* Q_FAILED: the errno SO_ERROR and connect() report once; 0 after */
+    int family;
+    unsigned long long wid; /* its wait, for ccap_rt_wait_cancel */
+    struct ccap_wait *ws;   /* its wait until the thread takes it */
+    struct ccap_permit *permit;
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    struct q_ent *next;
+};
+
+struct q_reg {
+    int epfd;
+    struct epoll_event ev;
+};
+
+atomic_int ccap_q_live;
+_Atomic unsigned long ccap_q_bits[CCAP_Q_MAX_FD / (8 * sizeof(unsigned long))];
+
+static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
+static struct q_ent *q_head;
+static struct {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+} epolls[Q_EPOLLS];
+static int n_epolls;
+
+#define BITW (8 * sizeof(unsigned long))
+
+static void mark(int fd, bool on)
+{
+    if (fd < 0 || fd >= CCAP_Q_MAX_FD)
+        return;
+    unsigned long b = 1UL << ((unsigned)fd % BITW);
+    if (on)
+        atomic_fetch_or_explicit(&ccap_q_bits[(unsigned)fd / BITW], b, memory_order_relaxed);
+    else
+        atomic_fetch_and_explicit(&ccap_q_bits[(unsigned)fd / BITW], ~b, memory_order_relaxed);
+}
+
+static bool is_file(int fd, dev_t dev, ino_t ino)
+{
+    struct stat st;
+    return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+static void close_own(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+/* ---- epoll sets ---- */
+
+void ccap_q_epoll_created(int epfd)
+{
+    struct stat st;
+
+    if (epfd < 0 || fstat(epfd, &st) != 0)
+        return;
+    pthread_mutex_lock(&qlock);
+    int k = 0;
+    for (int i = 0; i < n_epolls; i++) /* drop the ones gone, and an older entry of this number */
+        if (epolls[i].fd != epfd && is_file(epolls[i].fd, epolls[i].dev, epolls[i].ino))
+            epolls[k++] = epolls[i];
+    n_epolls = k;
+    if (n_epolls < Q_EPOLLS)
+        epolls[n_epolls++] = (__typeof__(epolls[0])){ epfd, st.st_dev, st.st_ino };
+    pthread_mutex_unlock(&qlock);
+}
+
+/* Reads EPFD's registrations of FD from /proc/self/fdinfo (events and data
+ * as registered) into R (up to MAX - *N). */
+static void regs_in(int epfd, int fd, struct q_reg *r, int *n, int max)
+{
+    char path[64], buf[4096], line[256];
+    size_t ll = 0;
+    ssize_t got;
+
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", epfd);
+    int f = open(path, O_RDONLY | O_CLOEXEC);
+    if (f < 0)
+        return;
+    while (*n < max && (got = read(f, buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < got && *n < max; i++) {
+            if (buf[i] != '\n') {
+                if (ll < sizeof line - 1)
+                    line[ll++] = buf[i];
+                continue;
+            }
+            line[ll] = 0;
+            ll = 0;
+            int tfd;
+            unsigned ev;
+            unsigned long long data;
+            if (sscanf(line, "tfd: %d events: %x data: %llx", &tfd, &ev, &data) == 3 && tfd == fd)
+                r[(*n)++] = (struct q_reg){ epfd, { .events = ev, .data.u64 = data } };
+        }
+    }
+    close(f);
+}
+
+/* Every epoll registration of number FD. Under qlock. */
+static int regs_of(int fd, struct q_reg *r)
+{
+    int n = 0;
+    for (int i = 0; i < n_epolls; i++)
+        if (is_file(epolls[i].fd, epolls[i].dev, epolls[i].ino))
+            regs_in(epolls[i].fd, fd, r, &n, Q_REGS);
+    return n;
+}
+
+/* Puts the file of descriptor SRC on number FD, FD's epoll registrations
+ * deleted before and added again after (an entry belongs to a file and a
+ * number: left alone it would report the old file, and MOD would find no
+ * entry for the new one). FD_CLOEXEC stays FD's. Under qlock. */
+static int swap_onto(int src, int fd)
+{
+    struct q_reg r[Q_REGS];
+    int n = regs_of(fd, r), fl = fcntl(fd, F_GETFD), rc;
+
+    for (int i = 0; i < n; i++)
+        epoll_ctl(r[i].epfd, EPOLL_CTL_DEL, fd, NULL);
+    rc = dup3(src, fd, fl >= 0 && (fl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0 ? -errno : 0;
+    for (int i = 0; i < n; i++)
+        epoll_ctl(r[i].epfd, EPOLL_CTL_ADD, fd, &r[i].ev);
+    return rc;
+}
+
+/* ---- entries ---- */
+
+static struct q_ent *find(int fd, int *slot)
+{
+    for (struct q_ent *e = q_head; e; e = e->next)
+        for (int i = 0; i < e->nfds; i++)
+            if (e->fds[i] == fd) {
+                *slot = i;
+                return e;
+            }
+    return NULL;
+}
+
+static void drop_alias(struct q_ent *e, int i)
+{
+    mark(e->fds[i], false);
+    e->fds[i] = e->fds[--e->nfds];
+}
+
+/* The entry FD is a number of, if FD still refers to its placeholder (a
+ * number closed behind the shim's back is dropped). Under qlock. */
+static struct q_ent *lookup(int fd)
+{
+    int i;
+    struct q_ent *e = find(fd, &i);
+
+    if (e && !is_file(fd, e->qdev, e->qino)) {
+        drop_alias(e, i);
+        if (e->nfds == 0 && e->state == Q_QUEUED)
+            ccap_rt_wait_cancel(e->wid);
+        return NULL;
+    }
+    return e;
+}
+
+static void unlink_ent(struct q_ent *e)
+{
+    for (struct q_ent **pp = &q_head; *pp; pp = &(*pp)->next)
+        if (*pp == e) {
+            *pp = e->next;
+            atomic_fetch_sub(&ccap_q_live, 1);
+            return;
+        }
+}
+
+static void free_ent(struct q_ent *e)
+{
+    while (e->nfds > 0)
+        drop_alias(e, 0);
+    close_own(&e->real);
+    close_own(&e->ph);
+    close_own(&e->efd);
+    free(e);
+}
+
+/* Wakes every poller of E's numbers: the queue's eventfd (pollers through
+ * the shim), and a write-space wake on the placeholder (any poller waiting
+ * for POLLOUT on it looks its number up again, and finds the real socket). */
+static void wake(struct q_ent *e)
+{
+    uint64_t one = 1;
+    int v;
+    socklen_t l = sizeof v;
+
+    if (e->efd >= 0 && write(e->efd, &one, sizeof one) < 0) {
+        /* cannot fail: the counter is far from its maximum */
+    }
+    if (e->ph >= 0 && getsockopt(e->ph, SOL_SOCKET, SO_SNDBUF, &v, &l) == 0) {
+        v /= 2; /* the kernel doubles what it is given */
+        setsockopt(e->ph, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+    }
+}
+
+/* E's wait ended without a permit (ERR): the placeholder is reset, so every
+ * copy of it reports a failed connect; SO_ERROR says ERR once. */
+static void fail_in_place(struct q_ent *e, int err)
+{
+    e->state = Q_FAILED;
+    e->err = err;
+    ccap_park_fail(e->ph);
+    wake(e);
+    close_own(&e->real);
+    close_own(&e->efd);
+}
+
+/* The file status flags and signal owner the program set on the placeholder
+ * while queued (fcntl, ioctl FIONBIO) go to the real socket. */
+static void copy_flags(int from, int to)
+{
+    struct f_owner_ex o;
+    int fl = fcntl(from, F_GETFL), sig = fcntl(from, F_GETSIG);
+
+    if (fl >= 0)
+        fcntl(to, F_SETFL, fl);
+    if (fcntl(from, F_GETOWN_EX, &o) == 0 && o.pid != 0)
+        fcntl(to, F_SETOWN_EX, &o);
+    if (sig > 0)
+        fcntl(to, F_SETSIG, sig);
+}
+
+/* The permit came: the real connect starts, then the real socket goes on
+ * every number still the placeholder's, each joining the permit. Returns
+ * the permit when nobody took it (for the caller to give back), else NULL.
+ * Under qlock. */
+static struct ccap_permit *grant(struct q_ent *e)
+{
+    struct ccap_permit *p = e->permit;
+
+    for (int i = e->nfds - 1; i >= 0; i--)
+        if (!is_file(e->fds[i], e->qdev, e->qino))
+            drop_alias(e, i);
+    if (e->nfds == 0)
+        return p;
+    copy_flags(e->fds[0], e->real);
+    if (connect(e->real, (struct sockaddr *)&e->sa, e->salen) != 0 && errno != EINPROGRESS) {
+        fail_in_place(e, errno); /* EADDRNOTAVAIL, ENETUNREACH...: the socket keeps no error of it */
+        return p;
+    }
+    bool taken = false;
+    while (e->nfds > 0) {
+        int fd = e->fds[0];
+        if (swap_onto(e->real, fd) == 0 && (taken ? ccap_ptab_attach(fd, p) : ccap_rt_permit_attach(fd, p)) == 0)
+            taken = true;
+        drop_alias(e, 0);
+    }
+    if (taken)
+        p = NULL;
+    wake(e);
+    return p;
+}
+
+static void *q_thread(void *arg)
+{
+    struct q_ent *e = arg;
+    int rc = ccap_rt_wait_resume(e->ws);
+    struct ccap_permit *give_back = NULL;
+
+    pthread_mutex_lock(&qlock);
+    e->ws = NULL;
+    if (rc == 1) {
+        give_back = grant(e);
+    } else {
+        if (e->nfds > 0 && rc != -ECANCELED)
+            fail_in_place(e, -rc);
+        free(e->permit); /* never granted: its ticket went back with the wait */
+    }
+    e->permit = NULL;
+    if (e->state != Q_FAILED || e->nfds == 0) {
+        unlink_ent(e);
+        free_ent(e);
+    }
+    pthread_mutex_unlock(&qlock);
+    ccap_rt_release(give_back);
+    return NULL;
+}
+
+/* The wait's liveness check: some number still refers to the placeholder. */
+static bool alive(void *arg)
+{
+    struct q_ent *e = arg;
+    bool yes;
+
+    pthread_mutex_lock(&qlock);
+    for (int i = e->nfds - 1; i >= 0; i--)
+        if (!is_file(e->fds[i], e->qdev, e->qino))
+            drop_alias(e, i);
+    yes = e->nfds > 0;
+    pthread_mutex_unlock(&qlock);
+    return yes;
+}
+
+static int socket_family(int fd)
+{
+    int v = 0;
+    socklen_t l = sizeof v;
+    return getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) == 0 ? v : -1;
+}
+
+/* A new entry for FD: placeholder and eventfd made, nothing swapped yet. */
+static struct q_ent *new_ent(int fd, const struct sockaddr *sa, socklen_t len, int lifetime_ms, int *err)
+{
+    struct q_ent *e = calloc(1, sizeof *e);
+    struct stat st;
+
+    *err = -ENOMEM;
+    if (!e || len > sizeof e->sa) {
+        free(e);
+        return NULL;
+    }
+    e->real = e->efd = -1;
+    e->family = socket_family(fd);
+    e->ph = ccap_park_open(e->family, lifetime_ms);
+    if (e->ph < 0 || fstat(e->ph, &st) != 0 || (e->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+        *err = e->ph < 0 ? e->ph : -errno;
+        e->ph = e->ph < 0 ? -1 : e->ph;
+        free_ent(e);
+        return NULL;
+    }
+    e->efd = ccap_park_move_high(e->efd);
+    e->qdev = st.st_dev;
+    e->qino = st.st_ino;
+    memcpy(&e->sa, sa, len);
+    e->salen = len;
+    return e;
+}
+
+int ccap_q_enqueue(int fd, const struct sockaddr *sa, socklen_t len, struct ccap_permit *p, struct ccap_wait *ws,
+                   int lifetime_ms)
+{
+    int rc;
+    struct q_ent *e = new_ent(fd, sa, len, lifetime_ms, &rc);
+
+    if (!e)
+        return rc;
+    pthread_mutex_lock(&qlock);
+    e->real = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (e->real < 0 || (e->real = ccap_park_move_high(e->real), rc = swap_onto(e->ph, fd)) < 0) {
+        pthread_mutex_unlock(&qlock);
+        rc = e->real < 0 ? -errno : rc;
+        free_ent(e);
+        return rc;
+    }
+    copy_flags(e->real, fd); /* O_NONBLOCK and the rest, as the program set them */
+    e->fds[e->nfds++] = fd;
+    e->ws = ws;
+    e->wid = ccap_rt_wait_id(ws);
+    e->permit = p;
+    ccap_rt_wait_watch(ws, alive, e);
+    e->next = q_head;
+    q_head = e;
+    atomic_fetch_add(&ccap_q_live, 1);
+    mark(fd, true);
+    if (!ccap_rt.hooks.spawn || !ccap_rt.hooks.spawn(q_thread, e)) {
+        swap_onto(e->real, fd); /* undone: the caller waits in its own thread */
+        ccap_rt_wait_watch(ws, NULL, NULL);
+        unlink_ent(e);
+        e->permit = NULL;
+        free_ent(e);
+        pthread_mutex_unlock(&qlock);
+        return -EAGAIN;
+    }
+    pthread_mutex_unlock(&qlock);
+    return 0;
+}
+
+int ccap_q_connect(int fd)
+{
+    int rc = 0, v;
+    socklen_t l = sizeof v;
+
+    pthread_mutex_lock(&qlock);
+    struct q_ent *e = lookup(fd);
+    if (e && e->state == Q_QUEUED) {
+        rc = -EALREADY;
+    } else if (e && e->err) {
+        rc = -e->err; /* reported once, as the kernel reports a connect's error */
+        e->err = 0;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &v, &l); /* the reset's own error is consumed with it */
+    } else if (e) {
+        unlink_ent(e); /* a failed socket connected again: the program's own now */
+        free_ent(e);
+    }
+    pthread_mutex_unlock(&qlock);
+    return rc;
+}
+
+/* Forgets number FD of its entry. Under qlock. */
+static void forget_locked(int fd)
+{
+    int i;
+    struct q_ent *e = find(fd, &i);
+
+    if (!e)
+        return;
+    drop_alias(e, i);
+    if (e->nfds > 0)
+        return;
+    if (e->state == Q_QUEUED) {
+        ccap_rt_wait_cancel(e->wid); /* the thread frees it */
+    } else {
+        unlink_ent(e);
+        free_ent(e);
+    }
+}
+
+void ccap_q_forget(int fd)
+{
+    pthread_mutex_lock(&qlock);
+    forget_locked(fd);
+    pthread_mutex_unlock(&qlock);
+}
+
+void ccap_q_forget_range(unsigned lo, unsigned hi)
+{
+    pthread_mutex_lock(&qlock);
+    for (struct q_ent *e = q_head, *next; e; e = next) {
+        next = e->next;
+        for (int i = e->nfds - 1; i >= 0; i--)
+            if ((unsigned)e->fds[i] >= lo && (unsigned)e->fds[i] <= hi)
+                forget_locked(e->fds[i]);
+    }
+    pthread_mutex_unlock(&qlock);
+}
+
+void ccap_q_dup(int oldfd, int newfd)
+{
+    pthread_mutex_lock(&qlock);
+    forget_locked(newfd);
+    struct q_ent *e = lookup(oldfd);
+    if (e && e->nfds < Q_ALIASES && is_file(newfd, e->qdev, e->qino)) {
+        e->fds[e->nfds++] = newfd;
+        mark(newfd, true);
+    }
+    pthread_mutex_unlock(&qlock);
+}
+
+int ccap_q_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+    int rc;
+
+    pthread_mutex_lock(&qlock);
+    struct q_ent *e = lookup(fd);
+    if (e && e->state == Q_QUEUED) {
+        rc = setsockopt(e->real, level, name, val, len) == 0 ? 0 : -errno;
+        setsockopt(fd, level, name, val, len); /* the placeholder answers the same meanwhile */
+    } else {
+        rc = setsockopt(fd, level, name, val, len) == 0 ? 0 : -errno;
+    }
+    pthread_mutex_unlock(&qlock);
+    return rc;
+}
+
+int ccap_q_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+    int rc, target = fd;
+
+    pthread_mutex_lock(&qlock);
+    struct q_ent *e = lookup(fd);
+    bool so_error = level == SOL_SOCKET && name == SO_ERROR;
+    if (e && e->state == Q_FAILED && so_error && e->err && val && len && *len >= sizeof(int)) {
+        int v;
+        socklen_t l = sizeof v;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &v, &l); /* consumed: POLLERR ends, as for a real one */
+        memcpy(val, &e->err, sizeof(int));
+        *len = sizeof(int);
+        e->err = 0;
+        pthread_mutex_unlock(&qlock);
+        return 0;
+    }
+    if (e && e->state == Q_QUEUED && !so_error && !(level == IPPROTO_TCP && name == TCP_INFO))
+        target = e->real; /* the options the program set, before and while queued */
+    rc = getsockopt(target, level, name, val, len) == 0 ? 0 : -errno;
+    pthread_mutex_unlock(&qlock);
+    return rc;
+}
+
+int ccap_q_getsockname(int fd, struct sockaddr *sa, socklen_t *len)
+{
+    int rc;
+
+    pthread_mutex_lock(&qlock);
+    struct q_ent *e = lookup(fd);
+    rc = getsockname(e && e->state == Q_QUEUED ? e->real : fd, sa, len) == 0 ? 0 : -errno;
+    pthread_mutex_unlock(&qlock);
+    return rc;
+}
+
+int ccap_q_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+    int rc;
+
+    pthread_mutex_lock(&qlock);
+    rc = epoll_ctl(epfd, op, fd, ev) == 0 ? 0 : -errno;
+    pthread_mutex_unlock(&qlock);
+    return rc;
+}
+
+/* The eventfds of the queued connects among FDS (N), at most MAX, into X. */
+static int extras_of(const struct pollfd *fds, nfds_t n, struct pollfd *x, int max)
+{
+    int k = 0;
+
+    pthread_mutex_lock(&qlock);
+    for (nfds_t i = 0; i < n && k < max; i++) {
+        if (!ccap_q_maybe(fds[i].fd))
+            continue;
+        struct q_ent *e = lookup(fds[i].fd);
+        if (e && e->state == Q_QUEUED && e->efd >= 0)
+            x[k++] = (struct pollfd){ .fd = e->efd, .events = POLLIN };
+    }
+    pthread_mutex_unlock(&qlock);
+    return k;
+}
+
+int ccap_q_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask, ccap_ppoll_fn *real)
+{
+    long long deadline = tmo ? ccap_now_ms() + tmo->tv_sec * 1000LL + (tmo->tv_nsec + 999999) / 1000000 : -1;
+    struct pollfd *all = malloc((n + Q_POLL_EXTRA) * sizeof *all);
+    int r0;
+
+    if (!all)
+        return (r0 = real(fds, n, tmo, mask)) < 0 ? -errno : r0; /* no wake-up at a swap then */
+    for (;;) {
+        memcpy(all, fds, n * sizeof *fds);
+        int k = extras_of(fds, n, all + n, Q_POLL_EXTRA), r;
+        struct timespec left, *lp = NULL;
+        if (deadline >= 0) {
+            long long ms = deadline - ccap_now_ms();
+            ms = ms < 0 ? 0 : ms;
+            left = (struct timespec){ ms / 1000, (ms % 1000) * 1000000L };
+            lp = &left;
+        }
+        r = real(all, n + (nfds_t)k, lp, mask);
+        if (r < 0) {
+            r = -errno;
+            free(all);
+            return r;
+        }
+        int mine = r;
+        for (int i = 0; i < k; i++)
+            mine -= all[n + (nfds_t)i].revents != 0;
+        if (mine > 0 || r == 0 || k == 0) {
+            for (nfds_t i = 0; i < n; i++)
+                fds[i].revents = all[i].revents;
+            free(all);
+            return mine;
+        }
+        /* only a swap woke it: poll again, on the real sockets now */
+    }
+}
+
+/* select's sets as poll's events: the kernel's own mapping (POLLIN_SET,
+ * POLLOUT_SET, POLLEX_SET in fs/select.c). */
+#define SEL_IN (POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR)
+#define SEL_OUT (POLLOUT | POLLWRNORM | POLLWRBAND | POLLERR)
+#define SEL_EX POLLPRI
+
+int ccap_q_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *tmo, const sigset_t *mask,
+                  ccap_ppoll_fn *real)
+{
+    struct pollfd *p = malloc((size_t)(nfds > 0 ? nfds : 1) * sizeof *p);
+    nfds_t n = 0;
+    int r, count = 0;
+    long long t0 = ccap_now_ms();
+
+    if (!p)
+        return -ENOMEM;
+    for (int fd = 0; fd < nfds; fd++) {
+        short ev = (rd && FD_ISSET(fd, rd) ? POLLIN : 0) | (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) |
+                   (ex && FD_ISSET(fd, ex) ? POLLPRI : 0);
+        if (ev)
+            p[n++] = (struct pollfd){ .fd = fd, .events = ev };
+    }
+    r = ccap_q_poll(p, n, tmo, mask, real);
+    if (r >= 0) {
+        for (nfds_t i = 0; i < n; i++) {
+            int fd = p[i].fd;
+            short re = p[i].revents;
+            if (re & POLLNVAL) {
+                r = -EBADF;
+                break;
+            }
+            bool a = rd && FD_ISSET(fd, rd) && (re & SEL_IN), b = wr && FD_ISSET(fd, wr) && (re & SEL_OUT),
+                 c = ex && FD_ISSET(fd, ex) && (re & SEL_EX);
+            count += a + b + c;
+            if (rd && !a)
+                FD_CLR(fd, rd);
+            if (wr && !b)
+                FD_CLR(fd, wr);
+            if (ex && !c)
+                FD_CLR(fd, ex);
+        }
+    }
+    free(p);
+    if (r < 0)
+        return r;
+    if (tmo) {
+        long long left = tmo->tv_sec * 1000LL + tmo->tv_nsec / 1000000 - (ccap_now_ms() - t0);
+        left = left < 0 ? 0 : left;
+        *tmo = (struct timespec){ left / 1000, (left % 1000) * 1000000L };
+    }
+    return count;
+}
+
+void ccap_q_exec_pre(void)
+{
+    pthread_mutex_lock(&qlock);
+    for (struct q_ent *e = q_head; e; e = e->next) {
+        bool survives = false;
+        for (int i = 0; i < e->nfds; i++) {
+            int fl = fcntl(e->fds[i], F_GETFD);
+            survives |= fl >= 0 && !(fl & FD_CLOEXEC) && is_file(e->fds[i], e->qdev, e->qino);
+        }
+        if (survives && e->state == Q_QUEUED) {
+            ccap_park_fail(e->ph); /* the new image sees the connect reset; no ticket outlives this one */
+            ccap_rt_wait_cancel(e->wid);
+        }
+    }
+    pthread_mutex_unlock(&qlock);
+}
+
+void ccap_q_fork_prepare(void)
+{
+    pthread_mutex_lock(&qlock);
+}
+
+void ccap_q_fork_parent(void)
+{
+    pthread_mutex_unlock(&qlock);
+}
+
+void ccap_q_fork_child(void)
+{
+    pthread_mutex_init(&qlock, NULL);
+    for (struct q_ent *e = q_head, *next; e; e = next) {
+        next = e->next;
+        for (int i = 0; i < e->nfds; i++) {
+            int f = e->state == Q_QUEUED && is_file(e->fds[i], e->qdev, e->qino) ? ccap_park_failed(e->family) : -1;
+            if (f >= 0) {
+                dup3(f, e->fds[i], fcntl(e->fds[i], F_GETFD) & FD_CLOEXEC ? O_CLOEXEC : 0);
+                close(f);
+            }
+        }
+        e->permit = NULL; /* the parent's */
+        free_ent(e);
+    }
+    q_head = NULL;
+    atomic_store(&ccap_q_live, 0);
+}

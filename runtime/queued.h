@@ -1,0 +1,110 @@
+/* queued.h -- non-blocking connects queued for a permit: the placeholder in the descriptor, the swap, what the program may ask meanwhile. */
+#ifndef CCAP_QUEUED_H
+#define CCAP_QUEUED_H
+
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <time.h>
+#include "permit.h"
+
+/* A non-blocking connect to a capped destination that found no permit free
+ * (nonblocking = "queue") returns -1/EINPROGRESS at once. Its ticket stays
+ * in the semaphore's FIFO queue; a thread of the shim's waits for the
+ * permit; meanwhile the descriptor number refers to a placeholder parked
+ * in SYN_SENT (runtime/park.h) and the real socket is kept aside. When the
+ * permit comes, the real connect starts and the real socket is put back on
+ * every number of this process that referred to the placeholder (dup3),
+ * each number deleted from every epoll set it is in before the swap and
+ * added again after, pollers woken. A wait that ends without a permit
+ * resets the placeholder: the connect failed, SO_ERROR tells with the
+ * configured errno. The hooks ask this module only about descriptors it
+ * marks (ccap_q_maybe: one load when nothing is queued). Every call below
+ * is thread-safe and runs with the shim's guard held; -errno on error. */
+
+/* Entries live now (queued or failed, not yet closed). */
+extern atomic_int ccap_q_live;
+/* Descriptor numbers that refer to a placeholder: a bit each. */
+#define CCAP_Q_MAX_FD (1 << 20)
+extern _Atomic unsigned long ccap_q_bits[CCAP_Q_MAX_FD / (8 * sizeof(unsigned long))];
+
+/* True when some descriptor is queued or failed in queue. */
+static inline bool ccap_q_any(void)
+{
+    return atomic_load_explicit(&ccap_q_live, memory_order_relaxed) > 0;
+}
+
+/* True if FD may refer to a placeholder (false is definite). */
+static inline bool ccap_q_maybe(int fd)
+{
+    const unsigned w = 8 * sizeof(unsigned long);
+    return ccap_q_any() && fd >= 0 && fd < CCAP_Q_MAX_FD &&
+           (atomic_load_explicit(&ccap_q_bits[(unsigned)fd / w], memory_order_relaxed) >> ((unsigned)fd % w) & 1);
+}
+
+struct ccap_wait;
+
+/* Queues the connect of FD to SA (LEN bytes) whose wait WS was started
+ * (runtime/waiting.h) for permit P: the placeholder (living at most
+ * LIFETIME_MS) takes FD's place and a thread of the shim's goes on with WS.
+ * Returns 0 (the connect is "in progress"; WS and P are the queue's now),
+ * or -errno with nothing changed (WS and P still the caller's). */
+int ccap_q_enqueue(int fd, const struct sockaddr *sa, socklen_t len, struct ccap_permit *p, struct ccap_wait *ws,
+                   int lifetime_ms);
+
+/* connect() again on FD: -EALREADY while queued; the failure's errno once
+ * after it failed; 0 when FD is not (any more) the queue's: go on. */
+int ccap_q_connect(int fd);
+
+/* FD stops referring to the placeholder (the program closes it, puts another
+ * file on its number, shuts it down): forgotten; the last such number of a
+ * queued connect ends its wait and gives its ticket back. Before the call. */
+void ccap_q_forget(int fd);
+/* The same for every number in [LO, HI] (close_range, closefrom). */
+void ccap_q_forget_range(unsigned lo, unsigned hi);
+
+/* After a successful dup of OLDFD to NEWFD: NEWFD is another number of
+ * OLDFD's queued connect (the real socket goes to both). */
+void ccap_q_dup(int oldfd, int newfd);
+
+/* setsockopt on a queued FD: set on the real socket (its result) and on the
+ * placeholder. getsockopt: SO_ERROR and TCP_INFO as a connecting socket
+ * (the failure's errno once after it failed), the rest from the real
+ * socket. getsockname: the real socket's. Each returns 0 or -errno, and
+ * passes the call through for a descriptor that is not the queue's. */
+int ccap_q_setsockopt(int fd, int level, int name, const void *val, socklen_t len);
+int ccap_q_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
+int ccap_q_getsockname(int fd, struct sockaddr *sa, socklen_t *len);
+
+/* epoll_ctl on a queued FD, serialised with its swaps. */
+int ccap_q_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
+/* A new epoll descriptor EPFD: the swaps look in it for their numbers. */
+void ccap_q_epoll_created(int epfd);
+
+/* poll/ppoll with some queued descriptor in FDS: as ppoll(FDS, N, TMO,
+ * MASK), woken when one of them is swapped (an eventfd of the queue's added
+ * to the set, never reported). Returns the count or -errno. */
+typedef int ccap_ppoll_fn(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+int ccap_q_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask, ccap_ppoll_fn *real);
+/* select/pselect the same way (through ppoll); TMO, if not NULL, is left
+ * with the time not slept, as Linux's select does. */
+int ccap_q_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *tmo, const sigset_t *mask,
+                  ccap_ppoll_fn *real);
+
+/* Before an exec: a queued connect whose number survives the exec fails
+ * (the new image sees a connect reset); the others go on if it fails. */
+void ccap_q_exec_pre(void);
+
+/* fork(): prepare locks the queue (before the waits' lock), parent unlocks;
+ * child: each number of a queued connect is replaced by a failed
+ * placeholder (the parent's connect goes on; the child's copy reports a
+ * reset connect) and the queue starts empty. */
+void ccap_q_fork_prepare(void);
+void ccap_q_fork_parent(void);
+void ccap_q_fork_child(void);
+
+#endif
