@@ -9,6 +9,10 @@
  * bench mem PORT N                   holds N connections to PORT; prints VmRSS before and after
  * bench handoff PORT N HOLD_US       2 processes (this program again) take turns on a permit
  *                                    of limit 1: prints "CONNECTED_NS CLOSED_NS" per turn
+ * bench hook CALL N                  N x one call the shim interposes for queued connects
+ *                                    (setsockopt getsockopt getsockname epoll_ctl poll ppoll
+ *                                    select pselect shutdown syscall) on a socket that is not
+ *                                    queued; prints ns/op
  * Timed parts sit between CALLGRIND_TOGGLE_COLLECT marks: run under
  * valgrind --tool=callgrind --collect-atstart=no, only they are counted.
  */
@@ -21,7 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -224,6 +232,56 @@ static int do_handoff(char **argv)
     return bad;
 }
 
+/* One interposed call of kind C on socket S (epoll set EP). */
+static void hook_call(char c, int s, int ep)
+{
+    int v = 1;
+    socklen_t l = sizeof v;
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    struct pollfd p = { .fd = s, .events = POLLIN };
+    struct timespec z = { 0, 0 };
+    struct timeval tz = { 0, 0 };
+    struct epoll_event ev = { .events = EPOLLIN };
+    fd_set r;
+
+    switch (c) {
+    case 's': setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &v, sizeof v); break;
+    case 'g': getsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &v, &l); break;
+    case 'n': getsockname(s, (struct sockaddr *)&a, &al); break;
+    case 'e': epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev); break;
+    case 'p': poll(&p, 1, 0); break;
+    case 'P': ppoll(&p, 1, &z, NULL); break;
+    case 'x': FD_ZERO(&r); FD_SET(s, &r); select(s + 1, &r, NULL, NULL, &tz); break;
+    case 'X': FD_ZERO(&r); FD_SET(s, &r); pselect(s + 1, &r, NULL, NULL, &z, NULL); break;
+    case 'd': shutdown(s, SHUT_RD); break;
+    case 'y': syscall(SYS_getppid); break;
+    }
+}
+
+static int do_hook(const char *call, int n)
+{
+    static const char *const names[] = { "setsockopt", "getsockopt", "getsockname", "epoll_ctl", "poll",
+                                         "ppoll", "select", "pselect", "shutdown", "syscall" };
+    static const char codes[] = "sgnepPxXdy";
+    int s = socket(AF_INET, SOCK_STREAM, 0), ep = epoll_create1(0), k = -1;
+    struct epoll_event ev = { .events = EPOLLIN };
+
+    for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
+        if (!strcmp(call, names[i]))
+            k = i;
+    if (s < 0 || ep < 0 || k < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))
+        die("hook");
+    hook_call(codes[k], s, ep); /* the first call resolves the symbols */
+    long long t0 = now_ns();
+    CALLGRIND_TOGGLE_COLLECT;
+    for (int i = 0; i < n; i++)
+        hook_call(codes[k], s, ep);
+    CALLGRIND_TOGGLE_COLLECT;
+    printf("%.1f\n", (double)(now_ns() - t0) / n);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *m = argc > 1 ? argv[1] : "";
@@ -239,6 +297,8 @@ int main(int argc, char **argv)
         return do_spin(atol(argv[2]));
     if (!strcmp(m, "mem") && argc == 4)
         return do_mem(atoi(argv[2]), atoi(argv[3]));
+    if (!strcmp(m, "hook") && argc == 4)
+        return do_hook(argv[2], atoi(argv[3]));
     if (!strcmp(m, "handoff") && argc == 5)
         return do_handoff(argv);
     if (!strcmp(m, "handoff-child") && argc == 5)

@@ -94,6 +94,16 @@ if only core; then
 OPS=2000 cheap "unmatched connect+close, with vs without the shim" 1.03 conn "$LP" 2000
 OPS=50000 cheap "close() of a non-socket descriptor, with vs without" 1.05 close 10000 5
 
+# 2b. the calls interposed for queued connects, on a socket that is not queued:
+# at most 30 instructions each over the same call without the shim
+if [ -n "$ipns" ]; then
+    for c in setsockopt getsockopt getsockname epoll_ctl poll ppoll select pselect shutdown syscall; do
+        i0=$(instr "$B/bench" hook $c 20000); i1=$(LD_PRELOAD="$LIB" instr "$B/bench" hook $c 20000)
+        d=$(awk -v a="$i0" -v b="$i1" 'BEGIN {printf "%.0f", (b - a) / 20000}')
+        row "$c() of a socket not queued: instructions added" "+$d instr" "+30" "$(verdict "$d" 30)"
+    done
+fi
+
 # 3. matched connect+close with a free permit vs the floor
 m=""; f1=""; f2=""
 for i in 1 2 3 4 5 6 7; do   # interleaved, the fastest of each

@@ -190,9 +190,7 @@ static struct q_ent *lookup(int fd)
     struct q_ent *e = find(fd, &i);
 
     if (e && !is_file(fd, e->qdev, e->qino)) {
-        drop_alias(e, i);
-        if (e->nfds == 0 && e->state == Q_QUEUED)
-            ccap_rt_wait_cancel(e->wid);
+        forget_locked(fd);
         return NULL;
     }
     return e;
@@ -216,6 +214,25 @@ static void free_ent(struct q_ent *e)
     close_own(&e->ph);
     close_own(&e->efd);
     free(e);
+}
+
+/* Forgets number FD of its entry. Under qlock. */
+static void forget_locked(int fd)
+{
+    int i;
+    struct q_ent *e = find(fd, &i);
+
+    if (!e)
+        return;
+    drop_alias(e, i);
+    if (e->nfds > 0)
+        return;
+    if (e->state == Q_QUEUED) {
+        ccap_rt_wait_cancel(e->wid); /* the thread frees it */
+    } else {
+        unlink_ent(e);
+        free_ent(e);
+    }
 }
 
 /* Wakes every poller of E's numbers: the queue's eventfd (pollers through
@@ -427,25 +444,6 @@ int ccap_q_connect(int fd)
     }
     pthread_mutex_unlock(&qlock);
     return rc;
-}
-
-/* Forgets number FD of its entry. Under qlock. */
-static void forget_locked(int fd)
-{
-    int i;
-    struct q_ent *e = find(fd, &i);
-
-    if (!e)
-        return;
-    drop_alias(e, i);
-    if (e->nfds > 0)
-        return;
-    if (e->state == Q_QUEUED) {
-        ccap_rt_wait_cancel(e->wid); /* the thread frees it */
-    } else {
-        unlink_ent(e);
-        free_ent(e);
-    }
 }
 
 void ccap_q_forget(int fd)

@@ -156,10 +156,9 @@ static int q_select(int nfds, fd_set *r, fd_set *w, fd_set *x, struct timespec *
     return rc;
 }
 
-EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
+/* The slow paths out of line: the hooks' fast path stays a tail call. */
+static __attribute__((noinline)) int select_queued(int nfds, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
 {
-    if (ccap_guard || !ccap_q_any() || !sets_queued(nfds, r, w, x))
-        return REAL(select)(nfds, r, w, x, tv);
     struct timespec ts = tv ? (struct timespec){ tv->tv_sec, tv->tv_usec * 1000L } : (struct timespec){ 0, 0 };
     int rc = q_select(nfds, r, w, x, tv ? &ts : NULL, NULL);
     if (tv && rc >= 0)
@@ -167,12 +166,34 @@ EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
     return rc;
 }
 
-EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct timespec *tmo, const sigset_t *mask)
+static __attribute__((noinline)) int pselect_queued(int nfds, fd_set *r, fd_set *w, fd_set *x,
+                                                    const struct timespec *tmo, const sigset_t *mask)
 {
-    if (ccap_guard || !ccap_q_any() || !sets_queued(nfds, r, w, x))
-        return REAL(pselect)(nfds, r, w, x, tmo, mask);
     struct timespec ts = tmo ? *tmo : (struct timespec){ 0, 0 };
     return q_select(nfds, r, w, x, tmo ? &ts : NULL, mask); /* pselect leaves its timeout as it was */
+}
+
+/* Five and six arguments: the fast path loads the real symbol first, so
+ * that nothing is called before the tail call (no argument saved). */
+EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
+{
+    int (*real)(int, fd_set *, fd_set *, fd_set *, struct timeval *) = CCAP_REAL_LOAD(select);
+    if (__builtin_expect(real && (ccap_guard || !ccap_q_any()), 1))
+        return real(nfds, r, w, x, tv);
+    if (ccap_guard || !ccap_q_any() || !sets_queued(nfds, r, w, x))
+        return REAL(select)(nfds, r, w, x, tv);
+    return select_queued(nfds, r, w, x, tv);
+}
+
+EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct timespec *tmo, const sigset_t *mask)
+{
+    int (*real)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *) =
+        CCAP_REAL_LOAD(pselect);
+    if (__builtin_expect(real && (ccap_guard || !ccap_q_any()), 1))
+        return real(nfds, r, w, x, tmo, mask);
+    if (ccap_guard || !ccap_q_any() || !sets_queued(nfds, r, w, x))
+        return REAL(pselect)(nfds, r, w, x, tmo, mask);
+    return pselect_queued(nfds, r, w, x, tmo, mask);
 }
 
 /* The raw system call, for syscall() before the real one is resolved (an
@@ -209,7 +230,21 @@ static int sys_close(int fd)
 
 /* libuv (node) closes with syscall(SYS_close): routed as close() is, so a
  * permit or a queued connect is seen to end at once. Every other call
- * passes through with its six argument registers, as glibc's own. */
+ * passes through with its six argument registers, as glibc's own does. On
+ * x86_64 and aarch64 a variadic call passes integers as a fixed one does,
+ * so the hook takes them as fixed arguments (no va_list on the hot path;
+ * an argument the caller did not pass is whatever its register held, as in
+ * glibc). Its C name differs from <unistd.h>'s prototype; the symbol is
+ * syscall. */
+#if defined(__x86_64__) || defined(__aarch64__)
+EXPORT long hook_syscall(long nr, long a, long b, long c, long d, long e, long f) __asm__("syscall");
+EXPORT long hook_syscall(long nr, long a, long b, long c, long d, long e, long f)
+{
+    if (__builtin_expect(nr == SYS_close, 0) && !ccap_guard)
+        return ccap_shim_close((int)a, sys_close);
+    return next_syscall(nr, a, b, c, d, e, f);
+}
+#else
 EXPORT long syscall(long nr, ...)
 {
     va_list ap;
@@ -223,3 +258,4 @@ EXPORT long syscall(long nr, ...)
         return ccap_shim_close((int)a[0], sys_close);
     return next_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
+#endif
