@@ -182,6 +182,8 @@ static void drop_alias(struct q_ent *e, int i)
     e->fds[i] = e->fds[--e->nfds];
 }
 
+static void forget_locked(int fd);
+
 /* The entry FD is a number of, if FD still refers to its placeholder (a
  * number closed behind the shim's back is dropped). Under qlock. */
 static struct q_ent *lookup(int fd)
