@@ -157,10 +157,14 @@ static void print_config(const struct ccap_config *cfg)
     if (cfg->nonblocking == CCAP_NONBLOCK_FAIL)
         printf("nonblocking fail: a non-blocking connect with no permit free fails at once with %s\n",
                ccap_errno_name(cfg->nonblocking_errno));
-    else
-        printf("nonblocking wait: a non-blocking connect waits like a blocking one, but fails at once with %s "
-               "if its process already holds a permit of that semaphore\n",
+    else if (cfg->nonblocking == CCAP_NONBLOCK_WAIT)
+        printf("nonblocking wait: a non-blocking connect waits in its thread like a blocking one (%s after "
+               "wait_timeout_ms)\n",
                ccap_errno_name(cfg->nonblocking_errno));
+    else
+        printf("nonblocking queue: a non-blocking connect with no permit free is in progress until its turn "
+               "(%s after wait_timeout_ms); the program's thread never waits\n",
+               ccap_errno_name(cfg->on_timeout_errno));
     for (size_t i = 0; i < cfg->n_sems; i++) {
         const struct ccap_sem_conf *s = &cfg->sems[i];
         printf("semaphore %s: limit %d, lease %d ms, wait %d ms", s->name, s->limit, s->lease_ms,

@@ -1,4 +1,4 @@
-# real_psql.sh -- psql (libpq: a non-blocking connect, so nonblocking = "wait" as the README says for it)
+# real_psql.sh -- psql (libpq: a non-blocking connect, queued under the default configuration)
 # against a private PostgreSQL cluster (initdb/pg_ctl in a temporary folder, a free port; as user postgres
 # when run as root). 10 capped psql sessions at once, each in SELECT pg_sleep: the server never has more
 # than the limit of 3 capped sessions (pg_stat_activity, polled by an uncapped psql), reaches it, every
@@ -22,7 +22,7 @@ PGPID=$(head -n 1 "$PGD/data/postmaster.pid")
 _pids+=("$PGPID")
 stop_pg() { as_pg "$PGBIN/pg_ctl" -D "$PGD/data" -m fast -w stop >/dev/null 2>&1; }
 trap 'rc=$?; stop_pg; (exit $rc); h_cleanup' EXIT
-CONF_EXTRA='nonblocking = "wait";' h_conf "$T/c.conf" pg 3 30000 20000 "127.0.0.1:$PGPORT"
+h_conf "$T/c.conf" pg 3 30000 20000 "127.0.0.1:$PGPORT"
 PGAPPNAME=poll "$PGBIN/psql" -X -At -h 127.0.0.1 -p "$PGPORT" -U postgres -d postgres -c 'select 1' >/dev/null ||
     h_fail "the server does not answer"
 # poll: the most capped sessions the server ever had at once

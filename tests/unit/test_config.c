@@ -103,7 +103,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg->n_rules, 0);
     assert_int_equal(cfg->on_timeout_errno, ETIMEDOUT);
     assert_int_equal(cfg->on_redis_down, CCAP_DOWN_OPEN);
-    assert_int_equal(cfg->nonblocking, CCAP_NONBLOCK_FAIL);
+    assert_int_equal(cfg->nonblocking, CCAP_NONBLOCK_QUEUE);
     assert_int_equal(cfg->nonblocking_errno, ECONNREFUSED);
     assert_int_equal(cfg->log_level, CCAP_LOG_WARN);
     assert_int_equal(cfg->log_target, CCAP_LOG_STDERR);
@@ -565,7 +565,7 @@ static void test_policy_errors(void **state)
     load_bad_line("on_timeout = \"nonsense-words\";\n", 1, "on_timeout: unknown errno name \"nonsense-words\"");
     load_bad_line("on_redis_down = \"opn\";\n", 1,
                   "on_redis_down: must be \"open\", \"closed\" or \"local\", not \"opn\"");
-    load_bad_line("nonblocking = \"block\";\n", 1, "nonblocking: must be \"wait\" or \"fail\", not \"block\"");
+    load_bad_line("nonblocking = \"block\";\n", 1, "nonblocking: must be \"queue\", \"wait\" or \"fail\", not \"block\"");
     load_bad_line("nonblocking_errno = \"ECONREFUSED\";\n", 1,
                   "nonblocking_errno: unknown errno name \"ECONREFUSED\"; did you mean \"ECONNREFUSED\"?");
     /* an in-progress errno would make an event loop use an unconnected socket */
