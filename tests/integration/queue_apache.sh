@@ -10,7 +10,8 @@
 . "$ROOT/tests/lib/realclient.sh"
 h_plain_only
 M=/usr/lib/apache2/modules
-command -v apache2 >/dev/null || [ -x /usr/sbin/apache2 ] || { echo "skipped: apache2 is not installed (mk/deps.sh test)"; exit 77; }
+APACHE=$(command -v apache2 || echo /usr/sbin/apache2)
+[ -x "$APACHE" ] || { echo "skipped: apache2 is not installed (mk/deps.sh test)"; exit 77; }
 [ -f "$M/mod_mpm_prefork.so" ] && [ -f "$M/mod_proxy_http.so" ] || { echo "skipped: apache2's prefork or proxy_http module is missing (apache2-bin)"; exit 77; }
 command -v ab >/dev/null || { echo "skipped: ab (apache2-utils) is not installed"; exit 77; }
 h_redis_start
@@ -56,8 +57,8 @@ KeepAlive Off
 </Location>
 ProxyPass "/" "http://127.0.0.1:$SRV_PORT/" retry=0 connectiontimeout=60 timeout=60 disablereuse=On
 ACONF
-apache2 -t -f "$A/httpd.conf" >"$T/apache-t.log" 2>&1 || h_fail "apache2 -t: $(cat "$T/apache-t.log")"
-LD_PRELOAD="$LIB" CONNCAP_CONFIG="$A/c.conf" setsid apache2 -f "$A/httpd.conf" -DFOREGROUND 2>"$T/apache.err" &
+"$APACHE" -t -f "$A/httpd.conf" >"$T/apache-t.log" 2>&1 || h_fail "apache2 -t: $(cat "$T/apache-t.log")"
+LD_PRELOAD="$LIB" CONNCAP_CONFIG="$A/c.conf" setsid "$APACHE" -f "$A/httpd.conf" -DFOREGROUND 2>"$T/apache.err" &
 APID=$!
 _pids+=("$APID")
 WAIT_S=20 h_wait_for bash -c "[ \$(pgrep -P $APID | wc -l) -ge 24 ]" || h_fail "apache did not start 24 workers: $(tail -n 5 "$A/logs/error.log")"
