@@ -1,15 +1,15 @@
 # real_nginx.sh -- Debian's nginx, 4 prefork workers, as a reverse proxy to the counting server, under the
-# shim with no `env` directive (its workers get a cleared environment) and the default non-blocking policy
-# (an event loop never waits for a permit: a connect beyond the cap fails at once, nginx answers 502). Load from
-# ab, `nginx -s reload` under load, `nginx -s quit`. Asserts: the cap holds and is reached; every request is
-# answered, 200 or 502 (the README's fail-fast answer); the holders are the workers' own (their pids);
+# shim with no `env` directive (its workers get a cleared environment) and nonblocking = "fail" (opt-in: a
+# connect beyond the cap fails at once, nginx answers 502; the default, which queues it, is queue_nginx.sh).
+# Load from ab, `nginx -s reload` under load, `nginx -s quit`. Asserts: the cap holds and is reached; every
+# request is answered, 200 or 502 (the fail-fast answer); the holders are the workers' own (their pids);
 # no holder left after the reload's old workers exit, nor after quit.
 . "$(dirname "$0")/../lib/harness.sh"
 h_plain_only
 command -v nginx >/dev/null && command -v ab >/dev/null || { echo "skipped: nginx or ab (nginx-light, apache2-utils) not installed"; exit 77; }
 h_redis_start
 h_server_start 150
-h_conf "$T/c.conf" ngx 4 30000 2000 "127.0.0.1:$SRV_PORT"
+CONF_EXTRA='nonblocking = "fail";' h_conf "$T/c.conf" ngx 4 30000 2000 "127.0.0.1:$SRV_PORT"
 NP=$(h_free_port)
 N="$T/nginx"
 mkdir -p "$N/logs" "$N/tmp"
