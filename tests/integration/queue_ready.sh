@@ -40,7 +40,10 @@ declare -A want=(
     [timeout]="connect:EINPROGRESS $Q1 ready:OUT|ERR|HUP soerr:ETIMEDOUT soerr2:0"
 )
 
-zcard_is() { [ "$(h_rcli zcard "$1")" -eq "$2" ]; }
+all_clean() {
+    local k
+    for k in holders waiters queue qexp; do [ "$(h_rcli zcard "conncap:{qr}:$k")" -eq 0 ] || return 1; done
+}
 fact() { sed -n "s/^$2 //p" "$1" | tail -n 1; }
 # first_diff A B: the first token where the sequences A and B differ
 first_diff() {
@@ -72,13 +75,14 @@ done
 
 # 2. under the shim, one mode at a time (one permit)
 run_shim() { # MODE CONF OUT
-    LD_PRELOAD="$LIB" CONNCAP_CONFIG="$2" timeout 80 "$PROGS/qready" "$1" "$UP" $wait_ms >"$3" 2>"$3.err"
+    LD_PRELOAD="$LIB" CONNCAP_CONFIG="$2" timeout 40 "$PROGS/qready" "$1" "$UP" $wait_ms >"$3" 2>"$3.err"
 }
-clean_after() { # MODE: no holder, no waiter, no ticket left
-    WAIT_S=5 h_wait_for h_holders_is qr 0 || bad "$1: $(h_holders qr) holder(s) left"
+clean_after() { # WHAT: no holder, no waiter, no ticket left (one deadline for all)
     local k
-    for k in waiters queue qexp; do
-        WAIT_S=5 h_wait_for zcard_is "conncap:{qr}:$k" 0 || bad "$1: $(h_rcli zcard "conncap:{qr}:$k") entries left in $k"
+    WAIT_S=8 h_wait_for all_clean && return 0
+    for k in holders waiters queue qexp; do
+        [ "$(h_rcli zcard "conncap:{qr}:$k")" -eq 0 ] ||
+            bad "$1: $(h_rcli zcard "conncap:{qr}:$k") entries left in $k: $(h_rcli zrange "conncap:{qr}:$k" 0 2 | paste -sd' ')"
     done
 }
 check_shim() { # MODE OUT REFERENCE-SEQ
@@ -95,6 +99,8 @@ check_shim() { # MODE OUT REFERENCE-SEQ
     [ "$(fact "$out" holder-status)" = 0 ] || bad "$m: the holder ended with status $(fact "$out" holder-status)"
 }
 for m in $modes; do
+    # a budget: a shim that never makes the socket ready costs each mode its bounds (8 s and more)
+    if [ $SECONDS -gt 60 ]; then bad "out of time after $SECONDS s: modes from $m on not run"; break; fi
     [ "$m" = timeout ] && conf="$T/t.conf" || conf="$T/q.conf"
     run_shim "$m" "$conf" "$T/$m.shim"
     check_shim "$m" "$T/$m.shim" "$(fact "$T/$m.plain" seq)"
@@ -108,7 +114,7 @@ for m in $modes; do
 done
 
 # 3. the errno of a timeout is on_timeout's
-run_shim timeout "$T/t2.conf" "$T/timeout2.shim"
+[ $SECONDS -le 70 ] && run_shim timeout "$T/t2.conf" "$T/timeout2.shim"
 check_shim "timeout (on_timeout ECONNREFUSED)" "$T/timeout2.shim" "$(fact "$T/timeout.plain" seq | sed 's/soerr:ETIMEDOUT/soerr:ECONNREFUSED/')"
 clean_after "timeout (on_timeout ECONNREFUSED)"
 

@@ -17,7 +17,10 @@ h_conf "$T/s.conf" qs 2 30000 $wait_ms "127.0.0.1:$UP"
 exec_wait_ms=3000
 h_conf "$T/e.conf" qs 2 30000 $exec_wait_ms "127.0.0.1:$UP"
 
-zcard_is() { [ "$(h_rcli zcard "$1")" -eq "$2" ]; }
+all_clean() {
+    local k
+    for k in holders waiters queue qexp; do [ "$(h_rcli zcard "conncap:{qs}:$k")" -eq 0 ] || return 1; done
+}
 fact() { sed -n "s/^$2 //p" "$1" | tail -n 1; }
 fails=()
 bad() { fails+=("$*"); echo "FAIL: $*" >&2; }
@@ -26,17 +29,18 @@ want_fact() { # FILE KEY VALUE WHAT
     v=$(fact "$1" "$2")
     [ "$v" = "$3" ] || bad "$4 ($2 ${v:-missing}, want $3)"
 }
-clean_after() { # WHAT: no holder, no waiter, no ticket left
-    WAIT_S=10 h_wait_for h_holders_is qs 0 || bad "$1: $(h_holders qs) holder(s) left: $(h_rcli zrange 'conncap:{qs}:holders' 0 -1 | head -3 | paste -sd' ')"
+clean_after() { # WHAT: no holder, no waiter, no ticket left (one deadline for all)
     local k
-    for k in waiters queue qexp; do
-        WAIT_S=5 h_wait_for zcard_is "conncap:{qs}:$k" 0 || bad "$1: $(h_rcli zcard "conncap:{qs}:$k") entries left in $k"
+    WAIT_S=8 h_wait_for all_clean && return 0
+    for k in holders waiters queue qexp; do
+        [ "$(h_rcli zcard "conncap:{qs}:$k")" -eq 0 ] ||
+            bad "$1: $(h_rcli zcard "conncap:{qs}:$k") entries left in $k: $(h_rcli zrange "conncap:{qs}:$k" 0 2 | paste -sd' ')"
     done
 }
 
 # 1. the stress
 t0=$SECONDS
-TMPDIR="$T" LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/s.conf" timeout 60 "$PROGS/qready" stress "$UP" 5 10 $wait_ms 2 \
+TMPDIR="$T" LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/s.conf" timeout 40 "$PROGS/qready" stress "$UP" 5 10 $wait_ms 2 \
     >"$T/stress.out" 2>"$T/stress.err"
 rc=$?
 o="$T/stress.out"
@@ -66,7 +70,7 @@ clean_after stress
 
 # 2. exec while queued
 t0=$SECONDS
-LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/e.conf" timeout 40 "$PROGS/qready" execq "$UP" $exec_wait_ms 2 \
+LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/e.conf" timeout 25 "$PROGS/qready" execq "$UP" $exec_wait_ms 2 \
     >"$T/exec.out" 2>"$T/exec.err"
 rc=$?
 o="$T/exec.out"

@@ -50,8 +50,8 @@
 
 extern char **environ;
 
-#define RELEASE_MS 1000      /* the holder (or the slow listener) lets go this long after our connect */
-#define READY_BOUND_MS 15000 /* after the release, the connect completes within this */
+#define RELEASE_MS 1000     /* the holder (or the slow listener) lets go this long after our connect */
+#define READY_BOUND_MS 8000 /* after the release, the connect completes within this */
 #define EPOLL_MAGIC 0x5eed0f00dULL
 
 static const char *self;
@@ -1299,7 +1299,7 @@ static int check_bystanders(void)
 static int mode_stress(int nthreads, int per, int wait_ms, int nh)
 {
     signal(SIGPIPE, on_sigpipe);
-    alarm((unsigned)(wait_ms / 1000 + 40));
+    alarm((unsigned)(wait_ms / 1000 + 25));
     up = addr4(up_port);
     stress_wait_ms = wait_ms;
     stress_threads = nthreads;
@@ -1421,7 +1421,7 @@ static int mode_stress(int nthreads, int per, int wait_ms, int nh)
 
 static int mode_execq(int wait_ms, int nh)
 {
-    alarm((unsigned)(wait_ms / 1000 + 30));
+    alarm((unsigned)(wait_ms / 1000 + 15));
     up = addr4(up_port);
     nholders = nh;
     for (int i = 0; i < nh; i++)
@@ -1479,7 +1479,7 @@ static int mode_execq2(int argc, char **argv)
     int wait_ms = atoi(argv[3]), a = atoi(argv[4]), b = atoi(argv[5]), pr = atoi(argv[6]);
     long long t0 = atoll(argv[7]);
     ino_t pino = (ino_t)strtoul(argv[8], NULL, 10);
-    alarm((unsigned)(wait_ms / 1000 + 30));
+    alarm((unsigned)(wait_ms / 1000 + 15));
     up = addr4(up_port);
     int bad = 0;
     errno = 0;
@@ -1547,7 +1547,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, on_sigpipe);
     for (int i = 0; i < (int)(sizeof(mode_names) / sizeof(mode_names[0])); i++)
         if (!strcmp(m, mode_names[i])) {
-            alarm(60);
+            alarm(40);
             return mode_single((enum mode)i, argc > 3 ? atoi(argv[3]) : 1500);
         }
     fprintf(stderr, "qready: unknown mode %s\n", m);
