@@ -603,6 +603,7 @@ int ccap_q_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const 
 int ccap_q_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *tmo, const sigset_t *mask,
                   ccap_ppoll_fn *real)
 {
+    nfds = nfds < FD_SETSIZE ? nfds : FD_SETSIZE; /* an fd_set holds no more */
     struct pollfd *p = malloc((size_t)(nfds > 0 ? nfds : 1) * sizeof *p);
     nfds_t n = 0;
     int r, count = 0;
@@ -610,7 +611,7 @@ int ccap_q_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec 
 
     if (!p)
         return -ENOMEM;
-    for (int fd = 0; fd < nfds; fd++) {
+    for (int fd = 0; fd < nfds && fd < FD_SETSIZE; fd++) {
         short ev = (rd && FD_ISSET(fd, rd) ? POLLIN : 0) | (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) |
                    (ex && FD_ISSET(fd, ex) ? POLLPRI : 0);
         if (ev)
