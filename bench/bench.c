@@ -11,8 +11,8 @@
  *                                    of limit 1: prints "CONNECTED_NS CLOSED_NS" per turn
  * bench hook CALL N                  N x one call the shim interposes for queued connects
  *                                    (setsockopt getsockopt getsockname epoll_ctl poll ppoll
- *                                    select pselect shutdown syscall) on a socket that is not
- *                                    queued; prints ns/op
+ *                                    select pselect shutdown syscall fcntl dup+close dup2) on
+ *                                    a socket that is not queued nor counted; prints ns/op
  * Timed parts sit between CALLGRIND_TOGGLE_COLLECT marks: run under
  * valgrind --tool=callgrind --collect-atstart=no, only they are counted.
  */
@@ -256,14 +256,18 @@ static void hook_call(char c, int s, int ep)
     case 'X': FD_ZERO(&r); FD_SET(s, &r); pselect(s + 1, &r, NULL, NULL, &z, NULL); break;
     case 'd': shutdown(s, SHUT_RD); break;
     case 'y': syscall(SYS_getppid); break;
+    case 'f': fcntl(s, F_GETFL); break;
+    case 'D': close(dup(s)); break;
+    case '2': dup2(s, s + 1); break;
     }
 }
 
 static int do_hook(const char *call, int n)
 {
     static const char *const names[] = { "setsockopt", "getsockopt", "getsockname", "epoll_ctl", "poll",
-                                         "ppoll", "select", "pselect", "shutdown", "syscall" };
-    static const char codes[] = "sgnepPxXdy";
+                                         "ppoll", "select", "pselect", "shutdown", "syscall", "fcntl",
+                                         "dup+close", "dup2" };
+    static const char codes[] = "sgnepPxXdyfD2";
     int s = socket(AF_INET, SOCK_STREAM, 0), ep = epoll_create1(0), k = -1;
     struct epoll_event ev = { .events = EPOLLIN };
 

@@ -241,18 +241,14 @@ char **ccap_handoff_envp(char *const *envp, const char *extra)
 /* ---- the lifecycle ---- */
 
 static const char *recorded; /* the constructor's copy (env.c) */
-static atomic_bool waiting;
+atomic_bool ccap_handoff_pending; /* ccap_handoff_waiting */
+#define waiting ccap_handoff_pending
 static pthread_once_t adopt_once = PTHREAD_ONCE_INIT;
 
 void ccap_handoff_record(void)
 {
     recorded = ccap_env_get(CCAP_HANDOFF_ENV);
     atomic_store_explicit(&waiting, recorded != NULL, memory_order_release);
-}
-
-bool ccap_handoff_waiting(void)
-{
-    return atomic_load_explicit(&waiting, memory_order_relaxed);
 }
 
 void ccap_handoff_fork_child(void)

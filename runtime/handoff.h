@@ -2,6 +2,7 @@
 #ifndef CCAP_HANDOFF_H
 #define CCAP_HANDOFF_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -70,7 +71,11 @@ void ccap_handoff_record(void);
 
 /* True while a recorded handoff waits to be adopted: one relaxed atomic
  * load, for every hook's fast path. */
-bool ccap_handoff_waiting(void);
+extern atomic_bool ccap_handoff_pending;
+static inline bool ccap_handoff_waiting(void)
+{
+    return atomic_load_explicit(&ccap_handoff_pending, memory_order_relaxed);
+}
 
 /* Adopts the recorded handoff once (later calls wait for the first, then
  * return): if its pid is ours, each entry whose descriptor is still the same

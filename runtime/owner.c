@@ -11,12 +11,12 @@
  * their own. */
 static atomic_int owner_pid; /* the process the state belongs to; 0 before any */
 static atomic_bool stateful; /* fork handlers registered: state may exist */
-static atomic_int own_fd_base = INT32_MAX;
+atomic_int ccap_rt_own_fd_low = INT32_MAX; /* ccap_redis_fd_base() once claimed */
 static pthread_once_t claim_once = PTHREAD_ONCE_INIT;
 
 static void claim(void)
 {
-    atomic_store(&own_fd_base, ccap_redis_fd_base());
+    atomic_store(&ccap_rt_own_fd_low, ccap_redis_fd_base());
     atomic_store(&owner_pid, (int)getpid());
     ccap_rt_lifecycle_init();
     atomic_store(&stateful, true);
@@ -58,7 +58,7 @@ bool ccap_rt_own_fd_begin(unsigned lo, unsigned hi)
 {
     (void)lo;
     if (!atomic_load_explicit(&stateful, memory_order_relaxed) ||
-        hi < (unsigned)atomic_load_explicit(&own_fd_base, memory_order_relaxed))
+        !ccap_rt_own_fd_maybe(hi))
         return false;
     /* A vfork child has a descriptor table of its own: nothing to guard, and
      * it must never take (and maybe die holding) its parent's lock. */

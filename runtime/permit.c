@@ -10,13 +10,14 @@
 #include "handoff.h"
 #include "permit.h"
 
-#define CHUNK_BITS 10
+#define CHUNK_BITS CCAP_PTAB_CHUNK_BITS
 #define CHUNK_SIZE (1 << CHUNK_BITS)
 #define N_CHUNKS (CCAP_PTAB_MAX_FD / CHUNK_SIZE)
+#define chunks ccap_ptab_chunks
 
-typedef _Atomic(struct ccap_permit *) slot_t;
+#define slot_t ccap_ptab_slot
 
-static _Atomic(slot_t *) chunks[N_CHUNKS];
+_Atomic(slot_t *) ccap_ptab_chunks[N_CHUNKS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ccap_permit *all; /* live permits, under lock */
 static atomic_size_t n_all;     /* written under lock; read lock-free by ccap_ptab_empty */
@@ -35,12 +36,6 @@ static slot_t *slot_of(int fd, bool create)
         atomic_store_explicit(&chunks[fd >> CHUNK_BITS], c, memory_order_release);
     }
     return c ? &c[fd & (CHUNK_SIZE - 1)] : NULL;
-}
-
-bool ccap_ptab_maybe(int fd)
-{
-    slot_t *s = slot_of(fd, false);
-    return s && atomic_load_explicit(s, memory_order_relaxed) != NULL;
 }
 
 struct ccap_permit *ccap_permit_new(void)

@@ -35,10 +35,23 @@ enum {
  * are never given a permit (the connect passes through, logged once). */
 #define CCAP_PTAB_MAX_FD (1 << 20)
 
+/* The table: chunks of 1 << CCAP_PTAB_CHUNK_BITS slots, made on first use
+ * (runtime/permit.c owns it; exported for the inline hint below). */
+#define CCAP_PTAB_CHUNK_BITS 10
+typedef _Atomic(struct ccap_permit *) ccap_ptab_slot;
+extern _Atomic(ccap_ptab_slot *) ccap_ptab_chunks[CCAP_PTAB_MAX_FD >> CCAP_PTAB_CHUNK_BITS];
+
 /* Lock-free hint: true if FD may hold a permit. False is definite, so
  * close() of an untracked descriptor costs two loads and no lock.
  * Async-signal-safe. */
-bool ccap_ptab_maybe(int fd);
+static inline bool ccap_ptab_maybe(int fd)
+{
+    if ((unsigned)fd >= CCAP_PTAB_MAX_FD)
+        return false;
+    ccap_ptab_slot *c = atomic_load_explicit(&ccap_ptab_chunks[(unsigned)fd >> CCAP_PTAB_CHUNK_BITS],
+                                             memory_order_acquire);
+    return c && atomic_load_explicit(&c[(unsigned)fd & ((1u << CCAP_PTAB_CHUNK_BITS) - 1)], memory_order_relaxed);
+}
 
 /* Allocates a zeroed permit (refs 0). NULL when out of memory. */
 struct ccap_permit *ccap_permit_new(void);

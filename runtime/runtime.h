@@ -60,6 +60,13 @@ void ccap_rt_claim(void);
  * atomic loads), and in a process that does not own the state (a vfork
  * child's descriptors are its own). */
 bool ccap_rt_own_fd_begin(unsigned lo, unsigned hi);
+/* The lowest number the shim's Redis descriptor may have (INT32_MAX before
+ * any state): a range ending below it is the program's alone. */
+extern atomic_int ccap_rt_own_fd_low;
+static inline bool ccap_rt_own_fd_maybe(unsigned hi)
+{
+    return hi >= (unsigned)atomic_load_explicit(&ccap_rt_own_fd_low, memory_order_relaxed);
+}
 void ccap_rt_own_fd_end(bool locked);
 
 /* A permit is held: makes sure the heartbeat runs. */

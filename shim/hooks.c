@@ -32,6 +32,27 @@
         ccap_later_poll();                                                                                          \
     } while (0)
 
+/* True when a hook on descriptor FD has nothing to do but the real call:
+ * nothing owed (no handoff to adopt, no thread due), FD neither queued nor
+ * counted, and below the shim's own descriptors. A few loads, no call, no
+ * clock: the fast path of close, dup and fcntl on the program's files. */
+static inline bool nothing_owed(void)
+{
+    return !atomic_load_explicit(&ccap_later_at, memory_order_relaxed) && !ccap_handoff_waiting() && !ccap_q_any();
+}
+
+/* FD neither counted nor (if MINE) possibly the shim's own descriptor: a
+ * call that only reads FD (dup's source, fcntl) cannot hurt the latter. */
+static inline bool untracked_fd(int fd, bool mine)
+{
+    return !ccap_ptab_maybe(fd) && !(mine && ccap_rt_own_fd_maybe((unsigned)fd));
+}
+
+static inline bool plain_fd(int fd, bool mine)
+{
+    return nothing_owed() && untracked_fd(fd, mine);
+}
+
 __thread int ccap_guard __attribute__((tls_model("initial-exec")));
 void ccap_shim_adopt(void)
 {
@@ -141,12 +162,20 @@ int ccap_shim_close(int fd, int (*real)(int))
     return rc;
 }
 
-EXPORT int close(int fd)
+static __attribute__((noinline)) int close_slow(int fd)
 {
     if (ccap_guard)
         return real_close(fd);
     FIRST_NEED();
     return ccap_shim_close(fd, real_close);
+}
+
+EXPORT int close(int fd)
+{
+    int (*c)(int) = LOAD(close);
+    if (__builtin_expect(c && plain_fd(fd, true), 1)) /* the guard's calls too: the slow path sees it */
+        return c(fd);
+    return close_slow(fd);
 }
 
 EXPORT int fclose(FILE *fp)
@@ -201,49 +230,93 @@ static int after_dup(int oldfd, int newfd)
         return after_dup(fd, r_);                                                                                   \
     } while (0)
 
-EXPORT int dup(int fd)
+/* The slow paths, out of line: a hook's fast path (plain_fd) stays a tail
+ * call of the real function. A dup of a plain descriptor needs no after_dup:
+ * the new number's stale entry, if any (a counted socket closed behind the
+ * shim's back), is dropped by the identity check of whoever looks next. */
+static __attribute__((noinline)) int dup_slow(int fd)
 {
     FIRST_NEED();
     return after_dup(fd, REAL(dup)(fd));
 }
-EXPORT int dup2(int fd, int fd2)
+
+static __attribute__((noinline)) int dup2_slow(int fd, int fd2)
 {
     ONTO(fd2, REAL(dup2)(fd, fd2));
 }
-EXPORT int dup3(int fd, int fd2, int flags)
+
+static __attribute__((noinline)) int dup3_slow(int fd, int fd2, int flags)
 {
     ONTO(fd2, REAL(dup3)(fd, fd2, flags));
 }
 
-static int fcntl_hook(int (*real)(int, int, ...), int fd, int cmd, void *arg)
+EXPORT int dup(int fd)
 {
+    int (*d)(int) = LOAD(dup);
+    if (__builtin_expect(d && plain_fd(fd, false), 1))
+        return d(fd);
+    return dup_slow(fd);
+}
+
+EXPORT int dup2(int fd, int fd2)
+{
+    int (*d)(int, int) = LOAD(dup2);
+    if (__builtin_expect(d && plain_fd(fd, false) && untracked_fd(fd2, true), 1))
+        return d(fd, fd2);
+    return dup2_slow(fd, fd2);
+}
+
+EXPORT int dup3(int fd, int fd2, int flags)
+{
+    int (*d)(int, int, int) = LOAD(dup3);
+    if (__builtin_expect(d && plain_fd(fd, false) && untracked_fd(fd2, true), 1))
+        return d(fd, fd2, flags);
+    return dup3_slow(fd, fd2, flags);
+}
+
+static __attribute__((noinline)) int fcntl_slow(bool is64, int fd, int cmd, void *arg)
+{
+    int (*real)(int, int, ...) = is64 && REAL(fcntl64) ? LOAD(fcntl64) : REAL(fcntl);
     FIRST_NEED();
     int rc = real(fd, cmd, arg);
     return cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC ? after_dup(fd, rc) : rc;
 }
 
 /* fcntl's third argument is an int, a pointer or absent: passing it on as
- * a pointer-sized value is what glibc's own wrappers do. The hooks carry
- * explicit symbol names because <fcntl.h> may redirect fcntl to fcntl64. */
-EXPORT int hook_fcntl(int fd, int cmd, ...) __asm__("fcntl");
-EXPORT int hook_fcntl64(int fd, int cmd, ...) __asm__("fcntl64");
+ * a pointer-sized value is what glibc's own wrappers do. On x86_64 and
+ * aarch64 a variadic call passes it as a fixed argument would, so the hooks
+ * take it as one (no va_list on the fast path). They carry explicit symbol
+ * names because <fcntl.h> may redirect fcntl to fcntl64. */
+#if defined(__x86_64__) || defined(__aarch64__)
+#define FCNTL_PARAMS int fd, int cmd, void *arg
+#define FCNTL_ARG() (void)0
+#else
+#define FCNTL_PARAMS int fd, int cmd, ...
+#define FCNTL_ARG()                                                                                                 \
+    va_list ap;                                                                                                     \
+    va_start(ap, cmd);                                                                                              \
+    void *arg = va_arg(ap, void *);                                                                                 \
+    va_end(ap)
+#endif
+EXPORT int hook_fcntl(FCNTL_PARAMS) __asm__("fcntl");
+EXPORT int hook_fcntl64(FCNTL_PARAMS) __asm__("fcntl64");
 
-EXPORT int hook_fcntl(int fd, int cmd, ...)
+EXPORT int hook_fcntl(FCNTL_PARAMS)
 {
-    va_list ap;
-    va_start(ap, cmd);
-    void *arg = va_arg(ap, void *);
-    va_end(ap);
-    return fcntl_hook(REAL(fcntl), fd, cmd, arg);
+    FCNTL_ARG();
+    int (*f)(int, int, ...) = LOAD(fcntl);
+    if (__builtin_expect(f && plain_fd(fd, false), 1))
+        return f(fd, cmd, arg);
+    return fcntl_slow(false, fd, cmd, arg);
 }
 
-EXPORT int hook_fcntl64(int fd, int cmd, ...)
+EXPORT int hook_fcntl64(FCNTL_PARAMS)
 {
-    va_list ap;
-    va_start(ap, cmd);
-    void *arg = va_arg(ap, void *);
-    va_end(ap);
-    return fcntl_hook(REAL(fcntl64) ? LOAD(fcntl64) : REAL(fcntl), fd, cmd, arg);
+    FCNTL_ARG();
+    int (*f)(int, int, ...) = LOAD(fcntl64);
+    if (__builtin_expect(f && plain_fd(fd, false), 1))
+        return f(fd, cmd, arg);
+    return fcntl_slow(true, fd, cmd, arg);
 }
 
 /* The range is forgotten only after the call succeeded: a stale entry in
