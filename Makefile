@@ -10,6 +10,9 @@ BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 # The shim is a preload module, not a library to link with: a private directory.
 PKGLIBDIR = $(LIBDIR)/conncap
 PKGS     := hiredis libconfig
+# OpenSSL's headers only: core/tls.c includes them, but OpenSSL 3 is dlopen'ed
+# at the first TLS connect, never linked (so its cflags, not its libs).
+CHECK_PKGS := $(PKGS) openssl
 PKG_CONFIG ?= pkg-config
 VERSION  := 0.2.0
 CC       ?= cc
@@ -38,12 +41,12 @@ endif
 # Building needs the pkg-config packages only; `make` never installs anything
 # (make test / demo / bench / deps do, through mk/deps.sh).
 ifneq ($(filter-out clean uninstall deps test demo bench fuzz format format-check,$(or $(MAKECMDGOALS),all)),)
-PKG_MISSING := $(shell for p in $(PKGS); do $(PKG_CONFIG) --exists $$p 2>/dev/null || printf '%s ' $$p; done)
+PKG_MISSING := $(shell for p in $(CHECK_PKGS); do $(PKG_CONFIG) --exists $$p 2>/dev/null || printf '%s ' $$p; done)
 ifneq ($(PKG_MISSING),)
 $(error missing build dependencies: $(PKG_CONFIG) finds no $(PKG_MISSING)(on Debian: apt-get install pkg-config libhiredis-dev libconfig-dev libssl-dev, or run make deps as root))
 endif
 endif
-PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(CHECK_PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 # CPPFLAGS, CFLAGS and LDFLAGS are the packager's (dpkg-buildflags: FORTIFY,
 # stack protector, relro/now); ours are appended, also to a command-line CFLAGS.

@@ -18,10 +18,17 @@ mk >"$T/make.out" 2>&1 || h_fail "make: exit $?: $(tail -5 "$T/make.out")"
 [ ! -e "$T/pkg.log" ] || h_fail "make ran package tools: $(cat "$T/pkg.log")"
 # a missing dependency: one line naming what pkg-config misses, no package tool
 PKG_CONFIG_LIBDIR="$T/empty" PKG_CONFIG_PATH="" mk BUILD="$T/b2" >"$T/miss.out" 2>&1 && h_fail "make without hiredis/libconfig succeeded"
-[ "$(wc -l < "$T/miss.out")" -eq 1 ] && grep -q 'missing build dependencies: .*hiredis libconfig' "$T/miss.out" ||
+[ "$(wc -l < "$T/miss.out")" -eq 1 ] && grep -q 'missing build dependencies: .*hiredis libconfig openssl' "$T/miss.out" ||
     h_fail "make without the dependencies says: $(cat "$T/miss.out")"
 [ ! -e "$T/pkg.log" ] || h_fail "make ran package tools: $(cat "$T/pkg.log")"
 [ ! -e "$T/b2" ] || h_fail "make built something without its dependencies"
+# OpenSSL's headers alone missing (core/tls.c includes them): the same one line, not a compiler error
+mkdir -p "$T/pc-nossl"
+for p in hiredis libconfig; do cp "$(pkg-config --variable=pcfiledir "$p")/$p.pc" "$T/pc-nossl/"; done
+PKG_CONFIG_LIBDIR="$T/pc-nossl" PKG_CONFIG_PATH="" mk BUILD="$T/b3" >"$T/miss.out" 2>&1 && h_fail "make without openssl succeeded"
+[ "$(wc -l < "$T/miss.out")" -eq 1 ] && grep -q 'missing build dependencies: pkg-config finds no openssl (.*libssl-dev' "$T/miss.out" ||
+    h_fail "make without OpenSSL's headers says: $(head -3 "$T/miss.out")"
+[ ! -e "$T/b3" ] || h_fail "make built something without OpenSSL's headers"
 
 # make ran with the default paths; make install with Debian's, into a staging DESTDIR
 multi=x86_64-linux-gnu
