@@ -145,7 +145,7 @@ static void print_config(const struct ccap_config *cfg)
     /* the user name is shown, the password never: only whether there is one */
     printf(", timeouts %d/%d ms, key prefix \"%s\"%s%s%s%s\n", r->connect_timeout_ms, r->command_timeout_ms,
            r->key_prefix, r->username ? ", user \"" : "", r->username ? r->username : "", r->username ? "\"" : "",
-           r->password ? ", password set" : "");
+           r->password ? ", password set" : cfg->secret_note ? ", password not checked" : "");
     print_tls(cfg);
     const struct ccap_config_sources *f = &cfg->from;
     printf("from: redis address %s, log_level %s (%s)", f->address, f->log_level, level_name(cfg->log_level));
@@ -324,7 +324,10 @@ const char ccap_help_check[] = "Parses the configuration and prints what it mean
                                "prints the protocol, cipher and the server's certificate subject, or why\n"
                                "the handshake failed.\n"
                                "  --offline  validate the file only, without contacting Redis (an image\n"
-                               "             build, CI); exit 0 when the file is valid\n"
+                               "             build, CI); exit 0 when the file is valid. A secret this\n"
+                               "             machine does not have (password_env's variable not set,\n"
+                               "             password_file missing or unreadable) is not checked, and\n"
+                               "             said so in a note\n"
                                "  --json     one JSON object: {config, redis: {mode, address, db,\n"
                                "             connect_timeout_ms, command_timeout_ms, key_prefix,\n"
                                "             password_set, tls, tls_verify, from: {address, log_level}},\n"
@@ -347,6 +350,10 @@ int ccap_cmd_check(int argc, char **argv)
     const struct ccap_opt opts[] = { { "offline", CCAP_OPT_FLAG, &offline, 0, 0 }, { NULL } };
     if (ccap_ops_parse(argc, argv, "check [-c FILE] [--offline] [--json]", &o, opts, ops, 0) < 0)
         return CCAP_EXIT_USAGE;
+    /* an image build or CI has the file, not the secrets: a password_env not
+     * set or a password_file missing is a note there, not an error */
+    if (offline)
+        o.load_flags |= CCAP_CONF_SECRETS_UNCHECKED;
     struct ccap_config *cfg = ccap_cli_config(&o);
     if (!cfg)
         return CCAP_EXIT_USAGE;

@@ -69,6 +69,13 @@ print("ENV_NAMES=" + shlex.quote(" ".join(sorted(env))))
 PY
 . "$T/compose.env"
 env "$PW_ENV=$PW" "$CLI" check --offline -c "$CONF" >/dev/null 2>"$T/err" || h_fail "compose's conncap.conf: $(cat "$T/err")"
+# as an image build or CI runs it: without the secret, which is not checked (and said so)
+env -u "$PW_ENV" "$CLI" check --offline -c "$CONF" >"$T/out" 2>"$T/err" ||
+    h_fail "check --offline of compose's conncap.conf without $PW_ENV: exit $?: $(cat "$T/err")"
+grep -q "note: .*redis.password_env: environment variable $PW_ENV is not set: the password is not checked" "$T/err" &&
+    grep -q 'password not checked' "$T/out" || h_fail "check --offline without the secret says: $(cat "$T/out" "$T/err")"
+env -u "$PW_ENV" "$CLI" check -c "$CONF" >/dev/null 2>"$T/err" && h_fail "check (online) without $PW_ENV passed"
+grep -q "environment variable $PW_ENV is not set\$" "$T/err" || h_fail "check (online) without the secret: $(cat "$T/err")"
 grep -q 'CONNCAP_REDIS_URL' "$EX/docker/compose.yaml" || h_fail "compose.yaml does not say where CONNCAP_REDIS_URL goes"
 
 # -- Kubernetes: ConfigMap with the file, Secret with the password (password_file),
@@ -102,6 +109,11 @@ print("K8S_PWFILE=" + shlex.quote(pf))
 PY
 . "$T/k8s.env"
 "$CLI" check --offline -c "$T/k8s.conf" >/dev/null 2>"$T/err" || h_fail "the ConfigMap's conncap.conf: $(cat "$T/err")"
+# the init container's check, where the Secret is not mounted (a CI run of the manifest's file)
+rm "$T/k8s.secret"
+"$CLI" check --offline -c "$T/k8s.conf" >/dev/null 2>"$T/err" || h_fail "the ConfigMap's conncap.conf without its secret: $(cat "$T/err")"
+grep -q 'redis.password_file: cannot read .*k8s.secret (No such file or directory): the password is not checked' "$T/err" ||
+    h_fail "check --offline without the password file says: $(cat "$T/err")"
 
 # -- systemd: the unit and the drop-in verify (conncap's path pointed at this build)
 mkdir -p "$T/sd/nginx.service.d"
