@@ -37,6 +37,16 @@ int ccap_ops_open(const struct ccap_cli_opts *o, int command_timeout_ms, struct 
                   struct ccap_redis **r);
 void ccap_ops_close(struct ccap_config *cfg, struct ccap_redis *r);
 
+/* Whether every server of R (every master of a Cluster) has this build's
+ * function library (FCALL_RO conncap_version_<v>, one call per server): 1
+ * yes, 0 no (not loaded, another version, Redis before 7, or a user that
+ * may not call it). */
+int ccap_ops_functions_loaded(struct ccap_redis *r);
+
+/* The warning `check` and `status` print to stderr when the library is
+ * not loaded: the shim says it only at debug (every process would). */
+void ccap_ops_warn_functions(const char *cmd);
+
 /* Redis server time (TIME) in ms, or -1 (error text in ccap_redis_errstr). */
 long long ccap_ops_server_ms(struct ccap_redis *r);
 

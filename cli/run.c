@@ -246,29 +246,6 @@ static void print_config_json(const struct ccap_config *cfg)
     printf("]");
 }
 
-/* Counts the servers that have this build's library and those that do not. */
-static void on_version(void *ctx, const char *node, const redisReply *rep, int rc)
-{
-    int *n = ctx;
-    (void)node;
-    if (rc == 0 && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, ccap_function_version()))
-        n[0]++;
-    else
-        n[1]++;
-}
-
-/* Whether every server of R (every master of a Cluster) has this build's
- * function library: 1 yes, 0 no. */
-static int check_functions(struct ccap_redis *r)
-{
-    char fn[64];
-    snprintf(fn, sizeof fn, "conncap_version_%s", ccap_function_version());
-    const char *args[] = { "FCALL_RO", fn, "0" };
-    int n[2] = { 0, 0 };
-    ccap_redis_command_each(r, 3, args, on_version, n);
-    return n[0] > 0 && n[1] == 0;
-}
-
 /* PINGs R, then looks for the function library, else loads the scripts
  * (the shim's fallback). Returns the number of scripts the shim can run,
  * or -1 after printing the problem to stderr; *FUNCTIONS tells how. */
@@ -286,7 +263,7 @@ static int check_redis(struct ccap_redis *r, int *functions)
     }
     if (pong)
         freeReplyObject(pong);
-    *functions = rc == 0 && check_functions(r);
+    *functions = rc == 0 && ccap_ops_functions_loaded(r) == 1;
     if (*functions)
         return CCAP_SCRIPT_COUNT;
     for (int s = 0; s < CCAP_SCRIPT_COUNT && rc >= 0; s++, rc++) {
@@ -304,11 +281,7 @@ static int check_redis(struct ccap_redis *r, int *functions)
             freeReplyObject(rep);
     }
     if (rc >= 0)
-        fprintf(stderr,
-                "conncap check: warning: the function library conncap_%s is not loaded: the shim runs "
-                "the scripts with EVALSHA, so its Redis user needs EVAL rights and can run any Lua (weaker "
-                "isolation); run `conncap setup` with an administrative user\n",
-                ccap_function_version());
+        ccap_ops_warn_functions("check");
     return rc < 0 ? -1 : rc;
 }
 
