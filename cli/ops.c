@@ -390,9 +390,10 @@ int ccap_ops_parse_holder(const char *id, struct ccap_ops_holder *h)
     struct ccap_holder p;
     int rc = ccap_holder_parse(id, &p);
     _Static_assert(sizeof h->host == sizeof p.host && sizeof h->dest == sizeof p.dest &&
-                       sizeof h->nonce == sizeof p.nonce,
+                       sizeof h->nonce == sizeof p.nonce && sizeof h->prog == sizeof p.prog,
                    "holder part sizes");
     memcpy(h->host, p.host, sizeof h->host);
+    memcpy(h->prog, p.prog, sizeof h->prog);
     memcpy(h->dest, p.dest, sizeof h->dest);
     memcpy(h->nonce, p.nonce, sizeof h->nonce);
     h->pid = p.pid;

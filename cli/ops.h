@@ -112,13 +112,14 @@ void ccap_ops_json_str(FILE *f, const char *s);
  * bytes is cut and ends in "...". NULL gives "". */
 const char *ccap_ops_esc(const char *s);
 
-/* Parses a holder id "host/pid/fd/destination/nonce.seq" into its parts
- * (copied into the caller's buffers; DEST may contain '/'-free IPv6 in
- * brackets). PID (1..INT_MAX) and FD (0..INT_MAX) must be canonical
- * decimals, as the shim writes them. Returns 0, or -1 (H zeroed) when ID has
- * another shape. */
+/* Parses a holder id "host/pid/fd/destination/program/nonce.seq" (or one of
+ * before the program part, "host/pid/fd/destination/nonce.seq": PROG "")
+ * into its parts (copied into the caller's buffers; DEST may contain
+ * '/'-free IPv6 in brackets). PID (1..INT_MAX) and FD (0..INT_MAX) must be
+ * canonical decimals, as the shim writes them. Returns 0, or -1 (H zeroed)
+ * when ID has another shape. */
 struct ccap_ops_holder {
-    char host[128], dest[128], nonce[64];
+    char host[128], dest[128], nonce[64], prog[32];
     long pid, fd;
 };
 int ccap_ops_parse_holder(const char *id, struct ccap_ops_holder *h);
