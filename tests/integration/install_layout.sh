@@ -36,9 +36,11 @@ paths=(PREFIX=/usr LIBDIR=/usr/lib/$multi DESTDIR="$T/root")
 mk install "${paths[@]}" >"$T/install.out" 2>&1 || h_fail "make install: exit $?: $(tail -5 "$T/install.out")"
 [ ! -e "$T/pkg.log" ] || h_fail "make install ran package tools: $(cat "$T/pkg.log")"
 want="usr/bin/conncap usr/lib/$multi/conncap/libconncap.so usr/share/man/man1/conncap.1 usr/share/man/man5/conncap.conf.5
-usr/share/doc/conncap/examples/conncap.conf usr/share/bash-completion/completions/conncap"
+usr/share/doc/conncap/examples/conncap.conf usr/share/bash-completion/completions/conncap
+$(cd "$ROOT" && for f in README.md doc/*.md examples/redis-acl.conf examples/docker/* examples/kubernetes/* \
+    examples/systemd/*.service examples/systemd/*.d/* examples/monitoring/*; do echo "usr/share/doc/conncap/$f"; done)"
 got=$(cd "$T/root" && find . -type f | sed 's|^\./||' | sort)
-[ "$got" = "$(echo "$want" | tr ' ' '\n' | sort)" ] || h_fail "make install put: $got"
+[ "$got" = "$(echo "$want" | tr ' ' '\n' | sort)" ] || h_fail "make install put: $got, want $want"
 cmp -s "$T/root/usr/share/doc/conncap/examples/conncap.conf" "$ROOT/conf/conncap.conf" || h_fail "example config differs"
 # the installed CLI finds the shim installed with it: in the staging tree, and (compiled in) at /usr
 inst="$T/root/usr/lib/$multi/conncap/libconncap.so"
