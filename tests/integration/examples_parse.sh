@@ -134,6 +134,29 @@ fi
 grep -q '^Environment=LD_PRELOAD=.*/conncap/libconncap.so$' "$EX/systemd/nginx.service.d/conncap.conf" ||
     h_fail "the drop-in does not preload the shim from its private directory"
 
+# -- the README's quick start: right after make demo / make test, before the reference; its
+# configuration is valid and its commands are conncap's
+"$PY" - "$ROOT/README.md" "$T/quick.conf" "$T/quick.cmds" <<'PY' || h_fail "README quick start: see above"
+import re, sys
+text = open(sys.argv[1]).read()
+heads = [m.group(1) for m in re.finditer(r"^## (.+)$", text, re.M)]
+assert heads[:2] == ["Quick start", "Rolling it out"], heads[:3]
+top = text.index("```sh\nmake demo")
+assert top < text.index("## Quick start"), "make demo / make test are not above the quick start"
+qs = text[text.index("## Quick start"):text.index("## Rolling it out")]
+assert len(qs.splitlines()) <= 40, "the quick start is %d lines, more than a screen" % len(qs.splitlines())
+block = re.search(r"```sh\n(.*?)```", qs, re.S).group(1)
+conf = re.search(r"<<'EOF'\n(.*?)^EOF$", block, re.S | re.M).group(1)
+open(sys.argv[2], "w").write(conf)
+cmds = [l.split("#")[0].split() for l in block.splitlines() if l.startswith("conncap ")]
+assert [c[1] for c in cmds][:1] == ["check"] and {"run", "status"} <= {c[1] for c in cmds}, cmds
+open(sys.argv[3], "w").write("\n".join(c[1] for c in cmds) + "\n")
+PY
+"$CLI" check --offline -c "$T/quick.conf" >/dev/null 2>"$T/err" || h_fail "the quick start's configuration: $(cat "$T/err")"
+while read -r c; do
+    "$CLI" "$c" --help >/dev/null 2>&1 || h_fail "the quick start runs conncap $c, which is no command"
+done < "$T/quick.cmds"
+
 # -- the README names what the examples use
 for s in "$ENTRYPOINT" "CONNCAP_CONFIG=$CONNCAP_CONFIG" "$K8S_CONFIG" "$K8S_PWFILE" examples/docker/Dockerfile \
          examples/docker/compose.yaml examples/kubernetes/conncap.yaml examples/systemd/legacy-client.service \
