@@ -81,7 +81,8 @@ static void print_table(FILE *f, const struct row *rows, size_t n, size_t max)
             fprintf(f, "%-20s %7ld  %-15s %5ld  %-26s %12s %12s\n", ccap_ops_esc(h.host), h.pid,
                     h.prog[0] ? ccap_ops_esc(h.prog) : "?", h.fd, ccap_ops_esc(h.dest), a, l);
         else
-            fprintf(f, "%-20s %7s  %-15s %5s  %-26s %12s %12s\n", ccap_ops_esc(rows[i].id), "?", "?", "?", "?", a, l);
+            fprintf(f, "%-20s %7s  %-15s %5s  %-26s %12s %12s\n", ccap_ops_esc(rows[i].id), "?", "?", "?", "?", a,
+                    l);
     }
     if (n > max)
         fprintf(f, "... and %zu more\n", n - max);

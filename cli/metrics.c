@@ -20,37 +20,36 @@
 #define REQ_TIMEOUT_MS 2000 /* per connection, to read the request and to send the reply */
 #define MAX_CONNS 64        /* clients served at once; one more is told 503 */
 
-const char ccap_help_metrics[] =
-    "Prints every configured semaphore's state in the Prometheus text exposition\n"
-    "format 0.0.4 (# HELP, # TYPE, samples labelled semaphore=\"NAME\"):\n"
-    "  conncap_redis_up, conncap_holders, conncap_limit, conncap_configured_limit,\n"
-    "  conncap_waiters, conncap_full_seconds (gauges), conncap_acquired_total,\n"
-    "  conncap_released_total, conncap_timed_out_total, conncap_denied_total,\n"
-    "  conncap_reclaimed_total, conncap_reregistered_total,\n"
-    "  conncap_fallback_granted_total, conncap_reset_dropped_total,\n"
-    "  conncap_queue_full_total (counters),\n"
-    "  conncap_wait_seconds (histogram: _bucket{le=...}, _sum, _count).\n"
-    "  conncap_build_info{version, library} (always 1).\n"
-    "  --textfile PATH  write the exposition to PATH for the node_exporter\n"
-    "           textfile collector (PATH.PID.tmp, then renamed over PATH: a\n"
-    "           scrape never reads half a file). When Redis (or the\n"
-    "           configuration) cannot be read it writes conncap_redis_up 0 and\n"
-    "           no other samples, so the file never keeps the last good values,\n"
-    "           and exits 2. Run it from cron or a systemd timer:\n"
-    "             conncap metrics --textfile /var/lib/node_exporter/conncap.prom\n"
-    "  --listen ADDR:PORT  serve GET /metrics over HTTP/1.0 instead, and a landing\n"
-    "           page at /: up to 64 clients at once (one more is told 503), each\n"
-    "           given 2 s to send its request (up to 8 KiB) and take the answer,\n"
-    "           so a stalled client never holds up a scrape; ADDR may be a name,\n"
-    "           an IPv4 address, [IPv6] or empty (all interfaces); PORT 0 picks a\n"
-    "           free port. The address is printed on stderr. A scrape while Redis\n"
-    "           is unreachable gets conncap_redis_up 0 and no other samples.\n"
-    "           Stops on SIGINT or SIGTERM (exit 0).\n"
-    "  --json   print the same figures as one JSON object instead: {redis_up,\n"
-    "           now_ms, semaphores: [...]} with each semaphore as stats --json\n"
-    "           gives it (not with --listen: a scrape gets the text format)\n"
-    "Exit: 0 ok, 2 usage, config or Redis error (printing: nothing on stdout;\n"
-    "--textfile: the file says conncap_redis_up 0).";
+const char ccap_help_metrics[] = "Prints every configured semaphore's state in the Prometheus text exposition\n"
+                                 "format 0.0.4 (# HELP, # TYPE, samples labelled semaphore=\"NAME\"):\n"
+                                 "  conncap_redis_up, conncap_holders, conncap_limit, conncap_configured_limit,\n"
+                                 "  conncap_waiters, conncap_full_seconds (gauges), conncap_acquired_total,\n"
+                                 "  conncap_released_total, conncap_timed_out_total, conncap_denied_total,\n"
+                                 "  conncap_reclaimed_total, conncap_reregistered_total,\n"
+                                 "  conncap_fallback_granted_total, conncap_reset_dropped_total,\n"
+                                 "  conncap_queue_full_total (counters),\n"
+                                 "  conncap_wait_seconds (histogram: _bucket{le=...}, _sum, _count).\n"
+                                 "  conncap_build_info{version, library} (always 1).\n"
+                                 "  --textfile PATH  write the exposition to PATH for the node_exporter\n"
+                                 "           textfile collector (PATH.PID.tmp, then renamed over PATH: a\n"
+                                 "           scrape never reads half a file). When Redis (or the\n"
+                                 "           configuration) cannot be read it writes conncap_redis_up 0 and\n"
+                                 "           no other samples, so the file never keeps the last good values,\n"
+                                 "           and exits 2. Run it from cron or a systemd timer:\n"
+                                 "             conncap metrics --textfile /var/lib/node_exporter/conncap.prom\n"
+                                 "  --listen ADDR:PORT  serve GET /metrics over HTTP/1.0 instead, and a landing\n"
+                                 "           page at /: up to 64 clients at once (one more is told 503), each\n"
+                                 "           given 2 s to send its request (up to 8 KiB) and take the answer,\n"
+                                 "           so a stalled client never holds up a scrape; ADDR may be a name,\n"
+                                 "           an IPv4 address, [IPv6] or empty (all interfaces); PORT 0 picks a\n"
+                                 "           free port. The address is printed on stderr. A scrape while Redis\n"
+                                 "           is unreachable gets conncap_redis_up 0 and no other samples.\n"
+                                 "           Stops on SIGINT or SIGTERM (exit 0).\n"
+                                 "  --json   print the same figures as one JSON object instead: {redis_up,\n"
+                                 "           now_ms, semaphores: [...]} with each semaphore as stats --json\n"
+                                 "           gives it (not with --listen: a scrape gets the text format)\n"
+                                 "Exit: 0 ok, 2 usage, config or Redis error (printing: nothing on stdout;\n"
+                                 "--textfile: the file says conncap_redis_up 0).";
 
 static void family(FILE *f, const char *name, const char *type, const char *help)
 {
@@ -521,8 +520,7 @@ int ccap_cmd_metrics(int argc, char **argv)
     if (n < 0)
         return CCAP_EXIT_USAGE;
     if ((o.json && (listen_spec || textfile_path)) || (listen_spec && textfile_path)) {
-        fprintf(stderr,
-                "conncap metrics: %s\nusage: conncap %s\n",
+        fprintf(stderr, "conncap metrics: %s\nusage: conncap %s\n",
                 o.json ? "--json does not apply to --listen or --textfile (a scrape and the textfile collector "
                          "read the text format)"
                        : "--listen and --textfile exclude each other",

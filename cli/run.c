@@ -145,7 +145,9 @@ static void print_config(const struct ccap_config *cfg)
     /* the user name is shown, the password never: only whether there is one */
     printf(", timeouts %d/%d ms, key prefix \"%s\"%s%s%s%s\n", r->connect_timeout_ms, r->command_timeout_ms,
            r->key_prefix, r->username ? ", user \"" : "", r->username ? r->username : "", r->username ? "\"" : "",
-           r->password ? ", password set" : cfg->secret_note ? ", password not checked" : "");
+           r->password        ? ", password set"
+           : cfg->secret_note ? ", password not checked"
+                              : "");
     print_tls(cfg);
     const struct ccap_config_sources *f = &cfg->from;
     printf("from: redis address %s, log_level %s (%s)", f->address, f->log_level, level_name(cfg->log_level));

@@ -1122,8 +1122,8 @@ static int parse(const struct ccap_conf_text *t, config_t *lc, char *err, size_t
 }
 
 /* Validates the expanded text T into CFG, which takes T's file names. */
-static int load_parsed(const char *path, unsigned flags, struct ccap_conf_text *t, struct ccap_config *cfg, char *err,
-                       size_t errlen)
+static int load_parsed(const char *path, unsigned flags, struct ccap_conf_text *t, struct ccap_config *cfg,
+                       char *err, size_t errlen)
 {
     struct ctx c = { .path = path,
                      .text = t,

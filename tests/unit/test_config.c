@@ -1175,7 +1175,8 @@ static void test_secrets_unchecked(void **state)
     char err[512], text[512], missing[128];
     struct notes n;
     unsetenv("CCAP_TEST_UNSET");
-    const char *p = write_file("unset.conf", "redis = { username = \"w\";\n password_env = \"CCAP_TEST_UNSET\"; };\n");
+    const char *p =
+        write_file("unset.conf", "redis = { username = \"w\";\n password_env = \"CCAP_TEST_UNSET\"; };\n");
     assert_int_equal(ccap_config_load(p, &cfg, err, sizeof err), -EINVAL); /* without the flag: as before */
     assert_int_equal(ccap_config_load_flags(p, CCAP_CONF_SECRETS_UNCHECKED, &cfg, err, sizeof err), 0);
     assert_null(cfg->redis.password);
