@@ -10,6 +10,9 @@ BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 # The shim is a preload module, not a library to link with: a private directory.
 PKGLIBDIR = $(LIBDIR)/conncap
 PKGS     := hiredis libconfig
+# OpenSSL's headers only: core/tls.c includes them, but OpenSSL 3 is dlopen'ed
+# at the first TLS connect, never linked (so its cflags, not its libs).
+CHECK_PKGS := $(PKGS) openssl
 PKG_CONFIG ?= pkg-config
 VERSION  := 0.2.0
 CC       ?= cc
@@ -38,12 +41,12 @@ endif
 # Building needs the pkg-config packages only; `make` never installs anything
 # (make test / demo / bench / deps do, through mk/deps.sh).
 ifneq ($(filter-out clean uninstall deps test demo bench fuzz format format-check,$(or $(MAKECMDGOALS),all)),)
-PKG_MISSING := $(shell for p in $(PKGS); do $(PKG_CONFIG) --exists $$p 2>/dev/null || printf '%s ' $$p; done)
+PKG_MISSING := $(shell for p in $(CHECK_PKGS); do $(PKG_CONFIG) --exists $$p 2>/dev/null || printf '%s ' $$p; done)
 ifneq ($(PKG_MISSING),)
 $(error missing build dependencies: $(PKG_CONFIG) finds no $(PKG_MISSING)(on Debian: apt-get install pkg-config libhiredis-dev libconfig-dev libssl-dev, or run make deps as root))
 endif
 endif
-PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(CHECK_PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 # CPPFLAGS, CFLAGS and LDFLAGS are the packager's (dpkg-buildflags: FORTIFY,
 # stack protector, relro/now); ours are appended, also to a command-line CFLAGS.
@@ -169,11 +172,23 @@ deps:
 	@sh mk/deps.sh build
 
 # One set, for make install and the Debian package: the CLI, the shim in a
-# private directory, the manual pages, the reference configuration as an
-# example (never a live /etc/conncap.conf that would cap traffic nobody
-# chose), bash completion.
+# private directory, the manual pages, bash completion, and in DOCDIR what the
+# README and the manual pages point to, laid out as in the tree (so the
+# README's relative paths hold there too): the README, doc/*.md, the
+# deployment and monitoring examples, and the reference configuration as
+# examples/conncap.conf (never a live /etc/conncap.conf that would cap traffic
+# nobody chose). tests/integration/install_named_paths.sh checks that every
+# path they name is here.
+DOCS     := README.md $(sort $(wildcard doc/*.md))
+EXAMPLES := examples/redis-acl.conf examples/docker/Dockerfile examples/docker/compose.yaml \
+            examples/docker/conncap.conf examples/kubernetes/conncap.yaml examples/systemd/legacy-client.service \
+            examples/systemd/nginx.service.d/conncap.conf examples/monitoring/conncap-alerts.yml \
+            examples/monitoring/conncap-dashboard.json
 INSTALLED = $(BINDIR)/conncap $(PKGLIBDIR)/libconncap.so $(MANDIR)/man1/conncap.1 $(MANDIR)/man5/conncap.conf.5 \
-            $(DOCDIR)/examples/conncap.conf $(BASHCOMPDIR)/conncap
+            $(DOCDIR)/examples/conncap.conf $(BASHCOMPDIR)/conncap $(addprefix $(DOCDIR)/,$(DOCS) $(EXAMPLES))
+# the directories of DOCDIR, deepest first (uninstall removes them when empty)
+DOC_DIRS  = $(addprefix $(DOCDIR)/,examples/systemd/nginx.service.d examples/systemd examples/docker \
+            examples/kubernetes examples/monitoring examples doc) $(DOCDIR)
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
 	    $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(BASHCOMPDIR)
@@ -183,10 +198,11 @@ install: all
 	install -m 0644 doc/conncap.conf.5 $(DESTDIR)$(MANDIR)/man5/conncap.conf.5
 	install -m 0644 conf/conncap.conf $(DESTDIR)$(DOCDIR)/examples/conncap.conf
 	install -m 0644 completions/conncap $(DESTDIR)$(BASHCOMPDIR)/conncap
+	for f in $(DOCS) $(EXAMPLES); do install -D -m 0644 "$$f" "$(DESTDIR)$(DOCDIR)/$$f" || exit 1; done
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
-	rmdir $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null || true
+	rmdir $(DESTDIR)$(PKGLIBDIR) $(addprefix $(DESTDIR),$(DOC_DIRS)) 2>/dev/null || true
 
 clean:
 	rm -rf build build-asan build-ubsan build-tsan build-fuzz

@@ -38,6 +38,7 @@ struct ccap_cli_opts {
     const char *config;
     bool json;
     int first;
+    unsigned load_flags; /* CCAP_CONF_* for ccap_config_load_flags (0 after parsing) */
 };
 int ccap_cli_parse(int argc, char **argv, struct ccap_cli_opts *o, const char *usage);
 

@@ -95,7 +95,7 @@ static void replace_all(char *s, const char *from, const char *to)
 
 /* Loads the configuration from standard input ("-c -"): through a private
  * temporary file, named "<stdin>" in messages and in cfg->path. */
-static struct ccap_config *config_from_stdin(void)
+static struct ccap_config *config_from_stdin(unsigned flags)
 {
     char tmp[4096], err[512];
     struct ccap_config *cfg = NULL;
@@ -105,7 +105,7 @@ static struct ccap_config *config_from_stdin(void)
                 e == -EFBIG ? "more than 4 MiB" : strerror(-e));
         return NULL;
     }
-    e = ccap_config_load(tmp, &cfg, err, sizeof(err));
+    e = ccap_config_load_flags(tmp, flags, &cfg, err, sizeof(err));
     unlink(tmp);
     char *name = e < 0 ? NULL : strdup(STDIN_NAME);
     if (e < 0 || !name) {
@@ -125,8 +125,8 @@ struct ccap_config *ccap_cli_config(const struct ccap_cli_opts *o)
     struct ccap_config *cfg = NULL;
     const char *path = o->config ? o->config : ccap_config_path();
     if (!strcmp(path, "-"))
-        return config_from_stdin();
-    if (ccap_config_load(path, &cfg, err, sizeof(err)) < 0) {
+        return config_from_stdin(o->load_flags);
+    if (ccap_config_load_flags(path, o->load_flags, &cfg, err, sizeof(err)) < 0) {
         fprintf(stderr, "conncap: %s\n", err);
         return NULL;
     }

@@ -7,17 +7,20 @@
 
 #define USAGE "holders [-c FILE] [--json] [--limit N] NAME"
 
-const char ccap_help_holders[] = "Each live holder of semaphore NAME, oldest first: host, pid, fd and\n"
-                                 "destination (from the holder id host/pid/fd/destination/nonce.seq), age\n"
+const char ccap_help_holders[] = "Each live holder of semaphore NAME, oldest first: host, pid, program, fd\n"
+                                 "and destination (from the holder id\n"
+                                 "host/pid/fd/destination/program/nonce.seq; the program is the process's\n"
+                                 "name as ps shows it, \"?\" for an id of an older shim), age\n"
                                  "(since the permit was granted, or since it was re-registered after Redis\n"
                                  "lost it; before its first renewal: from its lease expiry and this file's\n"
                                  "lease_ms, exact when it was granted that lease) and lease left (renewed\n"
                                  "every lease/3 by the holder's heartbeat).\n"
                                  "  --limit N  show the N oldest only (then \"... and M more\")\n"
                                  "  --json   {\"semaphore\", \"now_ms\", \"total\" (live holders), \"holders\":\n"
-                                 "           [{holder, host, pid, fd, destination, age_ms (null if unknown),\n"
-                                 "           lease_left_ms}] (the --limit oldest)}\n"
-                                 "           (host, pid, fd, destination are null for an id of another shape)\n"
+                                 "           [{holder, host, pid, program, fd, destination, age_ms (null if\n"
+                                 "           unknown), lease_left_ms}] (the --limit oldest)}\n"
+                                 "           (host, pid, program, fd, destination are null for an id of\n"
+                                 "           another shape; program null for an id without one)\n"
                                  "Exit: 0 ok, 2 usage, config or Redis error.";
 
 struct row {
@@ -46,10 +49,15 @@ static void print_json(const char *name, long long now, const struct row *rows, 
         if (ok) {
             printf(",\"host\":");
             ccap_ops_json_str(stdout, h.host);
-            printf(",\"pid\":%ld,\"fd\":%ld,\"destination\":", h.pid, h.fd);
+            printf(",\"pid\":%ld,\"program\":", h.pid);
+            if (h.prog[0])
+                ccap_ops_json_str(stdout, h.prog);
+            else
+                printf("null");
+            printf(",\"fd\":%ld,\"destination\":", h.fd);
             ccap_ops_json_str(stdout, h.dest);
         } else {
-            printf(",\"host\":null,\"pid\":null,\"fd\":null,\"destination\":null");
+            printf(",\"host\":null,\"pid\":null,\"program\":null,\"fd\":null,\"destination\":null");
         }
         if (rows[i].age >= 0)
             printf(",\"age_ms\":%lld", rows[i].age);
@@ -63,16 +71,18 @@ static void print_json(const char *name, long long now, const struct row *rows, 
 static void print_table(FILE *f, const struct row *rows, size_t n, size_t max)
 {
     char a[32], l[32];
-    fprintf(f, "%-20s %7s %5s  %-26s %12s %12s\n", "HOST", "PID", "FD", "DESTINATION", "AGE", "LEASE LEFT");
+    fprintf(f, "%-20s %7s  %-15s %5s  %-26s %12s %12s\n", "HOST", "PID", "PROGRAM", "FD", "DESTINATION", "AGE",
+            "LEASE LEFT");
     for (size_t i = 0; i < n && i < max; i++) {
         struct ccap_ops_holder h;
         ccap_ops_duration(rows[i].age, a, sizeof a);
         ccap_ops_duration(rows[i].lease_left, l, sizeof l);
         if (ccap_ops_parse_holder(rows[i].id, &h) == 0)
-            fprintf(f, "%-20s %7ld %5ld  %-26s %12s %12s\n", ccap_ops_esc(h.host), h.pid, h.fd, ccap_ops_esc(h.dest),
-                    a, l);
+            fprintf(f, "%-20s %7ld  %-15s %5ld  %-26s %12s %12s\n", ccap_ops_esc(h.host), h.pid,
+                    h.prog[0] ? ccap_ops_esc(h.prog) : "?", h.fd, ccap_ops_esc(h.dest), a, l);
         else
-            fprintf(f, "%-20s %7s %5s  %-26s %12s %12s\n", ccap_ops_esc(rows[i].id), "?", "?", "?", a, l);
+            fprintf(f, "%-20s %7s  %-15s %5s  %-26s %12s %12s\n", ccap_ops_esc(rows[i].id), "?", "?", "?", "?", a,
+                    l);
     }
     if (n > max)
         fprintf(f, "... and %zu more\n", n - max);

@@ -390,9 +390,10 @@ int ccap_ops_parse_holder(const char *id, struct ccap_ops_holder *h)
     struct ccap_holder p;
     int rc = ccap_holder_parse(id, &p);
     _Static_assert(sizeof h->host == sizeof p.host && sizeof h->dest == sizeof p.dest &&
-                       sizeof h->nonce == sizeof p.nonce,
+                       sizeof h->nonce == sizeof p.nonce && sizeof h->prog == sizeof p.prog,
                    "holder part sizes");
     memcpy(h->host, p.host, sizeof h->host);
+    memcpy(h->prog, p.prog, sizeof h->prog);
     memcpy(h->dest, p.dest, sizeof h->dest);
     memcpy(h->nonce, p.nonce, sizeof h->nonce);
     h->pid = p.pid;
@@ -568,4 +569,35 @@ void ccap_ops_json_sem(FILE *f, const struct ccap_ops_sem *s, bool first)
             fprintf(f, "{\"le_ms\":null,\"count\":%lld}", cum);
     }
     fprintf(f, "]}}");
+}
+
+/* Counts the servers that have this build's library and those that do not. */
+static void on_version(void *ctx, const char *node, const redisReply *rep, int rc)
+{
+    int *n = ctx;
+    (void)node;
+    if (rc == 0 && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, ccap_function_version()))
+        n[0]++;
+    else
+        n[1]++;
+}
+
+int ccap_ops_functions_loaded(struct ccap_redis *r)
+{
+    char fn[64];
+    snprintf(fn, sizeof fn, "conncap_version_%s", ccap_function_version());
+    const char *args[] = { "FCALL_RO", fn, "0" };
+    int n[2] = { 0, 0 };
+    ccap_redis_command_each(r, 3, args, on_version, n);
+    return n[0] > 0 && n[1] == 0;
+}
+
+void ccap_ops_warn_functions(const char *cmd)
+{
+    fprintf(stderr,
+            "conncap %s: warning: the function library conncap_%s is not loaded (on every server): the "
+            "shim runs the scripts with EVALSHA, so its Redis user needs EVAL rights and can run any Lua (weaker "
+            "isolation); run "
+            "`conncap setup` with an administrative user\n",
+            cmd, ccap_function_version());
 }

@@ -37,6 +37,16 @@ int ccap_ops_open(const struct ccap_cli_opts *o, int command_timeout_ms, struct 
                   struct ccap_redis **r);
 void ccap_ops_close(struct ccap_config *cfg, struct ccap_redis *r);
 
+/* Whether every server of R (every master of a Cluster) has this build's
+ * function library (FCALL_RO conncap_version_<v>, one call per server): 1
+ * yes, 0 no (not loaded, another version, Redis before 7, or a user that
+ * may not call it). */
+int ccap_ops_functions_loaded(struct ccap_redis *r);
+
+/* The warning `check` and `status` print to stderr when the library is
+ * not loaded: the shim says it only at debug (every process would). */
+void ccap_ops_warn_functions(const char *cmd);
+
 /* Redis server time (TIME) in ms, or -1 (error text in ccap_redis_errstr). */
 long long ccap_ops_server_ms(struct ccap_redis *r);
 
@@ -102,13 +112,14 @@ void ccap_ops_json_str(FILE *f, const char *s);
  * bytes is cut and ends in "...". NULL gives "". */
 const char *ccap_ops_esc(const char *s);
 
-/* Parses a holder id "host/pid/fd/destination/nonce.seq" into its parts
- * (copied into the caller's buffers; DEST may contain '/'-free IPv6 in
- * brackets). PID (1..INT_MAX) and FD (0..INT_MAX) must be canonical
- * decimals, as the shim writes them. Returns 0, or -1 (H zeroed) when ID has
- * another shape. */
+/* Parses a holder id "host/pid/fd/destination/program/nonce.seq" (or one of
+ * before the program part, "host/pid/fd/destination/nonce.seq": PROG "")
+ * into its parts (copied into the caller's buffers; DEST may contain
+ * '/'-free IPv6 in brackets). PID (1..INT_MAX) and FD (0..INT_MAX) must be
+ * canonical decimals, as the shim writes them. Returns 0, or -1 (H zeroed)
+ * when ID has another shape. */
 struct ccap_ops_holder {
-    char host[128], dest[128], nonce[64];
+    char host[128], dest[128], nonce[64], prog[32];
     long pid, fd;
 };
 int ccap_ops_parse_holder(const char *id, struct ccap_ops_holder *h);

@@ -145,7 +145,9 @@ static void print_config(const struct ccap_config *cfg)
     /* the user name is shown, the password never: only whether there is one */
     printf(", timeouts %d/%d ms, key prefix \"%s\"%s%s%s%s\n", r->connect_timeout_ms, r->command_timeout_ms,
            r->key_prefix, r->username ? ", user \"" : "", r->username ? r->username : "", r->username ? "\"" : "",
-           r->password ? ", password set" : "");
+           r->password        ? ", password set"
+           : cfg->secret_note ? ", password not checked"
+                              : "");
     print_tls(cfg);
     const struct ccap_config_sources *f = &cfg->from;
     printf("from: redis address %s, log_level %s (%s)", f->address, f->log_level, level_name(cfg->log_level));
@@ -250,29 +252,6 @@ static void print_config_json(const struct ccap_config *cfg)
     printf("]");
 }
 
-/* Counts the servers that have this build's library and those that do not. */
-static void on_version(void *ctx, const char *node, const redisReply *rep, int rc)
-{
-    int *n = ctx;
-    (void)node;
-    if (rc == 0 && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, ccap_function_version()))
-        n[0]++;
-    else
-        n[1]++;
-}
-
-/* Whether every server of R (every master of a Cluster) has this build's
- * function library: 1 yes, 0 no. */
-static int check_functions(struct ccap_redis *r)
-{
-    char fn[64];
-    snprintf(fn, sizeof fn, "conncap_version_%s", ccap_function_version());
-    const char *args[] = { "FCALL_RO", fn, "0" };
-    int n[2] = { 0, 0 };
-    ccap_redis_command_each(r, 3, args, on_version, n);
-    return n[0] > 0 && n[1] == 0;
-}
-
 /* PINGs R, then looks for the function library, else loads the scripts
  * (the shim's fallback). Returns the number of scripts the shim can run,
  * or -1 after printing the problem to stderr; *FUNCTIONS tells how. */
@@ -290,7 +269,7 @@ static int check_redis(struct ccap_redis *r, int *functions)
     }
     if (pong)
         freeReplyObject(pong);
-    *functions = rc == 0 && check_functions(r);
+    *functions = rc == 0 && ccap_ops_functions_loaded(r) == 1;
     if (*functions)
         return CCAP_SCRIPT_COUNT;
     for (int s = 0; s < CCAP_SCRIPT_COUNT && rc >= 0; s++, rc++) {
@@ -308,11 +287,7 @@ static int check_redis(struct ccap_redis *r, int *functions)
             freeReplyObject(rep);
     }
     if (rc >= 0)
-        fprintf(stderr,
-                "conncap check: warning: the function library conncap_%s is not loaded: the shim runs "
-                "the scripts with EVALSHA, so its Redis user needs EVAL rights and can run any Lua (weaker "
-                "isolation); run `conncap setup` with an administrative user\n",
-                ccap_function_version());
+        ccap_ops_warn_functions("check");
     return rc < 0 ? -1 : rc;
 }
 
@@ -328,7 +303,10 @@ const char ccap_help_check[] = "Parses the configuration and prints what it mean
                                "prints the protocol, cipher and the server's certificate subject, or why\n"
                                "the handshake failed.\n"
                                "  --offline  validate the file only, without contacting Redis (an image\n"
-                               "             build, CI); exit 0 when the file is valid\n"
+                               "             build, CI); exit 0 when the file is valid. A secret this\n"
+                               "             machine does not have (password_env's variable not set,\n"
+                               "             password_file missing or unreadable) is not checked, and\n"
+                               "             said so in a note\n"
                                "  --json     one JSON object: {config, redis: {mode, address, db,\n"
                                "             connect_timeout_ms, command_timeout_ms, key_prefix,\n"
                                "             password_set, tls, tls_verify, from: {address, log_level}},\n"
@@ -351,6 +329,10 @@ int ccap_cmd_check(int argc, char **argv)
     const struct ccap_opt opts[] = { { "offline", CCAP_OPT_FLAG, &offline, 0, 0 }, { NULL } };
     if (ccap_ops_parse(argc, argv, "check [-c FILE] [--offline] [--json]", &o, opts, ops, 0) < 0)
         return CCAP_EXIT_USAGE;
+    /* an image build or CI has the file, not the secrets: a password_env not
+     * set or a password_file missing is a note there, not an error */
+    if (offline)
+        o.load_flags |= CCAP_CONF_SECRETS_UNCHECKED;
     struct ccap_config *cfg = ccap_cli_config(&o);
     if (!cfg)
         return CCAP_EXIT_USAGE;

@@ -47,19 +47,36 @@ static void print_result(const struct ccap_sem_conf *s, long long v, const redis
     }
 }
 
-/* Deletes S's full_since gauge (and its full_limit), as `conncap reset`
- * does: it dates the last fill under some limit, and the scripts set it
- * anew at the next fill or refusal under the new one; left, a limit
- * lowered under the holders would read as full since that older fill.
- * Returns 0 or -errno (the error in R). */
-static int forget_full_since(struct ccap_redis *r, const struct ccap_config *cfg, const struct ccap_sem_conf *s)
+/* S's full_since gauge (and its full_limit) under the new limit N: the
+ * scripts set it only at a filling grant or a refusal, so a semaphore that
+ * the new limit leaves full (holders >= N) would read "a permit free" until
+ * the next connect tried. So: not full under N, both deleted (as `conncap
+ * reset` does); full, dated from the fill before when that one still holds
+ * (its holders are all still there, under a limit >= N: no permit has been
+ * free since), else from now. One HSET, so a script's write in between is
+ * overwritten whole or not at all. Returns 0 or -errno (the error in R). */
+static int date_full_since(struct ccap_redis *r, const struct ccap_config *cfg, const struct ccap_sem_conf *s,
+                           long long n)
 {
-    char key[600];
+    char key[600], since[32], lim[32];
+    struct ccap_ops_sem st;
     redisReply *rep = NULL;
+    long long now = ccap_ops_server_ms(r);
     if (ccap_sem_key(key, sizeof key, cfg->redis.key_prefix, s->name, CCAP_KEY_STATS) < 0)
         return -ENAMETOOLONG;
-    const char *hdel[] = { "HDEL", key, CCAP_STAT_FULL_SINCE, CCAP_STAT_FULL_LIMIT };
-    int rc = ccap_redis_command(r, 4, hdel, &rep);
+    if (now < 0 || ccap_ops_read(r, cfg, s, now, &st) < 0)
+        return -EIO;
+    int rc;
+    if (st.holders < n) {
+        const char *hdel[] = { "HDEL", key, CCAP_STAT_FULL_SINCE, CCAP_STAT_FULL_LIMIT };
+        rc = ccap_redis_command(r, 4, hdel, &rep);
+    } else {
+        bool kept = st.full_since_ms >= 0 && st.full_limit >= n && st.holders >= st.full_limit;
+        snprintf(since, sizeof since, "%lld", kept ? st.full_since_ms : now);
+        snprintf(lim, sizeof lim, "%lld", n);
+        const char *hset[] = { "HSET", key, CCAP_STAT_FULL_SINCE, since, CCAP_STAT_FULL_LIMIT, lim };
+        rc = ccap_redis_command(r, 6, hset, &rep);
+    }
     if (rep)
         freeReplyObject(rep);
     return rc;
@@ -112,7 +129,7 @@ int ccap_cmd_set_limit(int argc, char **argv)
                              "limit", def ? "default" : val };
         if (ccap_ops_audit(r, cfg, s->name, kv, 6) < 0)
             fprintf(stderr, "conncap set-limit: audit stream: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
-        if (forget_full_since(r, cfg, s) < 0)
+        if (date_full_since(r, cfg, s, def ? s->limit : v) < 0)
             fprintf(stderr, "conncap set-limit: full_since: %s\n", ccap_ops_esc(ccap_redis_errstr(r)));
         /* a raised limit frees permits: the waiters sleep until told */
         if (ccap_ops_wake_queue(r, cfg, s, -1) < 0)

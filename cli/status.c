@@ -17,7 +17,11 @@ const char ccap_help_status[] = "Per semaphore: live holders / limit in force (a
                                 "  --json   one JSON object: {\"semaphores\": [{name, holders, limit,\n"
                                 "           configured_limit, override, waiters, full_for_ms, over_limit,\n"
                                 "           full_too_long, alert, restart_grace_left_ms (0 none, -1 the\n"
-                                "           next connect starts one), list: [{holder, lease_left_ms}]}]}\n"
+                                "           next connect starts one), list: [{holder, lease_left_ms}]}],\n"
+                                "           functions: false when the function library is not loaded,\n"
+                                "           library: its name}\n"
+                                "A missing function library (conncap setup not run) is warned about on\n"
+                                "stderr; the shim logs it only at debug.\n"
                                 "Exit: 0 ok, 1 an alert on any semaphore, 2 usage, config or Redis error.";
 
 /* The live holders of S and their lease left, as printed below its line. */
@@ -128,8 +132,14 @@ int ccap_cmd_status(int argc, char **argv)
         else if (e > 0)
             rc = CCAP_EXIT_ALERT;
     }
+    /* the shim says a missing function library only at debug (every
+     * process would say it): status carries it */
+    int functions = rc != CCAP_EXIT_USAGE ? ccap_ops_functions_loaded(r) : 1;
+    if (!functions)
+        ccap_ops_warn_functions("status");
     if (o.json && now >= 0)
-        printf("]}\n");
+        printf("],\"functions\":%s,\"library\":\"conncap_%s\"}\n", functions ? "true" : "false",
+               ccap_function_version());
     ccap_ops_close(cfg, r);
     return rc;
 }

@@ -24,6 +24,8 @@ struct ctx {
     const config_setting_t *sems;      /* the semaphores list, or NULL */
     size_t *sem_order;                 /* indices of cfg->sems sorted by name, or NULL */
     char **note;                       /* where a password_file warning goes, or NULL */
+    char **secret_note;                /* where "the password is not checked" goes, or NULL */
+    unsigned flags;                    /* CCAP_CONF_* of ccap_config_load_flags */
     size_t n_pats;                     /* match patterns so far, in all rules */
     char *err;
     size_t errlen;
@@ -434,6 +436,29 @@ static int note_mode(struct ctx *c, const config_setting_t *s, const char *file,
     return (*c->note = strdup(msg)) ? 0 : -ENOMEM;
 }
 
+/* Under CCAP_CONF_SECRETS_UNCHECKED, a secret that is not there to read
+ * (a password_env not set, a password_file missing): "FILE:LINE: SETTING:
+ * ...: not checked" into c->secret_note instead of an error. Returns 0 or
+ * -ENOMEM. */
+static int unchecked(struct ctx *c, const config_setting_t *s, const char *setting, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int unchecked(struct ctx *c, const config_setting_t *s, const char *setting, const char *fmt, ...)
+{
+    char msg[CONF_MSG_LEN], what[CONF_MSG_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (!c->secret_note)
+        return 0;
+    struct ctx w = *c;
+    w.err = msg;
+    w.errlen = sizeof msg;
+    fail(&w, s, setting, "%s: the password is not checked (the rest of the file is)", what);
+    free(*c->secret_note);
+    return (*c->secret_note = strdup(msg)) ? 0 : -ENOMEM;
+}
+
 /* Reads the first line of FILE (newline stripped) into *OUT: a regular
  * file only, never blocking; warns (c->note) when others may read it. */
 static int read_password_file(struct ctx *c, const config_setting_t *s, const char *file, char **out)
@@ -441,6 +466,9 @@ static int read_password_file(struct ctx *c, const config_setting_t *s, const ch
     char buf[PASSWORD_MAX + 2], why[CONF_WHY_LEN];
     struct stat st;
     int fd = ccap_file_open(file, &st, why, sizeof why);
+    if (fd < 0 && (fd == -ENOENT || fd == -EACCES) && (c->flags & CCAP_CONF_SECRETS_UNCHECKED))
+        return unchecked(c, s, "redis.password_file", "cannot read %s (%s)", file,
+                         strncmp(why, "cannot open: ", 13) ? why : why + 13);
     if (fd < 0)
         return fail(c, s, "redis.password_file", "cannot read %s: %s", file,
                     strncmp(why, "cannot open: ", 13) ? why : why + 13);
@@ -645,6 +673,9 @@ static int load_password(struct ctx *c, const config_setting_t *r, struct ccap_r
     }
     if (pw_env) {
         const char *v = ccap_env_get(pw_env);
+        if ((!v || !*v) && (c->flags & CCAP_CONF_SECRETS_UNCHECKED))
+            return unchecked(c, s_env, "redis.password_env", "environment variable %s is %s", pw_env,
+                             v ? "empty" : "not set");
         if (!v)
             return fail(c, s_env, "redis.password_env", "environment variable %s is not set%s", pw_env,
                         getauxval(AT_SECURE) ? " (or ignored: this program runs setuid/setgid)" : "");
@@ -1091,9 +1122,16 @@ static int parse(const struct ccap_conf_text *t, config_t *lc, char *err, size_t
 }
 
 /* Validates the expanded text T into CFG, which takes T's file names. */
-static int load_parsed(const char *path, struct ccap_conf_text *t, struct ccap_config *cfg, char *err, size_t errlen)
+static int load_parsed(const char *path, unsigned flags, struct ccap_conf_text *t, struct ccap_config *cfg,
+                       char *err, size_t errlen)
 {
-    struct ctx c = { .path = path, .text = t, .note = &cfg->password_note, .err = err, .errlen = errlen };
+    struct ctx c = { .path = path,
+                     .text = t,
+                     .note = &cfg->password_note,
+                     .secret_note = &cfg->secret_note,
+                     .flags = flags,
+                     .err = err,
+                     .errlen = errlen };
     config_t lc;
     config_init(&lc);
     int rc = parse(t, &lc, err, errlen);
@@ -1110,8 +1148,8 @@ static int load_parsed(const char *path, struct ccap_conf_text *t, struct ccap_c
     return rc;
 }
 
-int ccap_config_load_text(const char *path, const char *text, size_t len, struct ccap_config **out, char *err,
-                          size_t errlen)
+static int load_text(const char *path, unsigned flags, const char *text, size_t len, struct ccap_config **out,
+                     char *err, size_t errlen)
 {
     struct ccap_conf_text t;
     if (err && errlen)
@@ -1127,7 +1165,7 @@ int ccap_config_load_text(const char *path, const char *text, size_t len, struct
     if (!cfg || !(cfg->path = strdup(path)) || set_defaults(cfg) < 0)
         rc = -ENOMEM;
     else
-        rc = load_parsed(path, &t, cfg, err, errlen);
+        rc = load_parsed(path, flags, &t, cfg, err, errlen);
     if (rc == 0)
         rc = ccap_config_apply_env(cfg, err, errlen);
     ccap_conf_text_free(&t);
@@ -1141,7 +1179,13 @@ int ccap_config_load_text(const char *path, const char *text, size_t len, struct
     return 0;
 }
 
-int ccap_config_load(const char *path, struct ccap_config **out, char *err, size_t errlen)
+int ccap_config_load_text(const char *path, const char *text, size_t len, struct ccap_config **out, char *err,
+                          size_t errlen)
+{
+    return load_text(path, 0, text, len, out, err, errlen);
+}
+
+int ccap_config_load_flags(const char *path, unsigned flags, struct ccap_config **out, char *err, size_t errlen)
 {
     char why[CONF_WHY_LEN], *text = NULL;
     size_t len = 0;
@@ -1159,9 +1203,14 @@ int ccap_config_load(const char *path, struct ccap_config **out, char *err, size
             snprintf(err, errlen, "%s: %s", path, why);
         return rc;
     }
-    rc = ccap_config_load_text(path, text, len, out, err, errlen);
+    rc = load_text(path, flags, text, len, out, err, errlen);
     free(text);
     return rc;
+}
+
+int ccap_config_load(const char *path, struct ccap_config **out, char *err, size_t errlen)
+{
+    return ccap_config_load_flags(path, 0, out, err, errlen);
 }
 
 static void free_strv(char **v, size_t n)
@@ -1200,6 +1249,7 @@ void ccap_config_free(struct ccap_config *cfg)
     free(cfg->rules);
     free_strv(cfg->files, cfg->n_files);
     free(cfg->password_note);
+    free(cfg->secret_note);
     free(cfg->path);
     free(cfg);
 }
@@ -1342,6 +1392,8 @@ size_t ccap_config_notes(const struct ccap_config *cfg, void (*note)(bool warn, 
         note(true, cfg->password_note, arg);
         warned++;
     }
+    if (cfg->secret_note)
+        note(false, cfg->secret_note, arg);
     for (size_t i = 0; i < cfg->n_rules; i++) {
         const struct ccap_rule *r = &cfg->rules[i];
         size_t hosts = 0;

@@ -85,6 +85,7 @@ struct ccap_config {
     char **files; /* path and the files it @includes, in the order read */
     size_t n_files;
     char *password_note; /* a warning about redis.password_file's mode, or NULL */
+    char *secret_note;   /* CCAP_CONF_SECRETS_UNCHECKED: the password that was not there to check, or NULL */
     struct ccap_redis_conf redis;
     struct ccap_sem_conf *sems;
     size_t n_sems;
@@ -121,6 +122,19 @@ struct ccap_config {
  * text. Never exits, never blocks on the file's kind. Thread-safe (no
  * global state). */
 int ccap_config_load(const char *path, struct ccap_config **out, char *err, size_t errlen);
+
+/* ccap_config_load's FLAGS. SECRETS_UNCHECKED: the secrets this machine
+ * does not have are not errors -- a redis.password_env whose variable is
+ * not set (or empty), a redis.password_file that does not exist or may not
+ * be read (ENOENT, EACCES) -- for checking a file where it is not used (an
+ * image build, CI: `conncap check --offline`). The configuration then has
+ * no password, and CFG->secret_note says which was not checked (also a
+ * note of ccap_config_notes); every other setting is validated as always,
+ * a password_file of the wrong kind too. */
+#define CCAP_CONF_SECRETS_UNCHECKED 1u
+
+/* ccap_config_load with FLAGS (CCAP_CONF_*, 0 is ccap_config_load). */
+int ccap_config_load_flags(const char *path, unsigned flags, struct ccap_config **out, char *err, size_t errlen);
 
 /* The same for TEXT (LEN bytes, need not be NUL-terminated; not kept), the
  * content of a file named PATH: PATH names it in messages and anchors
@@ -180,7 +194,8 @@ int ccap_config_sem_index(const struct ccap_config *cfg, const char *name);
 /* Settings that load but cannot do what they say, or are unsafe: calls NOTE
  * once per finding with WARN (true: the setting has no effect at all, or a
  * redis.password_file that group or others may read; false: a limitation
- * to know) and a message "FILE:LINE: rules[I]: ...". Returns how
+ * to know, or the secret_note of CCAP_CONF_SECRETS_UNCHECKED) and a message
+ * "FILE:LINE: rules[I]: ...". Returns how
  * many findings had WARN set. Pure; thread-safe. */
 size_t ccap_config_notes(const struct ccap_config *cfg, void (*note)(bool warn, const char *msg, void *arg),
                          void *arg);

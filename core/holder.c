@@ -1,8 +1,12 @@
 /* holder.c -- the holder id's one owner: build it (the shim, every matched connect) and parse it (the CLI). */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 #include "holder.h"
 #include "redis.h"
 
@@ -45,14 +49,69 @@ static void put_dest(char **p, char *end, const struct sockaddr *sa)
     }
 }
 
+/* PROG as the format has it: at most CCAP_HOLDER_PROG_MAX bytes of
+ * [A-Za-z0-9._+-], any other byte as '_' (so never a '/', nor the ';' and
+ * ',' of the exec hand-over); "-" when empty. OUT: CCAP_HOLDER_PROG_MAX + 1. */
+static void safe_prog(char *out, const char *prog)
+{
+    size_t i = 0;
+    for (; prog && prog[i] && i < CCAP_HOLDER_PROG_MAX; i++) {
+        char c = prog[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                  c == '_' || c == '+' || c == '-';
+        out[i] = ok ? c : '_';
+    }
+    if (!i)
+        out[i++] = '-';
+    out[i] = '\0';
+}
+
+static char program[CCAP_HOLDER_PROG_MAX + 1];
+static pthread_once_t program_once = PTHREAD_ONCE_INIT;
+
+/* /proc/self/comm (the main thread's name: /proc/self is the process),
+ * read once; its newline dropped. */
+static void read_program(void)
+{
+    char buf[64] = "";
+    int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd >= 0) {
+        ssize_t r;
+        do
+            r = read(fd, buf, sizeof buf - 1);
+        while (r < 0 && errno == EINTR);
+        buf[r > 0 ? r : 0] = '\0';
+        close(fd);
+    }
+    char *nl = strchr(buf, '\n');
+    if (nl)
+        *nl = '\0';
+    safe_prog(program, buf[0] ? buf : program_invocation_short_name);
+}
+
+const char *ccap_holder_program(void)
+{
+    int saved = errno; /* the connect path: the program's errno is left as it was */
+    pthread_once(&program_once, read_program);
+    errno = saved;
+    return program;
+}
+
 size_t ccap_holder_format(char *out, size_t n, const char *host, int pid, int fd, const struct sockaddr *sa,
                           unsigned nonce, unsigned long long seq)
 {
+    return ccap_holder_format_prog(out, n, host, ccap_holder_program(), pid, fd, sa, nonce, seq);
+}
+
+size_t ccap_holder_format_prog(char *out, size_t n, const char *host, const char *prog, int pid, int fd,
+                               const struct sockaddr *sa, unsigned nonce, unsigned long long seq)
+{
     static const char hex[] = "0123456789abcdef";
-    char nx[9], *o = out, *end = out + n - 1;
+    char nx[9], pr[CCAP_HOLDER_PROG_MAX + 1], *o = out, *end = out + n - 1;
     for (int i = 0; i < 8; i++)
         nx[i] = hex[(nonce >> (28 - 4 * i)) & 0xf];
     nx[8] = '\0';
+    safe_prog(pr, prog);
     put(&o, end, host);
     put(&o, end, "/");
     put_num(&o, end, (unsigned)pid);
@@ -60,6 +119,8 @@ size_t ccap_holder_format(char *out, size_t n, const char *host, int pid, int fd
     put_num(&o, end, (unsigned)fd);
     put(&o, end, "/");
     put_dest(&o, end, sa);
+    put(&o, end, "/");
+    put(&o, end, pr);
     put(&o, end, "/");
     put(&o, end, nx);
     put(&o, end, ".");
@@ -111,11 +172,20 @@ static int part_num(const char *a, const char *b, long min, long *out)
 int ccap_holder_parse(const char *id, struct ccap_holder *h)
 {
     const char *s1 = strchr(id, '/'), *s2 = s1 ? strchr(s1 + 1, '/') : NULL, *s3 = s2 ? strchr(s2 + 1, '/') : NULL;
-    const char *last = strrchr(id, '/');
+    const char *last = strrchr(id, '/'), *prog = NULL;
     memset(h, 0, sizeof(*h));
     if (!s3 || last <= s3)
         return -1;
-    if (part(id, s1, h->host, sizeof h->host) || part(s3 + 1, last, h->dest, sizeof h->dest) ||
+    for (const char *p = last - 1; p > s3; p--) /* the '/' before the program, if any */
+        if (*p == '/') {
+            prog = p;
+            break;
+        }
+    if (prog && part(prog + 1, last, h->prog, sizeof h->prog)) {
+        memset(h, 0, sizeof(*h));
+        return -1;
+    }
+    if (part(id, s1, h->host, sizeof h->host) || part(s3 + 1, prog ? prog : last, h->dest, sizeof h->dest) ||
         part(last + 1, id + strlen(id), h->nonce, sizeof h->nonce) || part_num(s1 + 1, s2, 1, &h->pid) ||
         part_num(s2 + 1, s3, 0, &h->fd)) {
         memset(h, 0, sizeof(*h));

@@ -938,8 +938,10 @@ static bool fn_missing(const redisReply *rep)
 }
 
 /* N goes back to EVALSHA for CCAP_FN_RETRY_MS: the library is missing
- * there (WHY: Redis's answer). Said once per process: a fleet keeps its cap
- * with the scripts, but needs EVAL rights, which a worker should not have. */
+ * there (WHY: Redis's answer). Said once per process, at debug: every
+ * process of a fleet would say it until `conncap setup` ran (and the fleet
+ * keeps its cap with the scripts); `conncap check` and `conncap status`
+ * warn about it instead, once. */
 static void fn_fall_back(struct ccap_node *n, const char *why)
 {
     static atomic_bool warned;
@@ -950,10 +952,27 @@ static void fn_fall_back(struct ccap_node *n, const char *why)
     if (!n->socket)
         snprintf(port, sizeof port, ":%d", n->port);
     if (!atomic_exchange(&warned, true))
-        ccap_log(CCAP_LOG_WARN,
+        ccap_log(CCAP_LOG_DEBUG,
                  "redis: the function library conncap_%s is not loaded on %s%s (%s): "
                  "running the scripts with EVALSHA instead, which needs EVAL rights; run `conncap setup`",
                  ccap_lua_version, n->socket ? n->socket : n->host, port, why);
+}
+
+/* N has no library of ours and refuses the scripts too (WHY: its NOPERM):
+ * no connect of this process can take a permit until `conncap setup` ran.
+ * Said once per process at warn, as an outage is: it is one. */
+static void fn_no_scripts(const struct ccap_node *n, const char *why)
+{
+    static atomic_bool warned;
+    char port[CCAP_FMT_LL_LEN + 1] = ""; /* ":port" */
+
+    if (!n->socket)
+        snprintf(port, sizeof port, ":%d", n->port);
+    if (!atomic_exchange(&warned, true))
+        ccap_log(CCAP_LOG_WARN,
+                 "redis: %s%s has no function library conncap_%s and this user may not run the scripts "
+                 "instead (%s): run `conncap setup` with an administrative user",
+                 n->socket ? n->socket : n->host, port, ccap_lua_version, why);
 }
 
 /* Whether to send script calls to N as FCALL: yes unless N answered that
@@ -1098,6 +1117,8 @@ static int run_on(struct ccap_redis *r, struct ccap_node *n, int which, bool ask
     }
     if (rc == 0 && which >= 0 && !err_is(rep, "NOSCRIPT") && n->ctx)
         n->loaded |= 1u << which;
+    if (rc == 0 && which >= 0 && n->fn < 0 && err_is(rep, "NOPERM"))
+        fn_no_scripts(n, rep->str);
     *out = rep;
     return rc;
 }

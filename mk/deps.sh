@@ -1,19 +1,28 @@
 #!/bin/sh
 # deps.sh -- installs the Debian packages a make target needs, or says how.
-# Usage: mk/deps.sh build|test|demo|bench|fuzz
+# Usage: mk/deps.sh [--list] build|test|demo|bench|fuzz
+# (--list: print the packages, one a line, and install nothing; what
+# tests/integration/examples_docker_deps.sh holds the Dockerfile to)
 # Run by make test, make demo, make bench and make deps; never by a plain make
 # (a build only checks with pkg-config, and says what is missing).
 set -e
 build="gcc make pkg-config libhiredis-dev libconfig-dev libssl-dev"
-test="$build libcmocka-dev openssl redis-server redis-tools redis-sentinel curl netcat-openbsd python3 python3-yaml libnss-wrapper procps clang libclang-rt-14-dev nodejs python3-requests openjdk-17-jdk-headless nginx-light apache2 apache2-utils postgresql time valgrind clang-format-14"
+# prometheus: its promtool checks examples/monitoring/ (ops_monitoring_kit)
+test="$build libcmocka-dev openssl redis-server redis-tools redis-sentinel curl netcat-openbsd python3 python3-yaml libnss-wrapper procps clang libclang-rt-14-dev nodejs python3-requests openjdk-17-jdk-headless nginx-light apache2 apache2-utils postgresql time valgrind clang-format-14 prometheus"
+list=""
+[ "${1:-}" = --list ] && { list=1; shift; }
 case "${1:-build}" in
   build) want=$build ;;
   test)  want=$test ;;
   demo)  want="$build redis-server redis-tools curl python3 procps" ;;
   bench) want="$test valgrind" ;;   # npm (nodejs) is optional: its row says when it is missing
   fuzz)  want="$build clang libclang-rt-14-dev" ;;
-  *) echo "usage: $0 build|test|demo|bench|fuzz" >&2; exit 2 ;;
+  *) echo "usage: $0 [--list] build|test|demo|bench|fuzz" >&2; exit 2 ;;
 esac
+if [ -n "$list" ]; then
+  for p in $want; do echo "$p"; done
+  exit 0
+fi
 missing=""
 for p in $want; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

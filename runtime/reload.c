@@ -176,10 +176,13 @@ static void run_jobs(struct job *jobs, size_t n, bool all)
             run_job(&jobs[i], ccap_now_coarse_ms());
 }
 
+/* At debug: every process of a fleet would say the same of the same file
+ * (a cron job: a mail per run); `conncap check` warns about it, once. */
 static void log_note(bool warn, const char *msg, void *arg)
 {
     (void)arg;
-    ccap_log(warn ? CCAP_LOG_WARN : CCAP_LOG_INFO, "%s", msg);
+    (void)warn;
+    ccap_log(CCAP_LOG_DEBUG, "%s", msg);
 }
 
 /* Says once per loaded config what resolve = true cannot do. */

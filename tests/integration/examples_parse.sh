@@ -69,6 +69,13 @@ print("ENV_NAMES=" + shlex.quote(" ".join(sorted(env))))
 PY
 . "$T/compose.env"
 env "$PW_ENV=$PW" "$CLI" check --offline -c "$CONF" >/dev/null 2>"$T/err" || h_fail "compose's conncap.conf: $(cat "$T/err")"
+# as an image build or CI runs it: without the secret, which is not checked (and said so)
+env -u "$PW_ENV" "$CLI" check --offline -c "$CONF" >"$T/out" 2>"$T/err" ||
+    h_fail "check --offline of compose's conncap.conf without $PW_ENV: exit $?: $(cat "$T/err")"
+grep -q "note: .*redis.password_env: environment variable $PW_ENV is not set: the password is not checked" "$T/err" &&
+    grep -q 'password not checked' "$T/out" || h_fail "check --offline without the secret says: $(cat "$T/out" "$T/err")"
+env -u "$PW_ENV" "$CLI" check -c "$CONF" >/dev/null 2>"$T/err" && h_fail "check (online) without $PW_ENV passed"
+grep -q "environment variable $PW_ENV is not set\$" "$T/err" || h_fail "check (online) without the secret: $(cat "$T/err")"
 grep -q 'CONNCAP_REDIS_URL' "$EX/docker/compose.yaml" || h_fail "compose.yaml does not say where CONNCAP_REDIS_URL goes"
 
 # -- Kubernetes: ConfigMap with the file, Secret with the password (password_file),
@@ -102,6 +109,11 @@ print("K8S_PWFILE=" + shlex.quote(pf))
 PY
 . "$T/k8s.env"
 "$CLI" check --offline -c "$T/k8s.conf" >/dev/null 2>"$T/err" || h_fail "the ConfigMap's conncap.conf: $(cat "$T/err")"
+# the init container's check, where the Secret is not mounted (a CI run of the manifest's file)
+rm "$T/k8s.secret"
+"$CLI" check --offline -c "$T/k8s.conf" >/dev/null 2>"$T/err" || h_fail "the ConfigMap's conncap.conf without its secret: $(cat "$T/err")"
+grep -q 'redis.password_file: cannot read .*k8s.secret (No such file or directory): the password is not checked' "$T/err" ||
+    h_fail "check --offline without the password file says: $(cat "$T/err")"
 
 # -- systemd: the unit and the drop-in verify (conncap's path pointed at this build)
 mkdir -p "$T/sd/nginx.service.d"
@@ -121,6 +133,29 @@ else   # no systemd here: sections and Key=Value lines only
 fi
 grep -q '^Environment=LD_PRELOAD=.*/conncap/libconncap.so$' "$EX/systemd/nginx.service.d/conncap.conf" ||
     h_fail "the drop-in does not preload the shim from its private directory"
+
+# -- the README's quick start: right after make demo / make test, before the reference; its
+# configuration is valid and its commands are conncap's
+"$PY" - "$ROOT/README.md" "$T/quick.conf" "$T/quick.cmds" <<'PY' || h_fail "README quick start: see above"
+import re, sys
+text = open(sys.argv[1]).read()
+heads = [m.group(1) for m in re.finditer(r"^## (.+)$", text, re.M)]
+assert heads[:2] == ["Quick start", "Rolling it out"], heads[:3]
+top = text.index("```sh\nmake demo")
+assert top < text.index("## Quick start"), "make demo / make test are not above the quick start"
+qs = text[text.index("## Quick start"):text.index("## Rolling it out")]
+assert len(qs.splitlines()) <= 40, "the quick start is %d lines, more than a screen" % len(qs.splitlines())
+block = re.search(r"```sh\n(.*?)```", qs, re.S).group(1)
+conf = re.search(r"<<'EOF'\n(.*?)^EOF$", block, re.S | re.M).group(1)
+open(sys.argv[2], "w").write(conf)
+cmds = [l.split("#")[0].split() for l in block.splitlines() if l.startswith("conncap ")]
+assert [c[1] for c in cmds][:1] == ["check"] and {"run", "status"} <= {c[1] for c in cmds}, cmds
+open(sys.argv[3], "w").write("\n".join(c[1] for c in cmds) + "\n")
+PY
+"$CLI" check --offline -c "$T/quick.conf" >/dev/null 2>"$T/err" || h_fail "the quick start's configuration: $(cat "$T/err")"
+while read -r c; do
+    "$CLI" "$c" --help >/dev/null 2>&1 || h_fail "the quick start runs conncap $c, which is no command"
+done < "$T/quick.cmds"
 
 # -- the README names what the examples use
 for s in "$ENTRYPOINT" "CONNCAP_CONFIG=$CONNCAP_CONFIG" "$K8S_CONFIG" "$K8S_PWFILE" examples/docker/Dockerfile \

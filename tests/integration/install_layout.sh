@@ -1,6 +1,7 @@
 # install_layout.sh -- make never installs or queries packages (a missing one is one line naming it);
 # make install PREFIX/LIBDIR/DESTDIR installs the set (CLI, shim in LIBDIR/conncap/, man pages, example
-# config, bash completion) with a CLI that finds that shim even when make ran with other paths;
+# config, bash completion) with a CLI that finds that shim even when make ran with other paths -- also
+# on a machine where the package is installed (checked in a private mount namespace with its files on /usr);
 # make uninstall removes it; the manual pages cover every setting and option.
 . "$(dirname "$0")/../lib/harness.sh"
 if [ -n "${SAN:-}" ]; then echo "skipped under SAN=$SAN: the install layout is checked on the plain build"; exit 77; fi
@@ -18,10 +19,17 @@ mk >"$T/make.out" 2>&1 || h_fail "make: exit $?: $(tail -5 "$T/make.out")"
 [ ! -e "$T/pkg.log" ] || h_fail "make ran package tools: $(cat "$T/pkg.log")"
 # a missing dependency: one line naming what pkg-config misses, no package tool
 PKG_CONFIG_LIBDIR="$T/empty" PKG_CONFIG_PATH="" mk BUILD="$T/b2" >"$T/miss.out" 2>&1 && h_fail "make without hiredis/libconfig succeeded"
-[ "$(wc -l < "$T/miss.out")" -eq 1 ] && grep -q 'missing build dependencies: .*hiredis libconfig' "$T/miss.out" ||
+[ "$(wc -l < "$T/miss.out")" -eq 1 ] && grep -q 'missing build dependencies: .*hiredis libconfig openssl' "$T/miss.out" ||
     h_fail "make without the dependencies says: $(cat "$T/miss.out")"
 [ ! -e "$T/pkg.log" ] || h_fail "make ran package tools: $(cat "$T/pkg.log")"
 [ ! -e "$T/b2" ] || h_fail "make built something without its dependencies"
+# OpenSSL's headers alone missing (core/tls.c includes them): the same one line, not a compiler error
+mkdir -p "$T/pc-nossl"
+for p in hiredis libconfig; do cp "$(pkg-config --variable=pcfiledir "$p")/$p.pc" "$T/pc-nossl/"; done
+PKG_CONFIG_LIBDIR="$T/pc-nossl" PKG_CONFIG_PATH="" mk BUILD="$T/b3" >"$T/miss.out" 2>&1 && h_fail "make without openssl succeeded"
+[ "$(wc -l < "$T/miss.out")" -eq 1 ] && grep -q 'missing build dependencies: pkg-config finds no openssl (.*libssl-dev' "$T/miss.out" ||
+    h_fail "make without OpenSSL's headers says: $(head -3 "$T/miss.out")"
+[ ! -e "$T/b3" ] || h_fail "make built something without OpenSSL's headers"
 
 # make ran with the default paths; make install with Debian's, into a staging DESTDIR
 multi=x86_64-linux-gnu
@@ -29,24 +37,69 @@ paths=(PREFIX=/usr LIBDIR=/usr/lib/$multi DESTDIR="$T/root")
 mk install "${paths[@]}" >"$T/install.out" 2>&1 || h_fail "make install: exit $?: $(tail -5 "$T/install.out")"
 [ ! -e "$T/pkg.log" ] || h_fail "make install ran package tools: $(cat "$T/pkg.log")"
 want="usr/bin/conncap usr/lib/$multi/conncap/libconncap.so usr/share/man/man1/conncap.1 usr/share/man/man5/conncap.conf.5
-usr/share/doc/conncap/examples/conncap.conf usr/share/bash-completion/completions/conncap"
+usr/share/doc/conncap/examples/conncap.conf usr/share/bash-completion/completions/conncap
+$(cd "$ROOT" && for f in README.md doc/*.md examples/redis-acl.conf examples/docker/* examples/kubernetes/* \
+    examples/systemd/*.service examples/systemd/*.d/* examples/monitoring/*; do echo "usr/share/doc/conncap/$f"; done)"
 got=$(cd "$T/root" && find . -type f | sed 's|^\./||' | sort)
-[ "$got" = "$(echo "$want" | tr ' ' '\n' | sort)" ] || h_fail "make install put: $got"
+[ "$got" = "$(echo "$want" | tr ' ' '\n' | sort)" ] || h_fail "make install put: $got, want $want"
 cmp -s "$T/root/usr/share/doc/conncap/examples/conncap.conf" "$ROOT/conf/conncap.conf" || h_fail "example config differs"
-# the installed CLI finds the shim installed with it: in the staging tree, and (compiled in) at /usr
-inst="$T/root/usr/lib/$multi/conncap/libconncap.so"
-"$T/root/usr/bin/conncap" --version | grep -qx "library: $inst" ||
-    h_fail "installed conncap --version: $("$T/root/usr/bin/conncap" --version)"
+# the installed CLI knows its own paths, never the default ones
 grep -qa "/usr/lib/$multi/conncap" "$T/root/usr/bin/conncap" || h_fail "the CLI does not know /usr/lib/$multi/conncap"
 grep -qa "/usr/local/lib" "$T/root/usr/bin/conncap" && h_fail "the CLI installed at /usr still names /usr/local/lib"
+# copies away from any shim: the /usr one, and one built for a prefix nobody installs
+mkdir -p "$T/away/bin" "$T/nowhere/bin"
+cp "$T/root/usr/bin/conncap" "$T/away/bin/"
+mk all PREFIX="$T/nowhere-prefix" >"$T/nowhere.out" 2>&1 || h_fail "make PREFIX=...: $(tail -5 "$T/nowhere.out")"
+cp "$T/build/conncap" "$T/nowhere/bin/"
+# Which shim each CLI picks, checked as this machine is and, when it can show it (root, a private mount
+# namespace, overlayfs), once more with the package installed -- its files overlaid on /usr, as on a
+# packager's machine: the staged CLI keeps the shim staged with it and the build tree's its own, never
+# the installed one; only a copy of the /usr CLI away from its shim falls back to /usr's, by design.
+cat > "$T/cli_checks.sh" <<'CHECKS'
+set -u
+fail() { echo "FAIL ($where): $*" >&2; exit 1; }
+inst="$T/root/usr/lib/$multi/conncap/libconncap.so"
+"$T/root/usr/bin/conncap" --version | grep -qx "library: $inst" ||
+    fail "installed conncap --version: $("$T/root/usr/bin/conncap" --version)"
 out=$("$T/root/usr/bin/conncap" run -c "$ROOT/conf/conncap.conf" -- sh -c 'echo "$LD_PRELOAD"') ||
-    h_fail "installed conncap run: exit $?"
-[ "${out%%:*}" = "$inst" ] || h_fail "installed conncap run preloads $out, want $inst"
-# a CLI copied away from its shim says so, with 125
-mkdir -p "$T/away/bin" && cp "$T/root/usr/bin/conncap" "$T/away/bin/"
+    fail "installed conncap run: exit $?"
+[ "${out%%:*}" = "$inst" ] || fail "installed conncap run preloads $out, want $inst"
+"$CLI" --version | grep -qx "library: $(realpath "$LIB")" || fail "the build tree's conncap --version: $("$CLI" --version)"
+out=$("$CLI" run -c "$ROOT/conf/conncap.conf" -- sh -c 'echo "$LD_PRELOAD"') || fail "the build tree's conncap run: exit $?"
+[ "${out%%:*}" = "$(realpath "$LIB")" ] || fail "the build tree's conncap run preloads $out, want $LIB"
+# a CLI away from its shim says so, with 125
+"$T/nowhere/bin/conncap" run -c "$ROOT/conf/conncap.conf" -- true 2>"$T/err"; rc=$?
+[ $rc -eq 125 ] && grep -q "cannot read the shim $T/nowhere-prefix/lib/conncap/libconncap.so" "$T/err" ||
+    fail "CLI without its shim: exit $rc: $(cat "$T/err")"
+pkg="/usr/lib/$multi/conncap/libconncap.so"
 "$T/away/bin/conncap" run -c "$ROOT/conf/conncap.conf" -- true 2>"$T/err"; rc=$?
-[ $rc -eq 125 ] && grep -q "cannot read the shim /usr/lib/$multi/conncap/libconncap.so" "$T/err" ||
-    h_fail "CLI without its shim: exit $rc: $(cat "$T/err")"
+if [ -e "$pkg" ]; then
+    [ $rc -eq 0 ] && "$T/away/bin/conncap" --version | grep -qx "library: $pkg" ||
+        fail "the /usr CLI away from its shim, with $pkg installed: exit $rc: $(cat "$T/err")"
+else
+    [ $rc -eq 125 ] && grep -q "cannot read the shim $pkg" "$T/err" || fail "the /usr CLI away from its shim: exit $rc: $(cat "$T/err")"
+fi
+CHECKS
+export T ROOT multi CLI LIB
+where="this machine" bash "$T/cli_checks.sh" || h_fail "the CLI's shim (see above)"
+with_package() { # the staged install overlaid on /usr in a private mount namespace, then the checks
+    mount --make-rprivate / && mkdir -p "$T/ovl" && mount -t tmpfs tmpfs "$T/ovl" &&
+        mkdir -p "$T/ovl/upper" "$T/ovl/work" && cp -a "$T/root/usr/." "$T/ovl/upper/" &&
+        mount -t overlay overlay -o "lowerdir=/usr,upperdir=$T/ovl/upper,workdir=$T/ovl/work" /usr || return 77
+    [ -e "/usr/lib/$multi/conncap/libconncap.so" ] || return 77
+    where="the package installed" bash "$T/cli_checks.sh"
+}
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
+    export -f with_package
+    unshare -m bash -c with_package; rc=$?
+    case $rc in
+        0) h_note "checked again with the package's files on /usr (a private mount namespace)" ;;
+        77) h_note "cannot overlay /usr here: not checked with the package installed" ;;
+        *) h_fail "the CLI's shim with the package installed (see above)" ;;
+    esac
+else
+    h_note "not root: not checked with the package installed"
+fi
 # the installed man pages render without warnings
 if command -v man >/dev/null; then
     for m in man1/conncap.1 man5/conncap.conf.5; do

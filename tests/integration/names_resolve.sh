@@ -78,13 +78,19 @@ wait "$LOOP" || h_fail "nameloop failed: $(cat "$T/loop.err")"
 h_wait_for h_holders_is api 0 || h_fail "holders left"
 grep -q 'failed 0' "$T/loop.out" || h_fail "nameloop saw failures: $(cat "$T/loop.out")"
 
-# 4. resolve = true with nothing to look up is reported
+# 4. resolve = true with nothing to look up is reported: by conncap check, and by
+# the shim only at debug (every process of a fleet would say it)
 cat > "$T/wild.conf" <<CONF
 redis = { socket = "$REDIS_SOCK"; };
 semaphores = ( { name = "api"; limit = 2; } );
 rules = ( { semaphore = "api"; match = ( "*.partner.test", "10.0.0.0/8" ); resolve = true; } );
 CONF
+want="wild.conf:3: rules\[0\]: resolve = true, but the rule has no exact host name to look up"
+"$CLI" check --offline -c "$T/wild.conf" >/dev/null 2>"$T/wild.check" || h_fail "check: exit $?: $(cat "$T/wild.check")"
+grep -q "^conncap check: warning: .*$want" "$T/wild.check" || h_fail "check does not warn: $(cat "$T/wild.check")"
 LD_PRELOAD="$LIB:$NSSW" CONNCAP_CONFIG="$T/wild.conf" "$PROGS/resolvecon" none 127.0.0.1 "$SRV_PORT" 0 >/dev/null 2>"$T/wild.err"
-grep -q "wild.conf:3: rules\[0\]: resolve = true, but the rule has no exact host name to look up" "$T/wild.err" ||
-    h_fail "no warning for a resolve = true rule without names: $(cat "$T/wild.err")"
+! grep -q "$want" "$T/wild.err" || h_fail "the shim warns at log_level warn: $(cat "$T/wild.err")"
+echo 'log_level = "debug";' >> "$T/wild.conf"
+LD_PRELOAD="$LIB:$NSSW" CONNCAP_CONFIG="$T/wild.conf" "$PROGS/resolvecon" none 127.0.0.1 "$SRV_PORT" 0 >/dev/null 2>"$T/wild.err"
+grep -q "debug: .*$want" "$T/wild.err" || h_fail "no debug line for a resolve = true rule without names: $(cat "$T/wild.err")"
 echo ok

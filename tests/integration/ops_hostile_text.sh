@@ -1,22 +1,24 @@
 # ops_hostile_text.sh -- text stored in Redis (holder ids, audit entries) and semaphore names given on the command line reach the operator escaped: no control byte on stdout or stderr, valid UTF-8, --json valid JSON.
 . "$(dirname "$0")/../lib/harness.sh"
 h_redis_start
-CONF_EXTRA='audit = true;' h_conf "$T/c.conf" api 2 3000 300 "127.0.0.1:1"
+CONF_EXTRA='audit = true;' h_conf "$T/c.conf" api 3 3000 300 "127.0.0.1:1"
 now=$(h_rcli time | head -1)
 until=$(( now * 1000 + 600000 ))
-# a holder id of the shim's shape (host/pid/fd/destination/nonce.seq) and
-# free text, each with a forged line, escape sequences, C1 and bad UTF-8
+# holder ids of the shim's shapes (host/pid/fd/destination/nonce.seq, and
+# .../destination/program/nonce.seq) and free text, each with a forged line,
+# escape sequences, C1 and bad UTF-8
 HOST=$(printf 'web1\n2026-01-01T00:00:00.000Z  reset     by=root\033[2J\033]0;pwned\007')
 SHAPED="$HOST/123/7/$(printf '10.0.0.1:443\033[31m\302\233')/abcd.1"
+PROGRAM="$HOST/124/8/10.0.0.1:443/$(printf 'ev\033[2J\nil\302\233')/abcd.2"
 FREE=$(printf 'evil\r\nforged line\033[1A\033[K\377\376\300\257 \302\205end')
-for id in "$SHAPED" "$FREE"; do
+for id in "$SHAPED" "$PROGRAM" "$FREE"; do
     h_rcli zadd 'conncap:{api}:holders' "$until" "$id" >/dev/null
     h_rcli hset 'conncap:{api}:since' "$id" $(( now * 1000 - 5000 )) >/dev/null
 done
 h_rcli xadd 'conncap:{api}:audit' '*' event "$(printf 'acquire\033[2J')" holder "$SHAPED" \
     "$(printf 'k\nforged=1')" "$FREE" >/dev/null
 h_rcli xadd 'conncap:{api}:audit' '*' event release holder "$FREE" count 1 >/dev/null
-[ "$(h_rcli zcard 'conncap:{api}:holders')" -eq 2 ] || h_fail "hostile holders not stored"
+[ "$(h_rcli zcard 'conncap:{api}:holders')" -eq 3 ] || h_fail "hostile holders not stored"
 
 check() { # NAME [--json]: the captured output of a command is safe
     python3 "$ROOT/tests/lib/safe_output.py" "$T/$1.out" ${2:-} ||
@@ -42,7 +44,7 @@ assert rows[0]["k\nforged=1"].startswith("evil\r\nforged line\x1b[1A"), rows[0]
 ' "$T/audit_json.out" || h_fail "audit --json does not give the stored text back"
 cli holders holders api || h_fail "holders: $(cat "$T/holders.err")"
 check holders
-[ "$(grep -c . "$T/holders.out")" -eq 3 ] || h_fail "holders: a stored newline forged a line: $(cat "$T/holders.out")"
+[ "$(grep -c . "$T/holders.out")" -eq 4 ] || h_fail "holders: a stored newline forged a line: $(cat "$T/holders.out")"
 cli holders_json holders --json api || h_fail "holders --json"
 check holders_json --json
 cli status status || h_fail "status: $(cat "$T/status.err")"

@@ -11,16 +11,17 @@ refused() {
     out=$(LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$PROGS/hold" 127.0.0.1 "$SRV_PORT" 0) && return 1
     case "$out" in "error ETIMEDOUT "*) return 0 ;; *) return 1 ;; esac
 }
-# bgclient VAR: a holder in the background (connects, holds 60 s); VAR gets its pid
+# bgclient VAR [PROGRAM]: a holder in the background (connects, holds 60 s); VAR gets its pid
+cp "$PROGS/hold" "$T/partner-sync"   # a program of another name: holders shows which holds what
 bgclient() {
-    LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$PROGS/hold" 127.0.0.1 "$SRV_PORT" 60000 >/dev/null &
+    LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "${2:-$PROGS/hold}" 127.0.0.1 "$SRV_PORT" 60000 >/dev/null &
     printf -v "$1" %s $!
 }
 
 bgclient a
 WAIT_S=10 h_wait_for h_holders_is api 1 || h_fail "A got no permit"
 sleep 0.3
-bgclient b
+bgclient b "$T/partner-sync"
 WAIT_S=10 h_wait_for h_holders_is api 2 || h_fail "B got no permit"
 
 # status --json: two holders, nothing to alert about
@@ -36,7 +37,7 @@ assert s["waiters"] == 0, s
 assert len(s["list"]) == 2 and all(0 < h["lease_left_ms"] <= lease for h in s["list"]), s
 PY
 
-# holders --json: host, pid, fd, destination, age, lease left of each, oldest first
+# holders --json: host, pid, program, fd, destination, age, lease left of each, oldest first
 host=$(hostname)
 cli holders api --json > "$T/h1.json" || h_fail "holders --json failed"
 python3 - "$T/h1.json" "$a" "$b" "$host" "$SRV_PORT" $lease <<'PY' || h_fail "holders --json: $(cat "$T/h1.json")"
@@ -45,10 +46,11 @@ d = json.load(open(sys.argv[1])); a, b, host, port, lease = sys.argv[2:7]
 assert d["semaphore"] == "api" and d["now_ms"] > 0
 hs = d["holders"]
 assert [h["pid"] for h in hs] == [int(a), int(b)], ("oldest first", hs)
+assert [h["program"] for h in hs] == ["hold", "partner-sync"], ("the programs", hs)
 for h in hs:
     assert h["host"] == host[:63] and h["destination"] == "127.0.0.1:" + port, h
     assert isinstance(h["fd"], int) and h["fd"] >= 3, h
-    assert h["holder"].startswith("%s/%d/%d/127.0.0.1:%s/" % (h["host"], h["pid"], h["fd"], port)), h
+    assert h["holder"].startswith("%s/%d/%d/127.0.0.1:%s/%s/" % (h["host"], h["pid"], h["fd"], port, h["program"])), h
     assert 0 < h["lease_left_ms"] <= int(lease), h
     assert 0 <= h["age_ms"] < 60000, h
 assert hs[0]["age_ms"] >= hs[1]["age_ms"] + 200, hs
@@ -64,10 +66,11 @@ for x, y in zip(h1["holders"], h2["holders"]):
     assert abs(grown - (h2["now_ms"] - h1["now_ms"])) <= 1 and grown >= 1000, (x, y)
 PY
 out=$(cli holders api) || h_fail "holders failed"
-echo "$out" | head -1 | grep -q "^HOST  *PID  *FD  *DESTINATION  *AGE  *LEASE LEFT$" || h_fail "holders header: $out"
-for p in $a $b; do
-    echo "$out" | grep -Eq "^${host:0:20} +$p +[0-9]+  127\.0\.0\.1:$SRV_PORT +[0-9.]+ (ms|s) +[0-9.]+ (ms|s)$" ||
-        h_fail "holders: no line for pid $p: $out"
+echo "$out" | head -1 | grep -q "^HOST  *PID  *PROGRAM  *FD  *DESTINATION  *AGE  *LEASE LEFT$" || h_fail "holders header: $out"
+for pp in "$a hold" "$b partner-sync"; do
+    set -- $pp
+    echo "$out" | grep -Eq "^${host:0:20} +$1  $2 +[0-9]+  127\.0\.0\.1:$SRV_PORT +[0-9.]+ (ms|s) +[0-9.]+ (ms|s)$" ||
+        h_fail "holders: no line for pid $1 ($2): $out"
 done
 
 # over the limit: a lowered limit under live holders

@@ -26,7 +26,7 @@ sed -n 7p "$T/w.txt" | grep -Eq '^api +2/2 +0 +0\.0 +0\.0 +- +- +- +[0-9.]+ (ms|
 
 # with NAME: the holders below the table
 "$CLI" watch -c "$T/c.conf" --iterations 1 api >"$T/w1.txt" </dev/null || h_fail "watch api failed"
-for p in $a $b; do grep -Eq "^[^ ]+ +$p +[0-9]+  127\.0\.0\.1:$SRV_PORT " "$T/w1.txt" || h_fail "watch api: no holder $p: $(cat "$T/w1.txt")"; done
+for p in $a $b; do grep -Eq "^[^ ]+ +$p  hold +[0-9]+  127\.0\.0\.1:$SRV_PORT " "$T/w1.txt" || h_fail "watch api: no holder $p: $(cat "$T/w1.txt")"; done
 
 # a terminal: clear-screen frames, q quits, the terminal settings come back
 python3 - "$CLI" "$T/c.conf" <<'PY' || h_fail "watch in a pty"

@@ -160,6 +160,7 @@ cli_ok 0 stats --json api
 cli_ok 0 metrics
 cli_ok 0 set-limit api 3
 [ "$(admin get 'conncap:{api}:limit')" = 3 ] || h_fail "set-limit as the operator did not set the limit"
+cli_ok 0 set-limit api 0   # full under 0: set-limit dates full_since (HSET)
 cli_ok 0 set-limit api --default
 cli_ok 0 audit --count 5 api
 cli_ok 0 watch --iterations 1 api

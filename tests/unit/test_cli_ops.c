@@ -22,6 +22,20 @@ static void test_holder_ids_the_shim_writes(void **state)
     assert_int_equal(h.pid, 2147483647);
     assert_int_equal(h.fd, 0);
     assert_string_equal(h.dest, "[2001:db8::1]:5432");
+    assert_string_equal(h.prog, ""); /* an id of before the program part */
+    /* with the program (host/pid/fd/destination/program/nonce.seq) */
+    assert_int_equal(ccap_ops_parse_holder("web1/4242/7/10.0.0.5:443/nginx/0a1b2c3d.0", &h), 0);
+    assert_string_equal(h.host, "web1");
+    assert_int_equal(h.pid, 4242);
+    assert_int_equal(h.fd, 7);
+    assert_string_equal(h.dest, "10.0.0.5:443");
+    assert_string_equal(h.prog, "nginx");
+    assert_string_equal(h.nonce, "0a1b2c3d.0");
+    assert_int_equal(ccap_ops_parse_holder("db/1/0/[2001:db8::1]:5432/python3.11/ffffffff.9", &h), 0);
+    assert_string_equal(h.dest, "[2001:db8::1]:5432");
+    assert_string_equal(h.prog, "python3.11");
+    assert_int_equal(ccap_ops_parse_holder("h/5/1/d//n.1", &h), -1); /* an empty program */
+    assert_string_equal(h.prog, "");
 }
 
 /* Numbers the shim never writes: out of int range (the fuzzer's find: an

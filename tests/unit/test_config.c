@@ -1166,6 +1166,56 @@ static void test_password_mode(void **state)
     unlink(fifo);
 }
 
+/* CCAP_CONF_SECRETS_UNCHECKED (check --offline): a password this machine
+ * does not have is a note, not an error; the rest is still validated. */
+static void test_secrets_unchecked(void **state)
+{
+    (void)state;
+    struct ccap_config *cfg = NULL;
+    char err[512], text[512], missing[128];
+    struct notes n;
+    unsetenv("CCAP_TEST_UNSET");
+    const char *p =
+        write_file("unset.conf", "redis = { username = \"w\";\n password_env = \"CCAP_TEST_UNSET\"; };\n");
+    assert_int_equal(ccap_config_load(p, &cfg, err, sizeof err), -EINVAL); /* without the flag: as before */
+    assert_int_equal(ccap_config_load_flags(p, CCAP_CONF_SECRETS_UNCHECKED, &cfg, err, sizeof err), 0);
+    assert_null(cfg->redis.password);
+    assert_string_equal(cfg->redis.username, "w");
+    assert_non_null(cfg->secret_note);
+    assert_non_null(strstr(cfg->secret_note, "unset.conf:2: redis.password_env: environment variable "
+                                             "CCAP_TEST_UNSET is not set: the password is not checked"));
+    memset(&n, 0, sizeof n);
+    assert_int_equal(ccap_config_notes(cfg, take_note, &n), 0); /* a note, not a warning */
+    assert_int_equal(n.info, 1);
+    ccap_config_free(cfg);
+
+    snprintf(missing, sizeof missing, "%s/no-such-secret", tmpdir);
+    snprintf(text, sizeof text, "redis = { password_file = \"%s\"; };\n", missing);
+    p = write_file("missing.conf", text);
+    assert_int_equal(ccap_config_load_flags(p, CCAP_CONF_SECRETS_UNCHECKED, &cfg, err, sizeof err), 0);
+    assert_non_null(strstr(cfg->secret_note, "No such file or directory): the password is not checked"));
+    ccap_config_free(cfg);
+
+    /* what is wrong in the file itself stays an error */
+    p = write_file("relative.conf", "redis = { password_file = \"secret\"; };\n");
+    assert_int_equal(ccap_config_load_flags(p, CCAP_CONF_SECRETS_UNCHECKED, &cfg, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "must be an absolute path"));
+    p = write_file("badlimit.conf", "redis = { password_env = \"CCAP_TEST_UNSET\"; };\n"
+                                    "semaphores = ( { name = \"a\"; limit = -1; } );\n");
+    assert_int_equal(ccap_config_load_flags(p, CCAP_CONF_SECRETS_UNCHECKED, &cfg, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "badlimit.conf:2: semaphores[0].limit"));
+    p = write_file("nouser.conf", "redis = { username = \"u\"; };\n");
+    assert_int_equal(ccap_config_load_flags(p, CCAP_CONF_SECRETS_UNCHECKED, &cfg, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "redis.username: needs redis.password_file or redis.password_env"));
+    /* a secret that is there is read and checked as always */
+    setenv("CCAP_TEST_PW", "x", 1);
+    p = write_file("set.conf", "redis = { password_env = \"CCAP_TEST_PW\"; };\n");
+    assert_int_equal(ccap_config_load_flags(p, CCAP_CONF_SECRETS_UNCHECKED, &cfg, err, sizeof err), 0);
+    assert_string_equal(cfg->redis.password, "x");
+    assert_null(cfg->secret_note);
+    ccap_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1194,6 +1244,7 @@ int main(void)
         cmocka_unit_test(test_include_errors),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_password_mode),
+        cmocka_unit_test(test_secrets_unchecked),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

@@ -96,21 +96,41 @@ static void test_holder_round_trip(void **state)
     inet_pton(AF_INET6, "2001:db8::1", &s6.sin6_addr);
     char id[CCAP_HOLDER_MAX];
     struct ccap_holder h;
-    size_t n = ccap_holder_format(id, sizeof id, "web1", 4242, 7, (struct sockaddr *)&s4, 0xab12cd34u, 9);
-    assert_string_equal(id, "web1/4242/7/192.0.2.7:443/ab12cd34.9");
+    size_t n =
+        ccap_holder_format_prog(id, sizeof id, "web1", "nginx", 4242, 7, (struct sockaddr *)&s4, 0xab12cd34u, 9);
+    assert_string_equal(id, "web1/4242/7/192.0.2.7:443/nginx/ab12cd34.9");
     assert_int_equal(n, strlen(id));
     assert_int_equal(ccap_holder_parse(id, &h), 0);
     assert_string_equal(h.host, "web1");
     assert_int_equal(h.pid, 4242);
     assert_int_equal(h.fd, 7);
     assert_string_equal(h.dest, "192.0.2.7:443");
+    assert_string_equal(h.prog, "nginx");
     assert_string_equal(h.nonce, "ab12cd34.9");
     assert_int_equal(ccap_holder_set_seq(id, sizeof id, 12345), 0);
-    assert_string_equal(id, "web1/4242/7/192.0.2.7:443/ab12cd34.12345");
-    ccap_holder_format(id, sizeof id, "h", 1, 0, (struct sockaddr *)&s6, 1, 0);
-    assert_string_equal(id, "h/1/0/[2001:db8::1]:8443/00000001.0");
+    assert_string_equal(id, "web1/4242/7/192.0.2.7:443/nginx/ab12cd34.12345");
+    ccap_holder_format_prog(id, sizeof id, "h", "py.3", 1, 0, (struct sockaddr *)&s6, 1, 0);
+    assert_string_equal(id, "h/1/0/[2001:db8::1]:8443/py.3/00000001.0");
     assert_int_equal(ccap_holder_parse(id, &h), 0);
     assert_string_equal(h.dest, "[2001:db8::1]:8443");
+    assert_string_equal(h.prog, "py.3");
+    assert_int_equal(ccap_holder_set_seq(id, sizeof id, 7), 0); /* the program's '.' is not the seq's */
+    assert_string_equal(id, "h/1/0/[2001:db8::1]:8443/py.3/00000001.7");
+    /* a program's name made safe: '/', ';', ',', spaces and bytes beyond ASCII become '_'; at most 15 bytes; "-" */
+    ccap_holder_format_prog(id, sizeof id, "h", "a/b;c,d e\xc3\xa9-long-name-cut", 1, 0, (struct sockaddr *)&s4, 1,
+                            0);
+    assert_string_equal(id, "h/1/0/192.0.2.7:443/a_b_c_d_e__-lon/00000001.0");
+    ccap_holder_format_prog(id, sizeof id, "h", "", 1, 0, (struct sockaddr *)&s4, 1, 0);
+    assert_string_equal(id, "h/1/0/192.0.2.7:443/-/00000001.0");
+    /* this process's own: the test's comm */
+    ccap_holder_format(id, sizeof id, "h", 1, 0, (struct sockaddr *)&s4, 1, 0);
+    assert_int_equal(ccap_holder_parse(id, &h), 0);
+    assert_string_equal(h.prog, "test_renew");
+    assert_string_equal(ccap_holder_program(), "test_renew");
+    /* an id of before the program part still parses */
+    assert_int_equal(ccap_holder_parse("web1/4242/7/192.0.2.7:443/ab12cd34.9", &h), 0);
+    assert_string_equal(h.dest, "192.0.2.7:443");
+    assert_string_equal(h.prog, "");
     /* cut to the buffer, NUL-terminated */
     char small[12];
     assert_int_equal(ccap_holder_format(small, sizeof small, "web1", 4242, 7, (struct sockaddr *)&s4, 1, 1), 11);
