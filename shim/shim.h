@@ -38,6 +38,7 @@ struct ccap_real {
     int (*fclose)(FILE *);
     ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
     ssize_t (*sendmsg)(int, const struct msghdr *, int);
+    int (*sendmmsg)(int, struct mmsghdr *, unsigned, int);
     int (*execve)(const char *, char *const[], char *const[]);
     int (*execvpe)(const char *, char *const[], char *const[]);
     int (*fexecve)(int, char *const[], char *const[]);
