@@ -49,5 +49,7 @@ void ccap_real_resolve(void)
     R(select);
     R(pselect);
     R(syscall);
+    R(dlopen);
+    R(dlmopen);
 #undef R
 }

@@ -65,6 +65,9 @@ struct ccap_real {
     int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
     int (*pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
     long (*syscall)(long, ...);
+    /* libraries loaded with RTLD_DEEPBIND (shim/deepbind.c) */
+    void *(*dlopen)(const char *, int);
+    void *(*dlmopen)(long, const char *, int);
 };
 extern struct ccap_real ccap_real;
 
