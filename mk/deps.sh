@@ -5,7 +5,7 @@
 # (a build only checks with pkg-config, and says what is missing).
 set -e
 build="gcc make pkg-config libhiredis-dev libconfig-dev libssl-dev"
-test="$build libcmocka-dev openssl redis-server redis-tools redis-sentinel curl netcat-openbsd python3 python3-yaml libnss-wrapper procps clang libclang-rt-14-dev nodejs python3-requests openjdk-17-jdk-headless nginx-light apache2 apache2-utils postgresql time valgrind clang-format-14"
+test="$build libcmocka-dev openssl redis-server redis-tools redis-sentinel curl netcat-openbsd python3 python3-yaml libnss-wrapper procps clang libclang-rt-14-dev nodejs python3-requests openjdk-17-jdk-headless nginx-light apache2 apache2-utils postgresql time valgrind clang-format-14 php-cli php-curl php-fpm"
 case "${1:-build}" in
   build) want=$build ;;
   test)  want=$test ;;
