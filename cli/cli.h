@@ -2,6 +2,7 @@
 #ifndef CCAP_CLI_H
 #define CCAP_CLI_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include "config.h"
 #include "redis.h"
@@ -57,6 +58,33 @@ struct ccap_redis *ccap_cli_redis_new(const struct ccap_config *cfg);
 /* Prints R's last error to stderr with the address CFG names ("conncap:
  * redis at ADDR: ERROR"). */
 void ccap_cli_redis_error(const struct ccap_config *cfg, const struct ccap_redis *r);
+
+/* What keeps a program from being capped (cli/program.c). */
+enum {
+    CCAP_PROG_STATIC = 1,  /* statically linked: no dynamic loader reads LD_PRELOAD */
+    CCAP_PROG_GO = 2,      /* a Go program: its connections are raw system calls */
+    CCAP_PROG_SECURE = 4,  /* set-id bits or file capabilities: secure-execution mode */
+    CCAP_PROG_FOREIGN = 8, /* another ELF class or machine than the shim's */
+    CCAP_PROG_LOADER = 16, /* a dynamic loader other than glibc's (musl's) */
+};
+struct ccap_prog {
+    char path[PATH_MAX]; /* what exec runs: CMD, along $PATH when it has no slash */
+    char elf[PATH_MAX];  /* the ELF file that comes to (a script's interpreter, followed) */
+    char interp[256];    /* that file's PT_INTERP, or "" */
+    unsigned why;        /* CCAP_PROG_* bits: 0 when nothing keeps it from being capped */
+    bool unread;         /* an ELF whose headers could not be read: nothing can be told */
+    char detail[1024];   /* the reasons in words, "; " between them */
+};
+
+/* Finds CMD as execvp would and inspects what it runs: an ELF's headers
+ * (PT_INTERP, class, machine, the Go build id), its set-id bits and file
+ * capabilities, a #! script's interpreter (and env's NAME), up to 4 deep.
+ * 0 (P filled), or -errno when exec itself would fail (-ENOENT, -EACCES):
+ * nothing to say then. Reads headers only, every offset checked. */
+int ccap_prog_inspect(const char *cmd, struct ccap_prog *p);
+
+/* "PATH", or "PATH (run by ELF)" for a script, into BUF. */
+const char *ccap_prog_name(const struct ccap_prog *p, char *buf, size_t n);
 
 int ccap_cmd_run(int argc, char **argv);
 int ccap_cmd_check(int argc, char **argv);

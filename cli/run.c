@@ -40,14 +40,39 @@ const char ccap_help_run[] = "Runs CMD with libconncap.so first in LD_PRELOAD (e
                              "one installed with this conncap (conncap --version names it).\n"
                              "  -c FILE  the configuration (else $CONNCAP_CONFIG, else /etc/conncap.conf);\n"
                              "           not \"-\": the program re-reads the file (hot reload)\n"
+                             "  --refuse-uncapped  do not run CMD when it cannot be capped (exit 125)\n"
+                             "CMD is found as exec finds it ($PATH; a #! script's interpreter). When it\n"
+                             "cannot be capped -- statically linked, a Go program (raw system calls),\n"
+                             "setuid, setgid or with file capabilities (the loader ignores LD_PRELOAD),\n"
+                             "another ELF class or machine, a loader other than glibc's -- a warning on\n"
+                             "stderr says so and why, and CMD runs uncapped.\n"
                              "Exit: CMD's own status; 125 conncap's own error (usage, bad configuration,\n"
-                             "shim missing); 126 CMD cannot be executed; 127 CMD not found.";
+                             "shim missing, --refuse-uncapped refused CMD); 126 CMD cannot be executed;\n"
+                             "127 CMD not found.";
+
+/* Takes run's own flag out of ARGV (before CMD: an option of CMD's is
+ * CMD's); sets *REFUSE when it was there. */
+static void take_refuse(int *argc, char **argv, bool *refuse)
+{
+    *refuse = false;
+    for (int i = 1; i < *argc; i++) {
+        if (!strcmp(argv[i], "--") || argv[i][0] != '-' || !argv[i][1])
+            return;
+        if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) {
+            i++;
+        } else if (!strcmp(argv[i], "--refuse-uncapped")) {
+            *refuse = true;
+            memmove(&argv[i], &argv[i + 1], (size_t)(*argc - i) * sizeof *argv); /* with the NULL after it */
+            (*argc)--, i--;
+        }
+    }
+}
 
 /* Checks what `run` needs before the exec; prints the problem and returns
  * -1 (exit 125), or 0 with O parsed. */
 static int run_args(int argc, char **argv, struct ccap_cli_opts *o)
 {
-    static const char *usage = "run [-c FILE] -- CMD [ARGS...]";
+    static const char *usage = "run [-c FILE] [--refuse-uncapped] -- CMD [ARGS...]";
     if (ccap_cli_parse(argc, argv, o, usage) < 0)
         return -1;
     const char *why = o->json            ? "--json does not apply (run prints nothing; its exit status is CMD's)"
@@ -62,9 +87,25 @@ static int run_args(int argc, char **argv, struct ccap_cli_opts *o)
     return 0;
 }
 
+/* Says plainly when CMD cannot be capped; false when it cannot and REFUSE
+ * asks not to run it. A CMD exec will not find is exec's to report. */
+static bool cappable_or_said(const char *cmd, bool refuse)
+{
+    struct ccap_prog p;
+    char name[2 * PATH_MAX + 16];
+    if (ccap_prog_inspect(cmd, &p) < 0 || !p.why)
+        return true;
+    fprintf(stderr, "conncap run: %s%s cannot be capped: %s; %s\n",
+            refuse ? "" : "warning: ", ccap_prog_name(&p, name, sizeof name), p.detail,
+            refuse ? "not run (--refuse-uncapped)" : "it runs uncapped");
+    return !refuse;
+}
+
 int ccap_cmd_run(int argc, char **argv)
 {
     struct ccap_cli_opts o;
+    bool refuse;
+    take_refuse(&argc, argv, &refuse);
     if (run_args(argc, argv, &o) < 0)
         return CCAP_EXIT_RUN_FAILED;
     struct ccap_config *cfg = ccap_cli_config(&o);
@@ -75,6 +116,10 @@ int ccap_cmd_run(int argc, char **argv)
     const char *lib = ccap_cli_library();
     if (access(lib, R_OK) != 0) {
         fprintf(stderr, "conncap run: cannot read the shim %s: %s (set CONNCAP_LIBRARY)\n", lib, strerror(errno));
+        ccap_config_free(cfg);
+        return CCAP_EXIT_RUN_FAILED;
+    }
+    if (!cappable_or_said(argv[o.first], refuse)) {
         ccap_config_free(cfg);
         return CCAP_EXIT_RUN_FAILED;
     }
@@ -316,28 +361,93 @@ const char ccap_help_check[] = "Parses the configuration and prints what it mean
                                "             redis_checked, redis_ok, scripts_loaded, functions: true when\n"
                                "             the library is loaded, library: its name}\n"
                                "  -c -       read the configuration from standard input\n"
+                               "  --program PATH  also say whether PATH (found as exec finds it: $PATH, a #!\n"
+                               "             script's interpreter) can be capped, and if not why: statically\n"
+                               "             linked, a Go program, setuid/setgid/file capabilities, another\n"
+                               "             ELF class or machine, a loader other than glibc's (--json:\n"
+                               "             program: {name, path, runs, interpreter, cappable (null: its\n"
+                               "             headers cannot be read), reasons, detail})\n"
+                               "  --refuse-uncapped  exit 2 when the --program cannot be capped\n"
                                "Errors go to stderr (a configuration error with file and line), nothing to\n"
                                "stdout.\n"
                                "Exit: 0 valid (and Redis reachable, library or scripts usable, unless --offline);\n"
-                               "2 usage or configuration error, Redis unreachable or not answering like Redis.";
+                               "2 usage or configuration error, Redis unreachable or not answering like Redis,\n"
+                               "--program not found, or not cappable under --refuse-uncapped.";
+
+static const char *const prog_reasons[] = { "static", "go", "secure", "foreign", "loader" };
+
+/* check --program: one line "program NAME: ..." (or its JSON member);
+ * false when it was not found. */
+static bool print_program(const char *cmd, bool json, struct ccap_prog *p)
+{
+    int rc = ccap_prog_inspect(cmd, p);
+    char name[2 * PATH_MAX + 16];
+    if (rc < 0) {
+        fprintf(stderr, "conncap check: --program %s: %s\n", ccap_ops_esc(cmd),
+                rc == -ENOENT && !strchr(cmd, '/') ? "not found along $PATH" : strerror(-rc));
+        return false;
+    }
+    if (!json) {
+        if (p->unread && !p->why)
+            printf("program %s: cannot tell whether it can be capped: its ELF headers cannot be read\n",
+                   ccap_prog_name(p, name, sizeof name));
+        else if (p->why)
+            printf("program %s: cannot be capped: %s\n", ccap_prog_name(p, name, sizeof name), p->detail);
+        else
+            printf("program %s: can be capped (%s%s)\n", ccap_prog_name(p, name, sizeof name),
+                   p->interp[0] ? "dynamic loader " : "a shared object run directly: the dynamic loader itself",
+                   p->interp);
+        return true;
+    }
+    printf(",\"program\":{\"name\":");
+    ccap_ops_json_str(stdout, cmd);
+    printf(",\"path\":");
+    ccap_ops_json_str(stdout, p->path);
+    printf(",\"runs\":");
+    ccap_ops_json_str(stdout, p->elf);
+    printf(",\"interpreter\":");
+    ccap_ops_json_str(stdout, p->interp);
+    printf(",\"cappable\":%s,\"reasons\":[", p->why ? "false" : p->unread ? "null" : "true");
+    for (unsigned i = 0, n = 0; i < sizeof prog_reasons / sizeof *prog_reasons; i++)
+        if (p->why & (1u << i))
+            printf("%s\"%s\"", n++ ? "," : "", prog_reasons[i]);
+    printf("],\"detail\":");
+    ccap_ops_json_str(stdout, p->detail);
+    printf("}");
+    return true;
+}
 
 int ccap_cmd_check(int argc, char **argv)
 {
     struct ccap_cli_opts o;
-    bool offline = false;
+    bool offline = false, refuse = false;
+    const char *program = NULL;
     char *ops[1];
-    const struct ccap_opt opts[] = { { "offline", CCAP_OPT_FLAG, &offline, 0, 0 }, { NULL } };
-    if (ccap_ops_parse(argc, argv, "check [-c FILE] [--offline] [--json]", &o, opts, ops, 0) < 0)
+    const struct ccap_opt opts[] = { { "offline", CCAP_OPT_FLAG, &offline, 0, 0 },
+                                     { "program", CCAP_OPT_STR, &program, 0, 0 },
+                                     { "refuse-uncapped", CCAP_OPT_FLAG, &refuse, 0, 0 },
+                                     { NULL } };
+    if (ccap_ops_parse(argc, argv, "check [-c FILE] [--offline] [--json] [--program PATH [--refuse-uncapped]]", &o,
+                       opts, ops, 0) < 0)
         return CCAP_EXIT_USAGE;
     /* an image build or CI has the file, not the secrets: a password_env not
      * set or a password_file missing is a note there, not an error */
     if (offline)
         o.load_flags |= CCAP_CONF_SECRETS_UNCHECKED;
+    if (refuse && !program) {
+        fprintf(stderr, "conncap check: --refuse-uncapped needs --program PATH\n");
+        return CCAP_EXIT_USAGE;
+    }
     struct ccap_config *cfg = ccap_cli_config(&o);
     if (!cfg)
         return CCAP_EXIT_USAGE;
-    if (!o.json)
+    struct ccap_prog prog = { 0 };
+    bool prog_ok = true;
+    if (!o.json) {
         print_config(cfg);
+        if (program)
+            prog_ok = print_program(program, false, &prog);
+    }
     ccap_config_notes(cfg, print_note, NULL); /* the shim logs the same at start */
     int loaded = 0, functions = 0;
     if (!offline) {
@@ -350,6 +460,8 @@ int ccap_cmd_check(int argc, char **argv)
     if (o.json && loaded >= 0) {
         printf("{");
         print_config_json(cfg);
+        if (program)
+            prog_ok = print_program(program, true, &prog);
         printf(",\"redis_checked\":%s,\"redis_ok\":%s,\"scripts_loaded\":%d,\"functions\":%s,"
                "\"library\":\"conncap_%s\"}\n",
                offline ? "false" : "true", offline ? "null" : "true", loaded,
@@ -368,5 +480,7 @@ int ccap_cmd_check(int argc, char **argv)
                    loaded, ccap_function_version());
     }
     ccap_config_free(cfg);
+    if (!prog_ok || (refuse && prog.why))
+        return CCAP_EXIT_USAGE;
     return loaded >= 0 ? CCAP_EXIT_OK : CCAP_EXIT_USAGE;
 }

@@ -124,6 +124,19 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
     WITH_PERMIT(fd, m->msg_name, m->msg_namelen, false, REAL(sendmsg)(fd, m, flags), r_ >= 0);
 }
 
+/* The kernel sends the messages one by one: the first one's msg_name is the
+ * destination the Fast Open connect goes to, and sendmmsg fails (-1) only
+ * when that first message failed; once it is sent the socket is connected
+ * and the others need no permit. */
+EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int flags)
+{
+    FIRST_NEED();
+    if (ccap_guard || !(flags & MSG_FASTOPEN) || !v || !n || !v[0].msg_hdr.msg_name)
+        return REAL(sendmmsg)(fd, v, n, flags);
+    WITH_PERMIT(fd, v[0].msg_hdr.msg_name, v[0].msg_hdr.msg_namelen, false, REAL(sendmmsg)(fd, v, n, flags),
+                r_ >= 1);
+}
+
 /* A close of the shim's own Redis descriptor waits for any Redis call in
  * flight, so that the shim never writes to a file put on that number. */
 static int close_untracked(int fd, int (*real)(int))

@@ -24,6 +24,7 @@ void ccap_real_resolve(void)
     R(fclose);
     R(sendto);
     R(sendmsg);
+    R(sendmmsg);
     R(execve);
     R(execvpe);
     R(fexecve);
@@ -48,5 +49,7 @@ void ccap_real_resolve(void)
     R(select);
     R(pselect);
     R(syscall);
+    R(dlopen);
+    R(dlmopen);
 #undef R
 }

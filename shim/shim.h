@@ -38,6 +38,7 @@ struct ccap_real {
     int (*fclose)(FILE *);
     ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
     ssize_t (*sendmsg)(int, const struct msghdr *, int);
+    int (*sendmmsg)(int, struct mmsghdr *, unsigned, int);
     int (*execve)(const char *, char *const[], char *const[]);
     int (*execvpe)(const char *, char *const[], char *const[]);
     int (*fexecve)(int, char *const[], char *const[]);
@@ -64,6 +65,9 @@ struct ccap_real {
     int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
     int (*pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
     long (*syscall)(long, ...);
+    /* libraries loaded with RTLD_DEEPBIND (shim/deepbind.c) */
+    void *(*dlopen)(const char *, int);
+    void *(*dlmopen)(long, const char *, int);
 };
 extern struct ccap_real ccap_real;
 

@@ -592,7 +592,21 @@ static int mode_nonblock(void)
     return 0;
 }
 
-/* One non-blocking connect (or MSG_FASTOPEN send with VIA "tfo") while the
+/* sendmmsg(MSG_FASTOPEN) of two small messages to A on the unconnected TCP
+ * socket S: the first one's msg_name opens the connection. Returns what
+ * sendmmsg returns (messages sent, or -1). */
+static int sendmmsg_fastopen(int s, struct sockaddr_in *a)
+{
+    static char m1[] = "x", m2[] = "y";
+    struct iovec iov[2] = { { m1, 1 }, { m2, 1 } };
+    struct mmsghdr mm[2] = {
+        { .msg_hdr = { .msg_name = a, .msg_namelen = sizeof(*a), .msg_iov = &iov[0], .msg_iovlen = 1 } },
+        { .msg_hdr = { .msg_iov = &iov[1], .msg_iovlen = 1 } }
+    };
+    return sendmmsg(s, mm, 2, MSG_FASTOPEN);
+}
+
+/* One non-blocking connect (or MSG_FASTOPEN send with VIA "tfo", sendmmsg with "tfommsg") while the
  * cap is full: prints "result ERRNO MS". With VIA "queued", a connect that
  * returned EINPROGRESS is then awaited as an event loop does: the descriptor
  * registered with epoll for EPOLLOUT after the call, up to 20 s; prints
@@ -601,11 +615,12 @@ static int mode_nonblock(void)
  * still O_NONBLOCK. */
 static int mode_full(const char *via)
 {
-    int s = socket(AF_INET, SOCK_STREAM | (strcmp(via, "tfo") ? SOCK_NONBLOCK : 0), 0);
+    int s = socket(AF_INET, SOCK_STREAM | (strncmp(via, "tfo", 3) ? SOCK_NONBLOCK : 0), 0);
     struct sockaddr_in a = addr4(port);
     long long t0 = now_ms();
-    long rc = !strcmp(via, "tfo") ? sendto(s, "x", 1, MSG_FASTOPEN, (struct sockaddr *)&a, sizeof(a))
-                                  : connect(s, (struct sockaddr *)&a, sizeof(a));
+    long rc = !strcmp(via, "tfo")       ? sendto(s, "x", 1, MSG_FASTOPEN, (struct sockaddr *)&a, sizeof(a))
+              : !strcmp(via, "tfommsg") ? sendmmsg_fastopen(s, &a)
+                                        : connect(s, (struct sockaddr *)&a, sizeof(a));
     int e = errno;
     fact("result %s %lld", rc >= 0 ? "0" : ename(e), now_ms() - t0);
     if (!strcmp(via, "queued") && rc == -1 && e == EINPROGRESS) {
@@ -658,6 +673,40 @@ static int mode_tfo(void)
     }
     close(s);
     step("tfo-msg-closed", 0);
+
+    s = socket(AF_INET, SOCK_STREAM, 0);
+    int k = sendmmsg_fastopen(s, &a);
+    fact("tfo-sendmmsg %s", k >= 1 ? "sent" : ename(errno));
+    step("tfo-sendmmsg", k >= 1 ? 1 : 0);
+    close(s);
+    step("tfo-mmsg-closed", 0);
+    return 0;
+}
+
+/* N blocking TCP sockets, one after the other, each opened by
+ * sendmmsg(MSG_FASTOPEN) and kept open: prints "tfomany SENT REFUSED FIRST"
+ * (FIRST: the first refusal's errno), then "@tfomany-held SENT" and closes
+ * them all. */
+static int mode_tfomany(int n)
+{
+    int fds[64], sent = 0, refused = 0, first = 0;
+    struct sockaddr_in a = addr4(port);
+    if (n > 64)
+        n = 64;
+    for (int i = 0; i < n; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        if (sendmmsg_fastopen(fds[i], &a) >= 1) {
+            sent++;
+        } else {
+            if (!refused++)
+                first = errno;
+        }
+    }
+    fact("tfomany %d %d %s", sent, refused, ename(first));
+    step("tfomany-held", sent);
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    step("tfomany-closed", 0);
     return 0;
 }
 
@@ -1238,6 +1287,8 @@ int main(int argc, char **argv)
         return mode_full(x);
     if (!strcmp(m, "tfo"))
         return mode_tfo();
+    if (!strcmp(m, "tfomany"))
+        return mode_tfomany(argc > 4 ? atoi(x) : 8);
     if (!strcmp(m, "udpunix") && argc > 4)
         return mode_udpunix(x);
     if (!strcmp(m, "shimfds") && argc > 4)
