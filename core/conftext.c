@@ -403,6 +403,16 @@ static int scan_file(struct builder *b, unsigned file, const char *text, size_t 
         }
         if (rc < 0)
             break;
+        if (st == S_LINE && text[i] != '\n') {
+            /* the rest of a # or // comment is not copied: libconfig would
+             * only scan it again (a commented reference file is mostly that) */
+            const char *nl = memchr(text + i, '\n', len - i);
+            size_t end = nl ? (size_t)(nl - text) : len;
+            if (memchr(text + i, '\0', end - i))
+                return bfail(b, file, line, -EINVAL, "contains a NUL byte");
+            i = end;
+            continue;
+        }
         if (text[i] == '\0')
             return bfail(b, file, line, -EINVAL, "contains a NUL byte");
         bool two;
