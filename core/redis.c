@@ -258,6 +258,8 @@ static int connect_errno(int e)
     case EACCES:
     case EPERM: return -EACCES;
     case ENOMEM: return -ENOMEM;
+    case EMFILE: /* out of descriptors here: Redis was not even tried */
+    case ENFILE: return -e;
     default: return -EIO;
     }
 }
