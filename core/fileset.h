@@ -6,6 +6,11 @@
 #include <stddef.h>
 #include <sys/stat.h>
 
+/* The environment variable by which conncap run names the descriptor that
+ * carries the set it checked (a sealed memfd, ccap_fileset_encode's
+ * format). Only the number: no secret is ever in the environment. */
+#define CCAP_CONFIG_FD_ENV "CONNCAP_CONFIG_FD"
+
 /* What a hand-over may hold in all: the configuration with its includes
  * (CCAP_CONF_MAX_BYTES), its password file and TLS files. */
 #define CCAP_FILESET_MAX_BYTES (8 * 1024 * 1024)
