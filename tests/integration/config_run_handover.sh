@@ -11,6 +11,7 @@
 #  4. the descriptor carrying it reaches an image exec'd with the shim, not one exec'd without it;
 #  5. `conncap run` still refuses a bad file (exit 125), and an unreadable one.
 . "$(dirname "$0")/../lib/harness.sh"
+h_plain_only # setpriv, sh, ls: third-party programs under the shim
 [ "$(id -u)" -eq 0 ] || { echo "skipped: needs root (the program runs as nobody)"; exit 77; }
 command -v setpriv >/dev/null || { echo "skipped: no setpriv (util-linux)"; exit 77; }
 PW="pw-$RANDOM$RANDOM"
