@@ -1,11 +1,14 @@
 /* run.c -- `conncap run` (the entrypoint wrapper) and `conncap check`. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include "cli.h"
+#include "fileset.h"
 #include "log.h"
 #include "ops.h"
 
@@ -34,7 +37,10 @@ static char *preload_with(const char *lib)
 
 const char ccap_help_run[] = "Runs CMD with libconncap.so first in LD_PRELOAD (entries already there are\n"
                              "kept, after it) and CONNCAP_CONFIG set to the configuration's absolute\n"
-                             "path; the configuration is validated first. conncap execs CMD (no child\n"
+                             "path; the configuration is validated first, and what was validated (the\n"
+                             "file, its includes, password and TLS files) is handed to the shim on a\n"
+                             "sealed descriptor (CONNCAP_CONFIG_FD): CMD uses exactly that, even as a\n"
+                             "user who cannot read the files. conncap execs CMD (no child\n"
                              "process), so signals, the pid and the exit status are CMD's own: use it as a\n"
                              "container entrypoint or in ExecStart=. The shim is $CONNCAP_LIBRARY, else the\n"
                              "one installed with this conncap (conncap --version names it).\n"
@@ -101,36 +107,81 @@ static bool cappable_or_said(const char *cmd, bool refuse)
     return !refuse;
 }
 
+/* FS (what was checked: the file, its includes, its password and TLS
+ * files) into a sealed memfd the exec keeps open, named by
+ * CONNCAP_CONFIG_FD: the shim then uses exactly the configuration checked
+ * here, even where the program's user cannot read the files (a
+ * `setpriv`, `gosu` or `runuser` after us). A descriptor, not the
+ * environment: a secret never lands in the program's environment (which
+ * any process of its user can read in /proc and every child inherits); the
+ * shim keeps it close-on-exec, but for an exec that preloads the shim
+ * again. Sealed, so that nobody holding it can change what was checked.
+ * Returns 0 or -errno (the caller says so). */
+static int hand_over(const struct ccap_fileset *fs)
+{
+    char *buf = NULL, num[16];
+    size_t len = 0;
+    int rc = ccap_fileset_encode(fs, &buf, &len), fd = -1;
+    if (rc == 0 && (fd = memfd_create("conncap-config", MFD_ALLOW_SEALING)) < 0)
+        rc = -errno;
+    for (size_t done = 0; rc == 0 && done < len;) {
+        ssize_t w = write(fd, buf + done, len - done);
+        rc = w > 0 ? 0 : w < 0 && errno == EINTR ? 0 : w < 0 ? -errno : -EIO;
+        done += w > 0 ? (size_t)w : 0;
+    }
+    if (rc == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0)
+        rc = -errno;
+    snprintf(num, sizeof num, "%d", fd);
+    if (rc == 0 && setenv(CCAP_CONFIG_FD_ENV, num, 1) != 0)
+        rc = -errno;
+    if (buf)
+        explicit_bzero(buf, len);
+    free(buf);
+    if (rc < 0 && fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* The configuration at its absolute path (what CONNCAP_CONFIG will say),
+ * recorded into FS as it is read. Prints the problem and returns NULL. */
+static struct ccap_config *load_checked(const struct ccap_cli_opts *o, struct ccap_fileset *fs)
+{
+    char abs[PATH_MAX], err[512];
+    const char *given = o->config ? o->config : ccap_config_path();
+    struct ccap_config *cfg = NULL;
+    if (ccap_config_load_from(realpath(given, abs) ? abs : given, fs, 0, &cfg, err, sizeof err) < 0)
+        fprintf(stderr, "conncap: %s\n", err);
+    return cfg;
+}
+
 int ccap_cmd_run(int argc, char **argv)
 {
     struct ccap_cli_opts o;
     bool refuse;
     take_refuse(&argc, argv, &refuse);
+    struct ccap_fileset fs = { .record = true };
     if (run_args(argc, argv, &o) < 0)
         return CCAP_EXIT_RUN_FAILED;
-    struct ccap_config *cfg = ccap_cli_config(&o);
-    if (!cfg)
-        return CCAP_EXIT_RUN_FAILED;
-    char abs[PATH_MAX];
-    const char *path = realpath(cfg->path, abs) ? abs : cfg->path;
+    struct ccap_config *cfg = load_checked(&o, &fs);
     const char *lib = ccap_cli_library();
-    if (access(lib, R_OK) != 0) {
-        fprintf(stderr, "conncap run: cannot read the shim %s: %s (set CONNCAP_LIBRARY)\n", lib, strerror(errno));
-        ccap_config_free(cfg);
-        return CCAP_EXIT_RUN_FAILED;
-    }
-    if (!cappable_or_said(argv[o.first], refuse)) {
-        ccap_config_free(cfg);
-        return CCAP_EXIT_RUN_FAILED;
-    }
-    char *preload = preload_with(lib);
-    if (!preload || setenv("CONNCAP_CONFIG", path, 1) != 0 || setenv("LD_PRELOAD", preload, 1) != 0) {
+    int rc = !cfg ? -EINVAL : access(lib, R_OK) != 0 ? -errno : 0;
+    if (cfg && rc < 0)
+        fprintf(stderr, "conncap run: cannot read the shim %s: %s (set CONNCAP_LIBRARY)\n", lib, strerror(-rc));
+    if (rc == 0 && !cappable_or_said(argv[o.first], refuse))
+        rc = -EPERM; /* said */
+    char *preload = rc == 0 ? preload_with(lib) : NULL;
+    if (rc == 0 &&
+        (!preload || setenv("CONNCAP_CONFIG", cfg->path, 1) != 0 || setenv("LD_PRELOAD", preload, 1) != 0)) {
         perror("conncap run: setenv");
-        ccap_config_free(cfg);
-        return CCAP_EXIT_RUN_FAILED;
+        rc = -ENOMEM;
     }
+    if (rc == 0 && (rc = hand_over(&fs)) < 0)
+        fprintf(stderr, "conncap run: cannot hand the configuration over: %s\n", strerror(-rc));
     free(preload);
     ccap_config_free(cfg);
+    ccap_fileset_free(&fs);
+    if (rc < 0)
+        return CCAP_EXIT_RUN_FAILED;
     execvp(argv[o.first], argv + o.first);
     int e = errno;
     fprintf(stderr, "conncap run: %s: %s\n", argv[o.first], strerror(e));

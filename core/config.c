@@ -15,17 +15,19 @@
 
 #include "conftext.h"
 #include "env.h"
+#include "fileset.h"
 #include "log.h"
 
 /* What a loader needs to hand out messages and look semaphores up. */
 struct ctx {
     const char *path;
+    struct ccap_fileset *fs;           /* where files are read from (NULL: the disk) */
+    int flags;                         /* CCAP_LOAD_*, CCAP_CONF_* */
     const struct ccap_conf_text *text; /* maps libconfig's lines back to files */
     const config_setting_t *sems;      /* the semaphores list, or NULL */
     size_t *sem_order;                 /* indices of cfg->sems sorted by name, or NULL */
     char **note;                       /* where a password_file warning goes, or NULL */
     char **secret_note;                /* where "the password is not checked" goes, or NULL */
-    unsigned flags;                    /* CCAP_CONF_* of ccap_config_load_flags */
     size_t n_pats;                     /* match patterns so far, in all rules */
     char *err;
     size_t errlen;
@@ -399,25 +401,6 @@ static int get_hostports(struct ctx *c, const config_setting_t *r, const char *n
     return 0;
 }
 
-/* Reads up to N - 1 bytes of FD into BUF (NUL-terminated, cut at the
- * first NUL). Returns 0 or -errno. */
-static int read_head(int fd, char *buf, size_t n)
-{
-    size_t got = 0;
-    while (got + 1 < n) {
-        ssize_t r = read(fd, buf + got, n - 1 - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -errno;
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    buf[got] = '\0';
-    return 0;
-}
-
 /* A warning when group or others may read the password file (mode ST). */
 static int note_mode(struct ctx *c, const config_setting_t *s, const char *file, const struct stat *st)
 {
@@ -459,45 +442,49 @@ static int unchecked(struct ctx *c, const config_setting_t *s, const char *setti
     return (*c->secret_note = strdup(msg)) ? 0 : -ENOMEM;
 }
 
+/* WHY of ccap_fileset_read without its "cannot open: " or "cannot read: ". */
+static const char *reason(const char *why)
+{
+    return !strncmp(why, "cannot open: ", 13) || !strncmp(why, "cannot read: ", 13) ? why + 13 : why;
+}
+
 /* Reads the first line of FILE (newline stripped) into *OUT: a regular
- * file only, never blocking; warns (c->note) when others may read it. */
+ * file only, never blocking (from c->fs when it has it); warns (c->note)
+ * when others may read it. */
 static int read_password_file(struct ctx *c, const config_setting_t *s, const char *file, char **out)
 {
-    char buf[PASSWORD_MAX + 2], why[CONF_WHY_LEN];
+    char *buf = NULL, why[CONF_WHY_LEN];
+    size_t n = 0;
     struct stat st;
-    int fd = ccap_file_open(file, &st, why, sizeof why);
-    if (fd < 0 && (fd == -ENOENT || fd == -EACCES) && (c->flags & CCAP_CONF_SECRETS_UNCHECKED))
-        return unchecked(c, s, "redis.password_file", "cannot read %s (%s)", file,
-                         strncmp(why, "cannot open: ", 13) ? why : why + 13);
-    if (fd < 0)
-        return fail(c, s, "redis.password_file", "cannot read %s: %s", file,
-                    strncmp(why, "cannot open: ", 13) ? why : why + 13);
-    int rerr = read_head(fd, buf, sizeof buf);
-    close(fd);
-    if (rerr < 0) {
-        explicit_bzero(buf, sizeof buf);
-        return fail(c, s, "redis.password_file", "cannot read %s: %s", file, strerror_r(-rerr, why, sizeof why));
-    }
+    int rc = ccap_fileset_read(c->fs, file, PASSWORD_MAX + 1, true, &buf, &n, &st, why, sizeof why);
+    if ((rc == -ENOENT || rc == -EACCES) && (c->flags & CCAP_CONF_SECRETS_UNCHECKED))
+        return unchecked(c, s, "redis.password_file", "cannot read %s (%s)", file, reason(why));
+    if (rc < 0)
+        return rc == -ENOMEM ? rc : fail(c, s, "redis.password_file", "cannot read %s: %s", file, reason(why));
     if (note_mode(c, s, file, &st) < 0) {
-        explicit_bzero(buf, sizeof buf);
+        explicit_bzero(buf, n);
+        free(buf);
         return -ENOMEM;
     }
+    size_t got = n;
+    buf[strnlen(buf, n)] = '\0'; /* cut at the first NUL */
     char *nl = strchr(buf, '\n');
     if (nl)
         nl[1] = '\0';
-    size_t n = strlen(buf);
+    n = strlen(buf);
     bool whole = n > 0 && buf[n - 1] == '\n';
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         buf[--n] = '\0';
-    if (!whole && n > PASSWORD_MAX) {
-        explicit_bzero(buf, sizeof buf);
-        return fail(c, s, "redis.password_file", "first line of %s is longer than %d bytes", file, PASSWORD_MAX);
-    }
-    if (n == 0)
-        return fail(c, s, "redis.password_file", "first line of %s is empty", file);
-    *out = strdup(buf);
-    explicit_bzero(buf, sizeof buf);
-    return *out ? 0 : -ENOMEM;
+    rc = 0;
+    if (!whole && n > PASSWORD_MAX)
+        rc = fail(c, s, "redis.password_file", "first line of %s is longer than %d bytes", file, PASSWORD_MAX);
+    else if (n == 0)
+        rc = fail(c, s, "redis.password_file", "first line of %s is empty", file);
+    else if (!(*out = strdup(buf)))
+        rc = -ENOMEM;
+    explicit_bzero(buf, got);
+    free(buf);
+    return rc;
 }
 
 /* An absolute path setting NAME of redis.tls (or NULL) into *OUT. */
@@ -668,6 +655,8 @@ static int load_password(struct ctx *c, const config_setting_t *r, struct ccap_r
     if (pw_file) {
         if (pw_file[0] != '/')
             return fail(c, s_file, "redis.password_file", "must be an absolute path, not \"%s\"", pw_file);
+        if (c->flags & CCAP_LOAD_NO_SECRETS)
+            return 0; /* not read: the user it needs is then not checked either */
         if ((rc = read_password_file(c, s_file, pw_file, &rc_out->password)) < 0)
             return rc;
     }
@@ -1122,25 +1111,19 @@ static int parse(const struct ccap_conf_text *t, config_t *lc, char *err, size_t
 }
 
 /* Validates the expanded text T into CFG, which takes T's file names. */
-static int load_parsed(const char *path, unsigned flags, struct ccap_conf_text *t, struct ccap_config *cfg,
-                       char *err, size_t errlen)
+static int load_parsed(struct ctx *c, struct ccap_conf_text *t, struct ccap_config *cfg)
 {
-    struct ctx c = { .path = path,
-                     .text = t,
-                     .note = &cfg->password_note,
-                     .secret_note = &cfg->secret_note,
-                     .flags = flags,
-                     .err = err,
-                     .errlen = errlen };
     config_t lc;
     config_init(&lc);
-    int rc = parse(t, &lc, err, errlen);
+    c->text = t;
+    c->note = &cfg->password_note;
+    c->secret_note = &cfg->secret_note;
+    int rc = parse(t, &lc, c->err, c->errlen);
     if (rc == 0)
-        rc = load_top(&c, config_root_setting(&lc), cfg);
-    if (rc == -ENOMEM && err && errlen)
-        snprintf(err, errlen, "%s: out of memory", path);
+        rc = load_top(c, config_root_setting(&lc), cfg);
     config_destroy(&lc);
-    free(c.sem_order);
+    free(c->sem_order);
+    c->sem_order = NULL;
     cfg->files = t->files; /* the rules point into it */
     cfg->n_files = t->n_files;
     t->files = NULL;
@@ -1148,31 +1131,69 @@ static int load_parsed(const char *path, unsigned flags, struct ccap_conf_text *
     return rc;
 }
 
-static int load_text(const char *path, unsigned flags, const char *text, size_t len, struct ccap_config **out,
-                     char *err, size_t errlen)
+/* One TLS file NAME (the setting's path, e.g. "redis.tls.key_file") into *PEM. */
+static int read_tls_file(struct ctx *c, const char *name, const char *file, const char *from, char **pem,
+                         size_t *len)
+{
+    char why[CONF_WHY_LEN];
+    if (!file)
+        return 0;
+    int rc = ccap_fileset_read(c->fs, file, CCAP_TLS_FILE_MAX, false, pem, len, NULL, why, sizeof why);
+    if (rc == -ENOMEM || rc == 0)
+        return rc;
+    if ((rc == -ENOENT || rc == -EACCES) && (c->flags & CCAP_CONF_SECRETS_UNCHECKED) && c->secret_note) {
+        char msg[CONF_MSG_LEN]; /* a key the machine that checks does not have: not checked */
+        snprintf(msg, sizeof msg, "%s: %s: cannot read %s (%s): not checked (the rest of the file is)", c->path,
+                 name, file, reason(why));
+        free(*c->secret_note);
+        return (*c->secret_note = strdup(msg)) ? 0 : -ENOMEM;
+    }
+    if (c->err && c->errlen) /* from the environment: no line in the file to name */
+        snprintf(c->err, c->errlen, "%s%s%s: cannot read %s: %s", strcmp(from, "file") ? from : c->path,
+                 strcmp(from, "file") ? "" : ": ", strcmp(from, "file") ? "" : name, file, reason(why));
+    return rc == -EFBIG ? -EFBIG : rc;
+}
+
+/* The TLS files CFG names, as they are now (after the environment's). */
+static int read_tls_files(struct ctx *c, struct ccap_config *cfg)
+{
+    struct ccap_tls_conf *t = &cfg->redis.tls;
+    int rc;
+    if (!t->enabled || (c->flags & CCAP_LOAD_NO_SECRETS))
+        return 0;
+    if ((rc = read_tls_file(c, "redis.tls.ca_file", t->ca_file, cfg->from.ca_file, &t->ca_pem, &t->ca_len)) < 0 ||
+        (rc = read_tls_file(c, "redis.tls.cert_file", t->cert_file, cfg->from.cert_file, &t->cert_pem,
+                            &t->cert_len)) < 0 ||
+        (rc = read_tls_file(c, "redis.tls.key_file", t->key_file, cfg->from.key_file, &t->key_pem, &t->key_len)) < 0)
+        return rc;
+    return 0;
+}
+
+/* TEXT, the content of PATH, into *OUT: @include expanded (through C's
+ * fileset), parsed, validated, the environment's settings applied, the
+ * TLS files read. */
+static int load_text(struct ctx *c, const char *text, size_t len, struct ccap_config **out)
 {
     struct ccap_conf_text t;
-    if (err && errlen)
-        err[0] = '\0';
-    if (out)
-        *out = NULL;
-    if (!path || !text || !out)
-        return -EINVAL;
-    int rc = ccap_conf_text_build(path, text, len, &t, err, errlen);
+    int rc = ccap_conf_text_build(c->path, text, len, c->fs, &t, c->err, c->errlen);
     if (rc < 0)
         return rc;
     struct ccap_config *cfg = calloc(1, sizeof *cfg);
-    if (!cfg || !(cfg->path = strdup(path)) || set_defaults(cfg) < 0)
+    if (!cfg || !(cfg->path = strdup(c->path)) || set_defaults(cfg) < 0)
         rc = -ENOMEM;
     else
-        rc = load_parsed(path, flags, &t, cfg, err, errlen);
+        rc = load_parsed(c, &t, cfg);
     if (rc == 0)
-        rc = ccap_config_apply_env(cfg, err, errlen);
+        rc = ccap_config_apply_env(cfg, c->err, c->errlen);
+    if (rc == 0)
+        rc = read_tls_files(c, cfg);
+    if (cfg)
+        cfg->secrets_skipped = c->flags & CCAP_LOAD_NO_SECRETS;
     ccap_conf_text_free(&t);
     if (rc < 0) {
         ccap_config_free(cfg);
-        if (rc == -ENOMEM && err && errlen)
-            snprintf(err, errlen, "%s: out of memory", path);
+        if (rc == -ENOMEM && c->err && c->errlen)
+            snprintf(c->err, c->errlen, "%s: out of memory", c->path);
         return rc;
     }
     *out = cfg;
@@ -1182,11 +1203,20 @@ static int load_text(const char *path, unsigned flags, const char *text, size_t 
 int ccap_config_load_text(const char *path, const char *text, size_t len, struct ccap_config **out, char *err,
                           size_t errlen)
 {
-    return load_text(path, 0, text, len, out, err, errlen);
+    struct ctx c = { .path = path, .err = err, .errlen = errlen };
+    if (err && errlen)
+        err[0] = '\0';
+    if (out)
+        *out = NULL;
+    if (!path || !text || !out)
+        return -EINVAL;
+    return load_text(&c, text, len, out);
 }
 
-int ccap_config_load_flags(const char *path, unsigned flags, struct ccap_config **out, char *err, size_t errlen)
+int ccap_config_load_from(const char *path, struct ccap_fileset *fs, int flags, struct ccap_config **out, char *err,
+                          size_t errlen)
 {
+    struct ctx c = { .path = path, .fs = fs, .flags = flags, .err = err, .errlen = errlen };
     char why[CONF_WHY_LEN], *text = NULL;
     size_t len = 0;
     if (err && errlen)
@@ -1195,7 +1225,7 @@ int ccap_config_load_flags(const char *path, unsigned flags, struct ccap_config 
         *out = NULL;
     if (!path || !out)
         return -EINVAL;
-    int rc = ccap_file_read(path, CCAP_CONF_MAX_BYTES, &text, &len, why, sizeof why);
+    int rc = ccap_fileset_read(fs, path, CCAP_CONF_MAX_BYTES, false, &text, &len, NULL, why, sizeof why);
     if (rc < 0) {
         if (rc == -EFBIG)
             snprintf(why, sizeof why, "is larger than %d bytes, the limit for a configuration", CCAP_CONF_MAX_BYTES);
@@ -1203,14 +1233,19 @@ int ccap_config_load_flags(const char *path, unsigned flags, struct ccap_config 
             snprintf(err, errlen, "%s: %s", path, why);
         return rc;
     }
-    rc = load_text(path, flags, text, len, out, err, errlen);
+    rc = load_text(&c, text, len, out);
     free(text);
     return rc;
 }
 
+int ccap_config_load_flags(const char *path, unsigned flags, struct ccap_config **out, char *err, size_t errlen)
+{
+    return ccap_config_load_from(path, NULL, (int)flags, out, err, errlen);
+}
+
 int ccap_config_load(const char *path, struct ccap_config **out, char *err, size_t errlen)
 {
-    return ccap_config_load_flags(path, 0, out, err, errlen);
+    return ccap_config_load_from(path, NULL, 0, out, err, errlen);
 }
 
 static void free_strv(char **v, size_t n)
@@ -1241,6 +1276,11 @@ void ccap_config_free(struct ccap_config *cfg)
     free(r->tls.cert_file);
     free(r->tls.key_file);
     free(r->tls.server_name);
+    free(r->tls.ca_pem);
+    free(r->tls.cert_pem);
+    if (r->tls.key_pem)
+        explicit_bzero(r->tls.key_pem, r->tls.key_len);
+    free(r->tls.key_pem);
     for (size_t i = 0; i < cfg->n_sems; i++)
         free(cfg->sems[i].name);
     free(cfg->sems);

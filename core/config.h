@@ -28,6 +28,13 @@ struct ccap_tls_conf {
     char *server_name; /* SNI and the name checked, instead of each node's host */
     bool verify;       /* default true: certificate chain and host name checked */
     bool sentinels;    /* default true: the sentinels are spoken to over TLS too */
+    /* The content of ca_file, cert_file and key_file as read with the
+     * configuration (NUL-terminated; NULL when unset, or not read:
+     * CCAP_LOAD_NO_SECRETS); OpenSSL takes them from memory, so a process
+     * that can no longer read the files still can use them. ca_dir is
+     * looked up by OpenSSL when it verifies, never read ahead. */
+    char *ca_pem, *cert_pem, *key_pem;
+    size_t ca_len, cert_len, key_len;
 };
 
 struct ccap_redis_conf {
@@ -99,6 +106,7 @@ struct ccap_config {
     int log_target;                        /* enum ccap_log_target, default stderr */
     bool audit;                            /* default false */
     int audit_maxlen;                      /* default 10000 */
+    bool secrets_skipped;                  /* loaded with CCAP_LOAD_NO_SECRETS: no password, no PEMs */
     bool has_names;                        /* some rule has a host or wildcard pattern */
     bool has_resolve;                      /* some rule has resolve = true and an exact host name */
     struct ccap_config_sources from;
@@ -123,6 +131,28 @@ struct ccap_config {
  * global state). */
 int ccap_config_load(const char *path, struct ccap_config **out, char *err, size_t errlen);
 
+struct ccap_fileset;
+
+/* ccap_config_load_from's flags. NO_SECRETS: redis.password_file and the
+ * TLS files are not read (no password, no PEMs; CFG->secrets_skipped set):
+ * for a hot reload, which keeps the Redis settings it started with, so a
+ * process that can no longer read them still reloads its rules. */
+enum { CCAP_LOAD_NO_SECRETS = 1 };
+
+/* As ccap_config_load, but every file -- PATH, what it @includes, its
+ * password_file, the TLS files -- is read with ccap_fileset_read from FS
+ * (NULL: the disk), so a set recorded once, or handed over, is read again
+ * without touching the disk. The TLS files (CCAP_TLS_FILE_MAX bytes each)
+ * are read into CFG->redis.tls's PEMs; one that cannot be read is an
+ * error like the password file's ("redis.tls.key_file: cannot read FILE:
+ * Permission denied"). Same returns, ownership, thread-safety. */
+int ccap_config_load_from(const char *path, struct ccap_fileset *fs, int flags, struct ccap_config **out, char *err,
+                          size_t errlen);
+
+/* The largest ca_file, cert_file or key_file read (a system CA bundle is
+ * about 200 KiB). */
+#define CCAP_TLS_FILE_MAX (1024 * 1024)
+
 /* ccap_config_load's FLAGS. SECRETS_UNCHECKED: the secrets this machine
  * does not have are not errors -- a redis.password_env whose variable is
  * not set (or empty), a redis.password_file that does not exist or may not
@@ -130,8 +160,8 @@ int ccap_config_load(const char *path, struct ccap_config **out, char *err, size
  * image build, CI: `conncap check --offline`). The configuration then has
  * no password, and CFG->secret_note says which was not checked (also a
  * note of ccap_config_notes); every other setting is validated as always,
- * a password_file of the wrong kind too. */
-#define CCAP_CONF_SECRETS_UNCHECKED 1u
+ * a password_file of the wrong kind too. The TLS files likewise. */
+#define CCAP_CONF_SECRETS_UNCHECKED 2u /* beside CCAP_LOAD_NO_SECRETS */
 
 /* ccap_config_load with FLAGS (CCAP_CONF_*, 0 is ccap_config_load). */
 int ccap_config_load_flags(const char *path, unsigned flags, struct ccap_config **out, char *err, size_t errlen);

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fileset.h"
+
 /* ---- reading one file ---- */
 
 static const char *kind_name(mode_t m)
@@ -111,20 +113,21 @@ static int read_all(int fd, size_t cap, char **buf, size_t size, size_t *len, ch
     return 0;
 }
 
-int ccap_file_read(const char *path, size_t cap, char **out, size_t *len, char *why, size_t whylen)
+int ccap_file_read(const char *path, size_t cap, char **out, size_t *len, struct stat *st, char *why, size_t whylen)
 {
-    struct stat st;
+    struct stat own;
+    st = st ? st : &own;
     *out = NULL;
     *len = 0;
-    int fd = ccap_file_open(path, &st, why, whylen);
+    int fd = ccap_file_open(path, st, why, whylen);
     if (fd < 0)
         return fd;
-    if (st.st_size < 0 || (unsigned long long)st.st_size > cap) {
+    if (st->st_size < 0 || (unsigned long long)st->st_size > cap) {
         close(fd);
         return too_big(cap, why, whylen);
     }
     /* st_size may be 0 for a file of /proc that has content */
-    size_t size = st.st_size ? (size_t)st.st_size + 1 : 4096;
+    size_t size = st->st_size ? (size_t)st->st_size + 1 : 4096;
     if (size > cap + 1)
         size = cap + 1;
     char *buf = malloc(size + 1);
@@ -145,9 +148,10 @@ enum scan_state { S_CODE, S_STRING, S_COMMENT, S_LINE };
 
 struct builder {
     struct ccap_conf_text *t;
-    size_t out_cap;    /* bytes allocated for t->text */
-    size_t bytes;      /* of all files read so far */
-    unsigned out_line; /* line of t->text being written */
+    struct ccap_fileset *fs; /* where included files are read from (NULL: the disk) */
+    size_t out_cap;          /* bytes allocated for t->text */
+    size_t bytes;            /* of all files read so far */
+    unsigned out_line;       /* line of t->text being written */
     struct {
         char open;
         unsigned members;
@@ -255,7 +259,8 @@ static int include_file(struct builder *b, unsigned file, unsigned line, const c
     size_t len = 0;
     if (!path)
         return -ENOMEM;
-    int rc = ccap_file_read(path, CCAP_CONF_MAX_BYTES - b->bytes, &buf, &len, why, sizeof why);
+    int rc =
+        ccap_fileset_read(b->fs, path, CCAP_CONF_MAX_BYTES - b->bytes, false, &buf, &len, NULL, why, sizeof why);
     if (rc == -EFBIG)
         rc = bfail(b, file, line, rc,
                    "@include \"%s\": %s: the configuration with its includes is larger "
@@ -398,6 +403,16 @@ static int scan_file(struct builder *b, unsigned file, const char *text, size_t 
         }
         if (rc < 0)
             break;
+        if (st == S_LINE && text[i] != '\n') {
+            /* the rest of a # or // comment is not copied: libconfig would
+             * only scan it again (a commented reference file is mostly that) */
+            const char *nl = memchr(text + i, '\n', len - i);
+            size_t end = nl ? (size_t)(nl - text) : len;
+            if (memchr(text + i, '\0', end - i))
+                return bfail(b, file, line, -EINVAL, "contains a NUL byte");
+            i = end;
+            continue;
+        }
         if (text[i] == '\0')
             return bfail(b, file, line, -EINVAL, "contains a NUL byte");
         bool two;
@@ -422,10 +437,10 @@ static int scan_file(struct builder *b, unsigned file, const char *text, size_t 
     return rc;
 }
 
-int ccap_conf_text_build(const char *path, const char *text, size_t len, struct ccap_conf_text *out, char *err,
-                         size_t errlen)
+int ccap_conf_text_build(const char *path, const char *text, size_t len, struct ccap_fileset *fs,
+                         struct ccap_conf_text *out, char *err, size_t errlen)
 {
-    struct builder b = { .t = out, .out_line = 1, .err = err, .errlen = errlen, .bytes = len };
+    struct builder b = { .t = out, .fs = fs, .out_line = 1, .err = err, .errlen = errlen, .bytes = len };
     char *top = strdup(path);
     memset(out, 0, sizeof *out);
     if (err && errlen)

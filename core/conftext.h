@@ -26,12 +26,13 @@
 int ccap_file_open(const char *path, struct stat *st, char *why, size_t whylen);
 
 /* Reads the whole regular file PATH (ccap_file_open) into *OUT, a heap
- * buffer of *LEN bytes plus a NUL the caller frees. At most CAP bytes: a
+ * buffer of *LEN bytes plus a NUL the caller frees, and fills *ST (may be
+ * NULL) with what fstat said of it. At most CAP bytes: a
  * larger file, or one that grows past CAP while read, gives -EFBIG. Reads
  * are bounded (never more than CAP + 1 bytes in all) and never block on
  * the file's kind. Returns 0 or -errno (those of ccap_file_open, -EFBIG,
  * the read(2) error such as -EIO, -ENOMEM); WHY as above. Thread-safe. */
-int ccap_file_read(const char *path, size_t cap, char **out, size_t *len, char *why, size_t whylen);
+int ccap_file_read(const char *path, size_t cap, char **out, size_t *len, struct stat *st, char *why, size_t whylen);
 
 /* A run of lines of the expanded text that come from one file. */
 struct ccap_conf_span {
@@ -51,12 +52,14 @@ struct ccap_conf_text {
     size_t n_spans;
 };
 
+struct ccap_fileset;
+
 /* Expands TEXT (LEN bytes, the content of the file named PATH) into *OUT.
  * "@include "NAME"" at the start of a line (libconfig's syntax; blanks
  * before it, only blanks and a # or // comment after it) is replaced by
  * the content of NAME: an absolute path, or one relative to the directory
- * of the file that includes it; read with ccap_file_read, so only regular
- * files. Bounds: CCAP_CONF_MAX_BYTES in all, CCAP_CONF_MAX_FILES files,
+ * of the file that includes it; read with ccap_fileset_read from FS (NULL:
+ * the disk), so only regular files. Bounds: CCAP_CONF_MAX_BYTES in all, CCAP_CONF_MAX_FILES files,
  * @include nested CCAP_CONF_MAX_DEPTH deep (so a cycle is an error),
  * CCAP_CONF_MAX_NEST nesting of groups and lists, CCAP_CONF_MAX_GROUP
  * settings per group (libconfig's cost per group is quadratic in its
@@ -64,8 +67,8 @@ struct ccap_conf_text {
  * Returns 0, or -EINVAL / another -errno with ERR set to "FILE:LINE:
  * message" (FILE the one at fault, LINE within it). Linear in the text's
  * size. On failure *OUT is empty. Thread-safe. */
-int ccap_conf_text_build(const char *path, const char *text, size_t len, struct ccap_conf_text *out, char *err,
-                         size_t errlen);
+int ccap_conf_text_build(const char *path, const char *text, size_t len, struct ccap_fileset *fs,
+                         struct ccap_conf_text *out, char *err, size_t errlen);
 
 /* The file and the line within it of LINE of T's expanded text; *SRC_LINE
  * gets 0 when LINE is 0. Returns a pointer into T. Pure. */

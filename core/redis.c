@@ -136,6 +136,23 @@ static char *dup_or_null(const char *s, int *oom)
     return d;
 }
 
+/* A copy of the N bytes at P and a NUL (a PEM read with the configuration), or NULL. */
+static char *dup_mem(const char *p, size_t n, int *oom)
+{
+    char *d;
+
+    if (!p)
+        return NULL;
+    d = malloc(n + 1);
+    if (!d) {
+        *oom = 1;
+        return NULL;
+    }
+    memcpy(d, p, n);
+    d[n] = '\0';
+    return d;
+}
+
 static char **dup_list(char *const *v, size_t n, int *oom)
 {
     char **d;
@@ -241,6 +258,8 @@ static int connect_errno(int e)
     case EACCES:
     case EPERM: return -EACCES;
     case ENOMEM: return -ENOMEM;
+    case EMFILE: /* out of descriptors here: Redis was not even tried */
+    case ENFILE: return -e;
     default: return -EIO;
     }
 }
@@ -1265,6 +1284,9 @@ struct ccap_redis *ccap_redis_new(const struct ccap_redis_conf *conf)
     r->conf.tls.cert_file = dup_or_null(conf->tls.cert_file, &oom);
     r->conf.tls.key_file = dup_or_null(conf->tls.key_file, &oom);
     r->conf.tls.server_name = dup_or_null(conf->tls.server_name, &oom);
+    r->conf.tls.ca_pem = dup_mem(conf->tls.ca_pem, conf->tls.ca_len, &oom);
+    r->conf.tls.cert_pem = dup_mem(conf->tls.cert_pem, conf->tls.cert_len, &oom);
+    r->conf.tls.key_pem = dup_mem(conf->tls.key_pem, conf->tls.key_len, &oom);
     r->conf.n_cluster = r->conf.cluster ? conf->n_cluster : 0;
     if (oom) {
         ccap_redis_free(r);
@@ -1322,6 +1344,11 @@ void ccap_redis_free(struct ccap_redis *r)
     free(r->conf.tls.cert_file);
     free(r->conf.tls.key_file);
     free(r->conf.tls.server_name);
+    free(r->conf.tls.ca_pem);
+    free(r->conf.tls.cert_pem);
+    if (r->conf.tls.key_pem)
+        explicit_bzero(r->conf.tls.key_pem, r->conf.tls.key_len);
+    free(r->conf.tls.key_pem);
     free(r);
 }
 

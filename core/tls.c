@@ -16,6 +16,7 @@
 /* Types and constants only: the shim and the CLI link no libssl. Every
  * call goes through the table F, filled by load(). */
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -28,13 +29,16 @@
     X(SSL_CTX_set_verify) X(SSL_CTX_set_default_passwd_cb) X(SSL_new) X(SSL_free) X(SSL_set_bio) X(SSL_ctrl)  \
     X(SSL_set1_host) X(SSL_get0_param) X(SSL_connect) X(SSL_read) X(SSL_write) X(SSL_get_error)               \
     X(SSL_pending) X(SSL_get_verify_result) X(SSL_get_version) X(SSL_get1_peer_certificate)                   \
-    X(SSL_get_current_cipher) X(SSL_CIPHER_get_name)
+    X(SSL_get_current_cipher) X(SSL_CIPHER_get_name) X(SSL_CTX_use_certificate) X(SSL_CTX_use_PrivateKey)   \
+    X(SSL_CTX_get_cert_store)
 #define CRYPTO_FUNCS(X)                                                                                       \
     X(OSSL_LIB_CTX_new) X(OSSL_LIB_CTX_free) X(X509_VERIFY_PARAM_set1_ip_asc) X(X509_verify_cert_error_string) \
     X(X509_get_subject_name) X(X509_NAME_oneline) X(X509_free) X(ERR_get_error) X(ERR_error_string_n)         \
     X(ERR_clear_error) X(BIO_meth_new) X(BIO_meth_free) X(BIO_meth_set_write) X(BIO_meth_set_read)            \
     X(BIO_meth_set_ctrl) X(BIO_get_new_index) X(BIO_new) X(BIO_set_data) X(BIO_get_data) X(BIO_set_init)      \
-    X(BIO_set_flags) X(BIO_clear_flags)
+    X(BIO_set_flags) X(BIO_clear_flags) X(BIO_new_mem_buf) X(BIO_free) X(X509_new_ex)                        \
+    X(PEM_read_bio_X509) X(PEM_read_bio_X509_AUX) X(PEM_read_bio_PrivateKey_ex) X(X509_STORE_add_cert)        \
+    X(EVP_PKEY_free) X(ERR_peek_last_error)
 /* clang-format on */
 
 #define DECLARE(name) __typeof__(&name) name;
@@ -170,6 +174,101 @@ static int no_passphrase(char *buf, int size, int rw, void *u)
     return 0;
 }
 
+/* The next certificate of the PEM in B (AUX: with its trust settings, as
+ * the first of a chain is read), made in T's library context; NULL at the
+ * end or on an error. */
+static X509 *next_cert(struct ccap_tls *t, BIO *b, bool aux)
+{
+    X509 *x = F.X509_new_ex(t->lib, NULL);
+    if (x && !(aux ? F.PEM_read_bio_X509_AUX : F.PEM_read_bio_X509)(b, &x, no_passphrase, NULL)) {
+        F.X509_free(x);
+        x = NULL;
+    }
+    return x;
+}
+
+/* True when the read that just failed met the end of the text (no further
+ * "-----BEGIN"), not a broken certificate; the queue is emptied then. */
+static bool at_end(void)
+{
+    unsigned long e = F.ERR_peek_last_error();
+    if (ERR_GET_LIB(e) != ERR_LIB_PEM || ERR_GET_REASON(e) != PEM_R_NO_START_LINE)
+        return false;
+    F.ERR_clear_error();
+    return true;
+}
+
+/* The certificates of PEM (LEN bytes: ca_file's content) trusted. */
+static int ca_from_mem(struct ccap_tls *t, const char *pem, size_t len)
+{
+    BIO *b = F.BIO_new_mem_buf(pem, (int)len);
+    X509_STORE *store = F.SSL_CTX_get_cert_store(t->ctx);
+    X509 *x;
+    int n = 0, bad = 0;
+    while (b && (x = next_cert(t, b, false)) != NULL) {
+        bad += F.X509_STORE_add_cert(store, x) != 1;
+        n++;
+        F.X509_free(x);
+    }
+    bool end = b && at_end();
+    if (b)
+        F.BIO_free(b);
+    return n > 0 && !bad && end ? 0 : -EINVAL;
+}
+
+/* The certificate chain in PEM (cert_file's content): the first is ours,
+ * the rest its chain, as SSL_CTX_use_certificate_chain_file reads them. */
+static int cert_from_mem(struct ccap_tls *t, const char *pem, size_t len)
+{
+    BIO *b = F.BIO_new_mem_buf(pem, (int)len);
+    X509 *x = b ? next_cert(t, b, true) : NULL;
+    int rc = x && F.SSL_CTX_use_certificate(t->ctx, x) == 1 ? 0 : -EINVAL;
+    if (x)
+        F.X509_free(x);
+    while (rc == 0 && (x = next_cert(t, b, false)) != NULL)
+        if (F.SSL_CTX_ctrl(t->ctx, SSL_CTRL_CHAIN_CERT, 0, x) != 1) { /* SSL_CTX_add0_chain_cert */
+            F.X509_free(x);
+            rc = -EINVAL;
+        }
+    if (rc == 0 && !at_end())
+        rc = -EINVAL;
+    if (b)
+        F.BIO_free(b);
+    return rc;
+}
+
+/* The private key in PEM (key_file's content), never asking a passphrase. */
+static int key_from_mem(struct ccap_tls *t, const char *pem, size_t len)
+{
+    BIO *b = F.BIO_new_mem_buf(pem, (int)len);
+    EVP_PKEY *k = b ? F.PEM_read_bio_PrivateKey_ex(b, NULL, no_passphrase, NULL, t->lib, NULL) : NULL;
+    int rc = k && F.SSL_CTX_use_PrivateKey(t->ctx, k) == 1 ? 0 : -EINVAL;
+    if (k)
+        F.EVP_PKEY_free(k);
+    if (b)
+        F.BIO_free(b);
+    return rc;
+}
+
+/* The CAs to trust: ca_file's content as read with the configuration, or
+ * the files and directory by name, or the system's. */
+static int trust_setup(struct ccap_tls *t, const struct ccap_tls_conf *conf, char *err, size_t errlen)
+{
+    SSL_CTX *ctx = t->ctx;
+
+    if ((conf->ca_pem && ca_from_mem(t, conf->ca_pem, conf->ca_len) < 0) ||
+        ((conf->ca_dir || (conf->ca_file && !conf->ca_pem)) &&
+         F.SSL_CTX_load_verify_locations(ctx, conf->ca_pem ? NULL : conf->ca_file, conf->ca_dir) != 1)) {
+        ssl_error(conf->ca_file ? "TLS: cannot load ca_file" : "TLS: cannot load ca_dir", err, errlen);
+        return -EINVAL;
+    }
+    if (!conf->ca_file && !conf->ca_dir && F.SSL_CTX_set_default_verify_paths(ctx) != 1) {
+        ssl_error("TLS: cannot load the system's CAs", err, errlen);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 /* CONF's trust, client certificate and policy into T->ctx. */
 static int ctx_setup(struct ccap_tls *t, const struct ccap_tls_conf *conf, char *err, size_t errlen)
 {
@@ -180,21 +279,17 @@ static int ctx_setup(struct ccap_tls *t, const struct ccap_tls_conf *conf, char 
     F.SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
     F.SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
     F.SSL_CTX_set_verify(ctx, conf->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
-    if (conf->ca_file || conf->ca_dir) {
-        if (F.SSL_CTX_load_verify_locations(ctx, conf->ca_file, conf->ca_dir) != 1) {
-            ssl_error(conf->ca_file ? "TLS: cannot load ca_file" : "TLS: cannot load ca_dir", err, errlen);
-            return -EINVAL;
-        }
-    } else if (F.SSL_CTX_set_default_verify_paths(ctx) != 1) {
-        ssl_error("TLS: cannot load the system's CAs", err, errlen);
+    if (trust_setup(t, conf, err, errlen) < 0)
         return -EINVAL;
-    }
-    if (conf->cert_file && F.SSL_CTX_use_certificate_chain_file(ctx, conf->cert_file) != 1) {
+    if (conf->cert_file && (conf->cert_pem ? cert_from_mem(t, conf->cert_pem, conf->cert_len) < 0
+                                           : F.SSL_CTX_use_certificate_chain_file(ctx, conf->cert_file) != 1)) {
         ssl_error("TLS: cannot load cert_file", err, errlen);
         return -EINVAL;
     }
-    if (conf->key_file && (F.SSL_CTX_use_PrivateKey_file(ctx, conf->key_file, SSL_FILETYPE_PEM) != 1 ||
-                           F.SSL_CTX_check_private_key(ctx) != 1)) {
+    if (conf->key_file &&
+        ((conf->key_pem ? key_from_mem(t, conf->key_pem, conf->key_len) < 0
+                        : F.SSL_CTX_use_PrivateKey_file(ctx, conf->key_file, SSL_FILETYPE_PEM) != 1) ||
+         F.SSL_CTX_check_private_key(ctx) != 1)) {
         ssl_error("TLS: cannot use key_file (a key without a passphrase, matching cert_file)", err, errlen);
         return -EINVAL;
     }

@@ -13,6 +13,7 @@ static struct {
     long long retry_at_ms;
     int backoff_ms;
     long long down_since_ms;
+    bool local_logged;   /* said that the process is out of descriptors for Redis */
     atomic_uint granted; /* this outage: permits on_redis_down granted */
     atomic_uint refused; /* this outage: connects it failed */
 } breaker;
@@ -98,12 +99,33 @@ static void success(void)
     breaker.backoff_ms = 0;
 }
 
+/* The process has no descriptor (or memory) left for the connection:
+ * Redis was not asked, so it is not down; on_redis_down decides this call
+ * alone, and the next one tries Redis again. Said once until a call works. */
+static void local_failure(int rc)
+{
+    const struct ccap_config *cfg = ccap_rt.cfg;
+    if (breaker.local_logged)
+        return;
+    breaker.local_logged = true;
+    ccap_log(CCAP_LOG_WARN,
+             "redis not tried (%s): on_redis_down=\"%s\" decides until a connection to it can be made",
+             ccap_redis_errstr(ccap_rt.redis)[0] ? ccap_redis_errstr(ccap_rt.redis) : strerror(-rc),
+             cfg->on_redis_down == CCAP_DOWN_OPEN     ? "open"
+             : cfg->on_redis_down == CCAP_DOWN_CLOSED ? "closed"
+                                                      : "local");
+}
+
 void ccap_breaker_note(int rc)
 {
-    if (rc >= 0)
+    if (rc >= 0) {
         success();
-    else if (rc != -EINVAL && rc != -ENOMEM && rc != -ENAMETOOLONG)
+        breaker.local_logged = false;
+    } else if (rc == -EMFILE || rc == -ENFILE) {
+        local_failure(rc);
+    } else if (rc != -EINVAL && rc != -ENOMEM && rc != -ENAMETOOLONG) {
         failure(rc);
+    }
 }
 
 int ccap_breaker_call(int (*call)(void *), void *arg)

@@ -26,7 +26,10 @@ long long ccap_breaker_probe_in_ms(void);
  * timed out, an oversized or malformed reply, an error reply) opens it or
  * backs off (doubling from CCAP_BREAKER_MIN_MS to at most CCAP_BREAKER_MAX_MS
  * or a quarter of the shortest lease, jittered); our own errors (-EINVAL,
- * -ENOMEM, -ENAMETOOLONG) change nothing. */
+ * -ENOMEM, -ENAMETOOLONG) change nothing, nor does a process out of
+ * descriptors (-EMFILE, -ENFILE: the connection to Redis could not even be
+ * made; said once): on_redis_down decides that call, the next tries
+ * Redis. */
 void ccap_breaker_note(int rc);
 
 /* The breaker's one gate around a Redis call: -ECONNREFUSED without calling

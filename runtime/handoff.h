@@ -97,6 +97,7 @@ struct ccap_exec {
     size_t n_gone;
     struct ccap_handoff_entry *regone; /* their sem/holder/lease, to register again */
     size_t n_regone;
+    bool config_fd; /* conncap run's descriptor made inheritable for this exec (runtime/boot.h) */
 };
 
 /* Before execve(.., ENVP): adopts a waiting handoff, drops stale table

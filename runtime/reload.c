@@ -12,7 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "boot.h"
 #include "clock.h"
 #include "rt_int.h"
 #include "log.h"
@@ -243,14 +245,16 @@ static bool tls_same(const struct ccap_tls_conf *a, const struct ccap_tls_conf *
            str_eq(a->key_file, b->key_file) && str_eq(a->server_name, b->server_name);
 }
 
-static bool redis_same(const struct ccap_redis_conf *a, const struct ccap_redis_conf *b)
+/* Whether B (a reload's) says what A (the running settings) says; B's
+ * password only when it was read (not CCAP_LOAD_NO_SECRETS: B_PW). */
+static bool redis_same(const struct ccap_redis_conf *a, const struct ccap_redis_conf *b, bool b_pw)
 {
     return str_eq(a->host, b->host) && a->port == b->port && str_eq(a->socket, b->socket) && a->db == b->db &&
            a->connect_timeout_ms == b->connect_timeout_ms && a->command_timeout_ms == b->command_timeout_ms &&
            str_eq(a->key_prefix, b->key_prefix) && str_eq(a->username, b->username) &&
-           str_eq(a->password, b->password) && strv_eq(a->sentinels, a->n_sentinels, b->sentinels, b->n_sentinels) &&
-           str_eq(a->master, b->master) && strv_eq(a->cluster, a->n_cluster, b->cluster, b->n_cluster) &&
-           tls_same(&a->tls, &b->tls);
+           (!b_pw || str_eq(a->password, b->password)) &&
+           strv_eq(a->sentinels, a->n_sentinels, b->sentinels, b->n_sentinels) && str_eq(a->master, b->master) &&
+           strv_eq(a->cluster, a->n_cluster, b->cluster, b->n_cluster) && tls_same(&a->tls, &b->tls);
 }
 
 /* Gives NEW's semaphores the indices they had in OLD (a semaphore that left
@@ -358,7 +362,7 @@ static int adopt_redis(struct ccap_config *new)
     struct ccap_config *husk = calloc(1, sizeof *husk);
     if (!husk)
         return -ENOMEM;
-    if (!redis_same(&live.redis, &new->redis))
+    if (!redis_same(&live.redis, &new->redis, !new->secrets_skipped))
         ccap_log(CCAP_LOG_WARN,
                  "%s: the redis settings changed: they take effect when the program restarts; "
                  "the other changes apply now",
@@ -386,7 +390,7 @@ static void apply(struct ccap_config *new, long long now)
     if (rc == 0 && (rc = adopt_redis(new)) < 0)
         snprintf(why, sizeof why, "%s: out of memory", live.path);
     if (rc < 0) {
-        ccap_log(CCAP_LOG_ERROR, "reload failed, keeping the rules in force: %s", why);
+        ccap_log(CCAP_LOG_ERROR, "hot reload failed, keeping the rules in force: %s", why);
         free(ret);
         free(jobs);
         ccap_config_free(new);
@@ -416,13 +420,27 @@ static void apply(struct ccap_config *new, long long now)
     ccap_log(CCAP_LOG_INFO, "reloaded %s: %zu semaphores, %zu rules", live.path, new->n_sems, new->n_rules);
 }
 
+/* Says once that the file cannot be stat()ed (E); the rules in force stay. */
+static void cannot_stat(int e)
+{
+    if (live.missing_logged)
+        return;
+    live.missing_logged = true;
+    if (e == EACCES)
+        ccap_log(CCAP_LOG_WARN,
+                 "hot reload: cannot stat %s (%s: this process runs as uid %u now): keeping the rules it "
+                 "loaded at start",
+                 live.path, strerror(e), (unsigned)geteuid());
+    else
+        ccap_log(CCAP_LOG_WARN, "hot reload: cannot stat %s (%s): keeping the rules in force", live.path,
+                 strerror(e));
+}
+
 static void check_file(long long now)
 {
     struct stat st;
     if (stat(live.path, &st) != 0) {
-        if (!live.missing_logged)
-            ccap_log(CCAP_LOG_WARN, "%s: cannot stat (%s): keeping the rules in force", live.path, strerror(errno));
-        live.missing_logged = true;
+        cannot_stat(errno);
         return;
     }
     live.missing_logged = false;
@@ -442,9 +460,13 @@ static void check_file(long long now)
     }
     char err[512];
     struct ccap_config *cfg = NULL;
-    if (ccap_config_load(live.path, &cfg, err, sizeof err) < 0) {
+    /* the Redis settings never change by a reload: their secrets are not read again */
+    int rc = ccap_config_load_from(live.path, NULL, CCAP_LOAD_NO_SECRETS, &cfg, err, sizeof err);
+    if (rc < 0) {
+        live.pending = ccap_boot_transient(rc); /* out of descriptors or memory: again at the next tick */
         if (fresh)
-            ccap_log(CCAP_LOG_ERROR, "reload failed, keeping the rules in force: %s", err);
+            ccap_log(CCAP_LOG_ERROR, "hot reload failed, keeping the rules in force: %s%s", err,
+                     live.pending ? " (tried again every second)" : "");
         return;
     }
     apply(cfg, now);
@@ -484,22 +506,21 @@ size_t ccap_live_sem_slots(const struct ccap_config *boot)
     return (boot ? boot->n_sems : 0) + CCAP_SEM_SLOTS_SPARE;
 }
 
-int ccap_live_load(const char *path, struct ccap_config **out, char *err, size_t errlen)
-{
-    struct stat st;
-    live.sig_ok = path && stat(path, &st) == 0;
-    if (live.sig_ok)
-        live.sig = sig_of(&st);
-    return ccap_config_load(path, out, err, errlen);
-}
-
-int ccap_live_init(struct ccap_config *_Atomic *slot)
+int ccap_live_init(struct ccap_config *_Atomic *slot, const struct ccap_boot_seed *seed)
 {
     struct ccap_config *cfg = atomic_load(slot);
     char abs[PATH_MAX];
-    /* absolute: the program may chdir() */
-    if (!cfg || !(live.path = strdup(realpath(cfg->path, abs) ? abs : cfg->path)))
+    struct stat st;
+    if (!cfg)
         return -ENOMEM;
+    /* absolute: the program may chdir() (a relative name was resolved at load) */
+    const char *path = seed->abs ? seed->abs : realpath(cfg->path, abs) ? abs : cfg->path;
+    if (!(live.path = strdup(path)))
+        return -ENOMEM;
+    /* the version in force: as read at load, or as it is now */
+    live.sig_ok = seed->st || stat(live.path, &st) == 0;
+    if (live.sig_ok)
+        live.sig = sig_of(seed->st ? seed->st : &st);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <stddef.h>
 #include <sys/socket.h>
+#include "boot.h"
 #include "config.h"
 
 /* How many retired configurations may wait for their grace period at once;
@@ -40,10 +41,16 @@ size_t ccap_live_sem_slots(const struct ccap_config *boot);
  *     appended; rule->sem is remapped), so index-keyed arrays stay valid;
  *   - keeps the boot config's redis.key_prefix (Redis settings need a
  *     restart; a changed redis section is logged as such).
- * Also plans the resolve = true lookups.
- * Call once, from core's one-time init (not from a constructor). Returns 0
- * or -ENOMEM. */
-int ccap_live_init(struct ccap_config *_Atomic *slot);
+ * Also plans the resolve = true lookups. SEED (runtime/boot.h) says where
+ * the file is and which version of it was read (the identity fstat saw
+ * when it was read at load, so that a change made since is seen by the
+ * first tick; without it the file is stat()ed now). A reload reads the
+ * file again but never its secrets (CCAP_LOAD_NO_SECRETS: the Redis
+ * settings stay the running ones), so a process that can read the file
+ * but no longer its password or TLS files reloads its rules all the same.
+ * Call once, from the runtime's first load (not from a constructor).
+ * Returns 0 or -ENOMEM. */
+int ccap_live_init(struct ccap_config *_Atomic *slot, const struct ccap_boot_seed *seed);
 
 /* The rule for a connect to SA under CFG (loaded from the slot by the
  * caller): by address only when CFG has no host-name pattern (no lock, no
@@ -79,12 +86,6 @@ int ccap_live_tick(void);
 /* The configuration in force (loaded from the slot), or NULL before
  * ccap_live_init. The caller may use it for the grace period (above). */
 const struct ccap_config *ccap_live_current(void);
-
-/* ccap_config_load of PATH for the process's first configuration, after
- * noting the file's identity (inode, size, times) so that a change made
- * while it is read is seen by the first tick. Same contract as
- * ccap_config_load. Call once, before ccap_live_init. */
-int ccap_live_load(const char *path, struct ccap_config **out, char *err, size_t errlen);
 
 /* fork() support, called by the runtime's one pthread_atfork handler
  * (runtime/lifecycle.c): prepare takes the reload lock, then the name

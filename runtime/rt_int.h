@@ -13,7 +13,6 @@
 /* The runtime's per-process state (state.c). One instance; its fields are
  * reset in a fork child by ccap_rt_state_fork_child. */
 struct ccap_rt_state {
-    pthread_once_t once;             /* the first configuration load */
     struct ccap_rt_hooks hooks;      /* the shim's callbacks */
     struct ccap_config *_Atomic cfg; /* NULL: not usable, pass everything through; swapped by reload.c */
     pthread_mutex_t rlock;           /* serialises use of the Redis connection and the breaker */
@@ -24,8 +23,10 @@ struct ccap_rt_state {
 };
 extern struct ccap_rt_state ccap_rt;
 
-/* state.c: the configuration in force, loading it on first use (NULL: not
- * usable). Thread-safe. */
+/* state.c: the configuration in force, putting the one read at load in
+ * force on first use (NULL: not usable: a bad configuration, for good, or
+ * one that could not be loaded yet for want of descriptors or memory,
+ * tried again at the next call). Thread-safe; one atomic load once done. */
 const struct ccap_config *ccap_rt_config(void);
 /* state.c: the audit stream's MAXLEN the scripts are given with each
  * call under the configuration in force: 0 when audit is off. */

@@ -33,6 +33,17 @@ struct ccap_rt_hooks {
  * state belongs to the process that creates it (ccap_rt_claim). */
 void ccap_rt_set_hooks(const struct ccap_rt_hooks *hooks);
 
+/* From the library's constructor, after ccap_env_capture and before the
+ * program can drop privileges or change its environment: reads the
+ * configuration file ($CONNCAP_CONFIG, or conncap run's hand-over named by
+ * CONNCAP_CONFIG_FD) into memory, and when it names other files (an
+ * @include, a password_file, TLS files) or environment variables
+ * (password_env), loads it whole now, those included. Fork children
+ * inherit what it read. The first connect puts it in force. I/O and
+ * allocation bounded by the configuration's size; no thread, no lock, no
+ * log line (a failure is said at the first connect), nothing on stdout. */
+void ccap_rt_boot(void);
+
 /* True if the calling process owns the shim's state (permit table, Redis
  * connection, heartbeat, holder ids' pid and nonce). Before any state exists
  * every process does (a prefork child forked before its parent ever

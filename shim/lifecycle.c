@@ -1,5 +1,10 @@
 /* lifecycle.c -- the one place the shim routes a process's life to the runtime: load, fork, exec, exit. */
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include "boot.h"
 #include "env.h"
+#include "fileset.h"
 #include "handoff.h"
 #include "log.h"
 #include "queued.h"
@@ -25,10 +30,15 @@ static const struct ccap_rt_hooks hooks = {
     .spawn = ccap_shim_spawn_guarded,
 };
 
+/* The shim's own file, when conncap run handed a configuration over (the
+ * next image must preload a library of that name to be handed it too). */
+static char self[PATH_MAX];
+
 char *const *ccap_shim_exec_begin(char *const *envp, struct ccap_exec *x)
 {
     char *const *env;
-    GUARDED(ccap_q_exec_pre(); env = ccap_handoff_exec_pre(envp, x));
+    GUARDED(ccap_q_exec_pre(); env = ccap_handoff_exec_pre(envp, x);
+            x->config_fd = ccap_boot_exec_pre(env, self[0] ? self : NULL));
     ccap_log_flush(); /* this image's last word, if the exec succeeds */
     return env;
 }
@@ -40,7 +50,7 @@ char *const *ccap_shim_exec_e2big(struct ccap_exec *x)
 
 void ccap_shim_exec_end(struct ccap_exec *x)
 {
-    GUARDED(ccap_handoff_exec_post(x));
+    GUARDED(ccap_boot_exec_post(x->config_fd); ccap_handoff_exec_post(x));
 }
 
 /* At exit(), before OpenSSL may be cleaned up (see ccap_tls_set_exit_hook):
@@ -53,18 +63,28 @@ static void exit_tls(void)
     ccap_guard--;
 }
 
-/* No threads, no locks, no allocation, no I/O: every CONNCAP_* variable is
- * copied here, before main, so that a program that clears or rewrites its
- * environment (nginx's workers do) still finds its configuration; the
- * configuration itself is loaded on the first connect() to an Internet
+/* Before main, before the program can drop privileges or change its
+ * environment: every CONNCAP_* variable is copied (a program that clears or
+ * rewrites its environment, as nginx's workers get it, still finds its
+ * configuration), and the configuration is read into memory -- the file,
+ * and when it names them its @includes, password_file and TLS files, or
+ * conncap run's hand-over -- so that a worker that runs as nobody later is
+ * capped all the same (runtime/boot.c). That is I/O and allocation bounded
+ * by the configuration's size; still no thread, no lock, no log line (a
+ * failure is said at the first connect), nothing on stdout. The
+ * configuration is put in force by the first connect() to an Internet
  * address. Permits handed over by the image that exec'd us are only noted
  * here and adopted at the first interposed call of any kind, or at exit. */
 __attribute__((constructor)) static void ccap_shim_init(void)
 {
+    Dl_info di;
     ccap_env_capture();
     ccap_rt_set_hooks(&hooks);
     ccap_tls_set_exit_hook(exit_tls);
     ccap_handoff_record();
+    if (ccap_env_get(CCAP_CONFIG_FD_ENV) && dladdr((void *)ccap_shim_init, &di) && di.dli_fname)
+        snprintf(self, sizeof self, "%s", di.dli_fname);
+    GUARDED(ccap_rt_boot()); /* its close() calls are the shim's own */
 }
 
 /* The program's main, run by our wrapper. */

@@ -565,7 +565,8 @@ static void test_policy_errors(void **state)
     load_bad_line("on_timeout = \"nonsense-words\";\n", 1, "on_timeout: unknown errno name \"nonsense-words\"");
     load_bad_line("on_redis_down = \"opn\";\n", 1,
                   "on_redis_down: must be \"open\", \"closed\" or \"local\", not \"opn\"");
-    load_bad_line("nonblocking = \"block\";\n", 1, "nonblocking: must be \"queue\", \"wait\" or \"fail\", not \"block\"");
+    load_bad_line("nonblocking = \"block\";\n", 1,
+                  "nonblocking: must be \"queue\", \"wait\" or \"fail\", not \"block\"");
     load_bad_line("nonblocking_errno = \"ECONREFUSED\";\n", 1,
                   "nonblocking_errno: unknown errno name \"ECONREFUSED\"; did you mean \"ECONNREFUSED\"?");
     /* an in-progress errno would make an event loop use an unconnected socket */
@@ -879,16 +880,23 @@ static void test_url(void **state)
 static void test_url_tls_file(void **state)
 {
     (void)state;
-    struct ccap_config *cfg =
-        load_ok("redis = { url = \"rediss://h.example:6380/1\"; tls = { ca_file = \"/ca.pem\";\n"
-                "  server_name = \"r.example\"; verify = false; }; };\n" SEM);
+    char ca[128], text[512];
+    snprintf(ca, sizeof ca, "%s", write_file("ca.pem", "-----BEGIN CERTIFICATE-----\n"));
+    snprintf(text, sizeof text,
+             "redis = { url = \"rediss://h.example:6380/1\"; tls = { ca_file = \"%s\";\n"
+             "  server_name = \"r.example\"; verify = false; }; };\n" SEM,
+             ca);
+    struct ccap_config *cfg = load_ok(text);
     assert_string_equal(cfg->redis.host, "h.example");
     assert_int_equal(cfg->redis.port, 6380);
     assert_int_equal(cfg->redis.db, 1);
     assert_true(cfg->redis.tls.enabled);
     assert_false(cfg->redis.tls.verify);
     assert_true(cfg->redis.tls.sentinels);
-    assert_string_equal(cfg->redis.tls.ca_file, "/ca.pem");
+    assert_string_equal(cfg->redis.tls.ca_file, ca);
+    assert_string_equal(cfg->redis.tls.ca_pem, "-----BEGIN CERTIFICATE-----\n"); /* read with the file */
+    assert_int_equal(cfg->redis.tls.ca_len, 28);
+    assert_null(cfg->redis.tls.key_pem);
     assert_string_equal(cfg->redis.tls.server_name, "r.example");
     assert_string_equal(cfg->from.address, "file");
     assert_string_equal(cfg->from.ca_file, "file");
@@ -912,6 +920,20 @@ static void test_url_tls_file(void **state)
                   "redis.tls.cert_file: needs redis.tls.key_file");
     load_bad_line("redis = { tls = {\n verfy = true; }; };\n" SEM, 2,
                   "redis.tls.verfy: unknown setting; did you mean \"verify\"?");
+    /* a TLS file that cannot be read is an error of the configuration, as the password file's is */
+    struct ccap_config *none = (void *)1;
+    char err[512] = "";
+    snprintf(text, sizeof text, "redis = { tls = { cert_file = \"%s/no-cert.pem\"; key_file = \"%s\"; }; };\n" SEM,
+             tmpdir, ca);
+    assert_int_equal(ccap_config_load(write_file("bad.conf", text), &none, err, sizeof err), -ENOENT);
+    assert_null(none);
+    assert_non_null(strstr(err, "bad.conf: redis.tls.cert_file: cannot read "));
+    assert_non_null(strstr(err, "no-cert.pem: No such file or directory"));
+    /* not read with CCAP_LOAD_NO_SECRETS (a hot reload) */
+    assert_int_equal(ccap_config_load_from(fixture, NULL, CCAP_LOAD_NO_SECRETS, &none, err, sizeof err), 0);
+    assert_true(none->secrets_skipped);
+    assert_null(none->redis.tls.cert_pem);
+    ccap_config_free(none);
 }
 
 /* Loads TEXT and expects -EINVAL with WANT (from the environment: no file
@@ -932,18 +954,21 @@ static void load_bad_env(const char *text, const char *want)
 static void test_env_overrides(void **state)
 {
     (void)state;
+    char env_ca[128];
+    snprintf(env_ca, sizeof env_ca, "%s", write_file("env-ca.pem", "env CA"));
     setenv("CONNCAP_REDIS_URL", "rediss://u:pw@10.0.0.9:7000/4", 1);
-    setenv("CONNCAP_REDIS_TLS_CA_FILE", "/env-ca.pem", 1);
+    setenv("CONNCAP_REDIS_TLS_CA_FILE", env_ca, 1);
     setenv("CONNCAP_LOG_LEVEL", "debug", 1);
     struct ccap_config *cfg = load_ok("redis = { sentinels = ( \"h:1\" ); master = \"m\";\n"
-                                      " tls = { ca_file = \"/file-ca.pem\"; }; };\nlog_level = \"error\";\n" SEM);
+                                      " tls = { ca_file = \"/no/file-ca.pem\"; }; };\nlog_level = \"error\";\n" SEM);
     assert_string_equal(cfg->redis.host, "10.0.0.9");
     assert_int_equal(cfg->redis.port, 7000);
     assert_int_equal(cfg->redis.db, 4);
     assert_int_equal(cfg->redis.n_sentinels, 0);
     assert_null(cfg->redis.master);
     assert_string_equal(cfg->redis.password, "pw");
-    assert_string_equal(cfg->redis.tls.ca_file, "/env-ca.pem");
+    assert_string_equal(cfg->redis.tls.ca_file, env_ca);
+    assert_string_equal(cfg->redis.tls.ca_pem, "env CA"); /* the file the environment names, not the file's */
     assert_int_equal(cfg->log_level, 3);
     assert_string_equal(cfg->from.address, "CONNCAP_REDIS_URL");
     assert_string_equal(cfg->from.ca_file, "CONNCAP_REDIS_TLS_CA_FILE");
