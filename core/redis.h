@@ -89,6 +89,31 @@ int ccap_redis_connect(struct ccap_redis *r);
 int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, int argc, const char *const *args,
                       redisReply **reply);
 
+/* Failovers. How many times R saw the master serving KEY replaced by
+ * another server: Sentinel, the sentinels named another master than the
+ * one R used (the first one found is not counted); Cluster, KEY's slot
+ * went to a node that was a replica of its master, or that the previous
+ * slot map did not know as a master (a resharding between masters is not
+ * counted: it moves the keys with their data). 0 with one server. The
+ * count of a new master is known once R connected to it, i.e. during the
+ * call that found it. No I/O. */
+unsigned ccap_redis_key_epoch(const struct ccap_redis *r, const char *key);
+
+/* Makes the next ccap_redis_script or ccap_redis_command call (that one
+ * only) run its command only if the epoch of its first key
+ * (ccap_redis_key_epoch) is still EPOCH when the command is about to be
+ * written -- after any reconnect, sentinel question or redirect on the way.
+ * Otherwise the call returns -ESTALE without running it, connected to the
+ * new master: the caller may act on the failover (re-register, open a
+ * window) before its first command there, then call again. */
+void ccap_redis_expect_epoch(struct ccap_redis *r, unsigned epoch);
+
+/* "host:port" (or the Unix socket path) of the server that serves KEY as R
+ * knows it now: the master last found (Sentinel), the slot's owner in the
+ * map (Cluster), the one server; "" when not known yet. Owned by R, valid
+ * until the next call. No I/O. */
+const char *ccap_redis_key_server(struct ccap_redis *r, const char *key);
+
 /* Runs one plain command (argv form, like redisCommandArgv). Same return
  * values and ownership as ccap_redis_script. Cluster: routed by the
  * command's first key (ARGV[1] for most commands; EVAL/EVALSHA/FCALL by

@@ -100,7 +100,7 @@ static void success(void)
 
 void ccap_breaker_note(int rc)
 {
-    if (rc >= 0)
+    if (rc >= 0 || rc == -ESTALE) /* -ESTALE: a new master answered (core/redis.h ccap_redis_expect_epoch) */
         success();
     else if (rc != -EINVAL && rc != -ENOMEM && rc != -ENAMETOOLONG)
         failure(rc);

@@ -26,7 +26,9 @@ long long ccap_breaker_probe_in_ms(void);
  * timed out, an oversized or malformed reply, an error reply) opens it or
  * backs off (doubling from CCAP_BREAKER_MIN_MS to at most CCAP_BREAKER_MAX_MS
  * or a quarter of the shortest lease, jittered); our own errors (-EINVAL,
- * -ENOMEM, -ENAMETOOLONG) change nothing. */
+ * -ENOMEM, -ENAMETOOLONG) change nothing; -ESTALE (a new master answered,
+ * the command was held back: core/redis.h ccap_redis_expect_epoch) is a
+ * success. */
 void ccap_breaker_note(int rc);
 
 /* The breaker's one gate around a Redis call: -ECONNREFUSED without calling
