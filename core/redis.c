@@ -36,6 +36,7 @@ CCAP_LUA_SCRIPT(release)
 CCAP_LUA_SCRIPT(renew)
 CCAP_LUA_SCRIPT(timeout)
 CCAP_LUA_SCRIPT(fallback)
+CCAP_LUA_SCRIPT(failover)
 extern const char ccap_lua_library[];
 extern const char ccap_lua_version[];
 
@@ -55,7 +56,7 @@ struct script {
 static const struct script scripts[CCAP_SCRIPT_COUNT] = {
     [CCAP_SCRIPT_ACQUIRE] = CCAP_SCRIPT_ENTRY(acquire),   [CCAP_SCRIPT_RELEASE] = CCAP_SCRIPT_ENTRY(release),
     [CCAP_SCRIPT_RENEW] = CCAP_SCRIPT_ENTRY(renew),       [CCAP_SCRIPT_TIMEOUT] = CCAP_SCRIPT_ENTRY(timeout),
-    [CCAP_SCRIPT_FALLBACK] = CCAP_SCRIPT_ENTRY(fallback),
+    [CCAP_SCRIPT_FALLBACK] = CCAP_SCRIPT_ENTRY(fallback), [CCAP_SCRIPT_FAILOVER] = CCAP_SCRIPT_ENTRY(failover),
 };
 
 const char *ccap_script_sha(enum ccap_script which)

@@ -17,6 +17,7 @@ enum ccap_script {
     CCAP_SCRIPT_RENEW,
     CCAP_SCRIPT_TIMEOUT,  /* the timeout event of a wait */
     CCAP_SCRIPT_FALLBACK, /* counts permits granted while Redis was down */
+    CCAP_SCRIPT_FAILOVER, /* opens a failover's re-registration window */
     CCAP_SCRIPT_COUNT
 };
 
