@@ -280,22 +280,23 @@ const char *ccap_sem_server(struct ccap_redis *r, const char *prefix, const char
 }
 
 int ccap_sem_failover_open(struct ccap_redis *r, const char *prefix, const char *name, int window_ms, int lease_ms,
-                           const char *server)
+                           int ticket_ttl_ms, const char *server)
 {
     static const char *const suffix[2] = { CCAP_KEY_HOLDERS, CCAP_KEY_FAILOVER };
-    char keys[2][CCAP_KEY_MAX], w[16], l[16];
-    const char *args[5] = { [2] = w, l, server ? server : "" };
+    char keys[2][CCAP_KEY_MAX], w[16], l[16], t[16];
+    const char *args[6] = { [2] = w, l, server ? server : "", t };
     redisReply *rep;
     long long v;
     int rc;
 
-    if (window_ms <= 0 || lease_ms <= 0)
+    if (window_ms <= 0 || lease_ms <= 0 || ticket_ttl_ms <= 0)
         return -EINVAL;
     if (sem_keys(keys, args, suffix, 2, prefix, name) < 0)
         return -ENAMETOOLONG;
     ccap_fmt_ll(w, window_ms);
     ccap_fmt_ll(l, lease_ms);
-    rc = ccap_redis_script(r, CCAP_SCRIPT_FAILOVER, 2, 5, args, &rep);
+    ccap_fmt_ll(t, ticket_ttl_ms);
+    rc = ccap_redis_script(r, CCAP_SCRIPT_FAILOVER, 2, 6, args, &rep);
     if (rc < 0)
         return rc;
     rc = ccap_sem_parse_int(r, "failover reply", rep, 0, 1, &v);

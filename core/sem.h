@@ -206,13 +206,15 @@ const char *ccap_sem_server(struct ccap_redis *r, const char *prefix, const char
 /* Opens a failover's re-registration window of WINDOW_MS on NAME, on the
  * master SERVER that took over (a caller whose client saw the change, before
  * its other calls there): until it ends acquire grants no new permit (as
- * during a restart grace) while the live processes renew theirs; then the
- * first acquire drops every holder whose lease ends before now + LEASE_MS
- * (nobody renewed it meanwhile), SWEEP per call. Returns 1 opened, 0 when
- * SERVER had one for this failover already, or -errno as ccap_redis_script
- * (-EINVAL for a bad window or lease). */
+ * during a restart grace) while the live processes renew theirs and their
+ * waiters try again; then the first acquires drop every holder whose lease
+ * ends before now + LEASE_MS and every ticket whose TTL ends before now +
+ * TICKET_TTL_MS (nobody renewed or refreshed them meanwhile), SWEEP of each
+ * per call. Returns 1 opened, 0 when SERVER had one for this failover
+ * already, or -errno as ccap_redis_script (-EINVAL for a bad window, lease
+ * or TTL). */
 int ccap_sem_failover_open(struct ccap_redis *r, const char *prefix, const char *name, int window_ms, int lease_ms,
-                           const char *server);
+                           int ticket_ttl_ms, const char *server);
 
 /* Writes the wake list key of waiter HOLDER on NAME into OUT. Returns its
  * length or -ENAMETOOLONG. */

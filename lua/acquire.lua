@@ -20,7 +20,7 @@
 -- KEYS[9]  <prefix>{name}:rate     string: GCRA theoretical arrival time (us)
 -- KEYS[10] <prefix>{name}:epoch    string, no TTL: server ms from which new
 --                                  grants are allowed (restart grace, below)
--- KEYS[11] <prefix>{name}:failover string "<end> <threshold> <server>": a
+-- KEYS[11] <prefix>{name}:failover string "<end> <threshold> <ticket threshold> <server>": a
 --                                  failover's re-registration window
 --                                  (failover.lua, below), read only while
 --                                  its marker is in the holders set
@@ -64,7 +64,9 @@
 -- it drops the live holders whose lease ends before <threshold> (nobody
 -- renewed or granted them since the window opened: their releases were lost
 -- with the old master, or their process is gone), at most SWEEP per call,
--- counted in reclaimed, and removes the marker with the last of them.
+-- counted in reclaimed, and the tickets whose TTL ends before <ticket
+-- threshold> (no attempt since it opened), and removes the marker with the
+-- last of them.
 -- Returns {granted (0/1), count after the call, limit in force, retry_ms,
 -- wake_ms, queue_full (0/1)}: retry_ms > 0: admitted by the limit and the
 -- queue, but the rate or the restart grace says not yet: the next slot is in
@@ -156,17 +158,23 @@ limit = limit and tonumber(limit) or tonumber(ARGV[3]) or 0
 
 -- failover window: ms left of it (new grants wait), or after it, drop the
 -- holders nobody re-registered (with the swept ones: counted, acquire
--- times deleted, waiters woken for them)
-local window_left = 0
+-- times deleted, waiters woken for them), and the tickets nobody refreshed
+-- (waiters gone, or that got their permit from the old master: their
+-- tickets there were replicated, their leaving was not), which would hold
+-- the head of the queue until their TTL
+local window_left, window_places = 0, 0
 if window then
     local w = redis.call('GET', KEYS[11])
-    local e, thr
-    if w then e, thr = string.match(w, '^(%d+) (%d+) ') end
+    local e, thr, qthr
+    if w then e, thr, qthr = string.match(w, '^(%d+) (%d+) (%d+) ') end
     if e and tonumber(e) > now then
         window_left = tonumber(e) - now
     else
-        local gone = {}
-        if thr then gone = redis.call('ZRANGEBYSCORE', holders, '(' .. now_s, '(' .. thr, 'LIMIT', 0, SWEEP) end
+        local gone, stale = {}, {}
+        if thr then
+            gone = redis.call('ZRANGEBYSCORE', holders, '(' .. now_s, '(' .. thr, 'LIMIT', 0, SWEEP)
+            stale = redis.call('ZRANGEBYSCORE', KEYS[8], '(' .. now_s, '(' .. qthr, 'LIMIT', 0, SWEEP)
+        end
         if #gone > 0 then
             redis.call('ZREM', holders, unpack(gone))
             count = count - #gone
@@ -175,7 +183,15 @@ if window then
                 swept[n_swept] = g
             end
         end
-        if #gone < SWEEP then redis.call('ZREM', holders, MARK) end
+        if #stale > 0 then
+            local wake, wbase = {}, string.sub(KEYS[7], 1, -6) .. 'wake:'
+            for i, d in ipairs(stale) do wake[i] = wbase .. d end
+            redis.call('ZREM', KEYS[7], unpack(stale))
+            redis.call('ZREM', KEYS[8], unpack(stale))
+            redis.call('DEL', unpack(wake))
+            window_places = #stale
+        end
+        if #gone < SWEEP and #stale < SWEEP then redis.call('ZREM', holders, MARK) end
     end
 end
 
@@ -195,7 +211,7 @@ end
 -- wakes at most that many waiters (places count only when the queue is
 -- longer than the free permits: otherwise every waiter may go already).
 local queue = KEYS[7] -- wake lists: queue minus 'queue', plus 'wake:' and the holder id
-local flags, rate, retry, hint, freed, places, queued, pos = ARGV[7] or '', 0, 0, -1, n_swept, 0, false, 0
+local flags, rate, retry, hint, freed, places, queued, pos = ARGV[7] or '', 0, 0, -1, n_swept, window_places, false, 0
 if ARGV[8] and ARGV[8] ~= '0' and ARGV[8] ~= '0.000000' then rate = tonumber(ARGV[8]) or 0 end -- (sem.c's %.6f)
 local qlen = redis.call('ZCARD', queue)
 local qlen0 = qlen
@@ -209,7 +225,7 @@ if qlen > 0 then
         qlen = qlen - redis.call('ZREM', queue, unpack(dead))
         redis.call('ZREM', qexp, unpack(dead))
         redis.call('DEL', unpack(wake))
-        places = #dead
+        places = places + #dead
     end
     -- ZRANK's nil reply is false in Lua: a caller without a ticket
     -- is not queued (and leaves nothing, wakes nobody)
