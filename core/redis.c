@@ -922,6 +922,11 @@ unsigned ccap_redis_key_epoch(const struct ccap_redis *r, const char *key)
     return r ? slot_epoch(r, slot_of(r, key)) : 0;
 }
 
+unsigned ccap_redis_epochs(const struct ccap_redis *r)
+{
+    return r ? r->epoch : 0;
+}
+
 const char *ccap_redis_key_server(struct ccap_redis *r, const char *key)
 {
     return server_of(r, slot_of(r, key));

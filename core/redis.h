@@ -100,6 +100,10 @@ int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, i
  * call that found it. No I/O. */
 unsigned ccap_redis_key_epoch(const struct ccap_redis *r, const char *key);
 
+/* How many failovers R saw in all (the sum of the epochs of every key): a
+ * cheap test whether any master changed since the caller last looked. */
+unsigned ccap_redis_epochs(const struct ccap_redis *r);
+
 /* Makes the next ccap_redis_script or ccap_redis_command call (that one
  * only) run its command only if the epoch of its first key
  * (ccap_redis_key_epoch) is still EPOCH when the command is about to be

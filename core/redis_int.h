@@ -68,7 +68,7 @@ struct ccap_redis {
     bool slots_stale; /* refresh with CLUSTER SLOTS before the next use */
     /* Failovers seen (ccap_redis_key_epoch): Sentinel, the master switches;
      * Cluster, per slot, its moves to a replica of its master (NULL until
-     * the first). A one-shot expectation for the next call: -ESTALE, not
+     * the first), and in EPOCH the sum over all slots. A one-shot expectation for the next call: -ESTALE, not
      * run, when the epoch of its key is found to differ. */
     unsigned epoch;
     uint16_t *slot_epoch;

@@ -37,7 +37,9 @@ static void init_once(void)
     ccap_rt.redis = ccap_redis_new(&cfg->redis);
     ccap_rt.local_used = calloc(ccap_live_sem_slots(cfg), sizeof(*ccap_rt.local_used));
     ccap_rt.held = calloc(ccap_live_sem_slots(cfg), sizeof(*ccap_rt.held));
-    if (!ccap_rt.redis || !ccap_rt.local_used || !ccap_rt.held) {
+    ccap_rt.sem_epoch = calloc(ccap_live_sem_slots(cfg), sizeof(*ccap_rt.sem_epoch));
+    ccap_rt.sem_used_ms = calloc(ccap_live_sem_slots(cfg), sizeof(*ccap_rt.sem_used_ms));
+    if (!ccap_rt.redis || !ccap_rt.local_used || !ccap_rt.held || !ccap_rt.sem_epoch || !ccap_rt.sem_used_ms) {
         ccap_log(CCAP_LOG_ERROR, "out of memory at start-up, passing every connection through");
         ccap_config_free(cfg);
         return;
