@@ -1382,8 +1382,10 @@ int ccap_redis_command(struct ccap_redis *r, int argc, const char *const *argv, 
 
     *reply = NULL;
     r->err[0] = '\0';
-    if (argc <= 0 || !argv)
+    if (argc <= 0 || !argv) {
+        r->expect = false;
         return -EINVAL;
+    }
     k = command_key_index(argc, argv);
     rc = ccap_redis_dispatch(r, k >= 0 ? slot_of(r, argv[k]) : -1, -1, argc, argv, reply);
     if (rc < 0)
@@ -1408,11 +1410,14 @@ int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, i
 
     *reply = NULL;
     r->err[0] = '\0';
-    if ((unsigned)which >= CCAP_SCRIPT_COUNT || nkeys < 0 || argc < nkeys || (argc && !args))
+    if ((unsigned)which >= CCAP_SCRIPT_COUNT || nkeys < 0 || argc < nkeys || (argc && !args)) {
+        r->expect = false; /* it was for this call */
         return -EINVAL;
+    }
     if (argc + 3 > CCAP_SMALL_ARGV) {
         av = malloc(sizeof *av * (size_t)(argc + 3));
         if (!av) {
+            r->expect = false;
             set_err(r, "out of memory");
             return -ENOMEM;
         }

@@ -1,5 +1,6 @@
 /* failover.c -- after a Sentinel or Cluster failover: this process registers its permits on the new master and opens the re-registration window, before any other call of it there. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "breaker.h"
@@ -91,6 +92,18 @@ int ccap_rt_failover(const char *sem)
         snprintf(server, sizeof server, "%s", ccap_sem_server(ccap_rt.redis, cfg->redis.key_prefix, sem));
         opened = rc = ccap_sem_failover_open(ccap_rt.redis, cfg->redis.key_prefix, sem, window_ms(hi), lo,
                                              ccap_rt_ticket_ttl_ms(s), server);
+        if (rc == -EACCES || rc == -EPROTO) {
+            /* refused for good (an ACL without :failover, a script error):
+             * no window, as before there were any; the permits still go */
+            static atomic_bool told;
+            if (!atomic_exchange(&told, true))
+                ccap_log(CCAP_LOG_WARN,
+                         "redis failover: no re-registration window on %s (%s): holders nobody holds any more "
+                         "keep their permits until their leases end (the worker user needs GET and SET on "
+                         "<prefix>{name}:failover: see examples/redis-acl.conf)",
+                         server[0] ? server : "the new master", ccap_redis_errstr(ccap_rt.redis));
+            rc = opened = 0;
+        }
         if (rc >= 0 && m.n)
             back = rc = ccap_sem_renew_at(ccap_rt.redis, cfg->redis.key_prefix, sem, m.holders, m.n, hi, 1, &cur);
         if (rc < 0)
