@@ -1157,8 +1157,8 @@ static int run_on(struct ccap_redis *r, struct ccap_node *n, int which, bool ask
 /* One ccap_redis_dispatch across its attempts: the node and how it was
  * reached, and what is left of each kind of retry. */
 struct dispatch {
-    int slot;            /* the keys' cluster slot, or -1 */
-    bool expect;         /* run only while the keys' epoch is EXPECT_EPOCH (else -ESTALE) */
+    int slot;    /* the keys' cluster slot, or -1 */
+    bool expect; /* run only while the keys' epoch is EXPECT_EPOCH (else -ESTALE) */
     unsigned expect_epoch;
     struct ccap_node *n; /* where the next attempt goes; NULL: pick again */
     bool ask, last_ask;  /* send ASKING first (next / last attempt) */

@@ -47,7 +47,8 @@ static int node_index(const struct ccap_redis *r, const struct ccap_node *n)
 /* The node at entry M (an address array {host, port, id, ...}) of a CLUSTER
  * SLOTS reply got from FROM: an empty host (or "?") means FROM's. NULL when
  * M is malformed (*BAD) or out of memory. */
-static struct ccap_node *slots_node(struct ccap_redis *r, const struct ccap_node *from, const redisReply *m, bool *bad)
+static struct ccap_node *slots_node(struct ccap_redis *r, const struct ccap_node *from, const redisReply *m,
+                                    bool *bad)
 {
     const char *host;
 
@@ -138,8 +139,7 @@ static void note_moves(struct ccap_redis *r, const uint16_t *map)
     int moved = 0, first = -1;
 
     for (int sl = 0; was_master && r->slots && sl < CCAP_CLUSTER_SLOTS; sl++)
-        if (r->slots[sl] != map[sl] && ccap_cluster_note_move(r, sl, r->slots[sl], map[sl], was_master) &&
-            !moved++)
+        if (r->slots[sl] != map[sl] && ccap_cluster_note_move(r, sl, r->slots[sl], map[sl], was_master) && !moved++)
             first = sl;
     if (moved)
         ccap_log(CCAP_LOG_WARN, "redis cluster: %d slot(s) failed over (slot %d from %s:%d to %s:%d)", moved, first,

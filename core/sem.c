@@ -121,8 +121,8 @@ static void flag_arg(char *out, int flags)
 int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_req *q,
                      struct ccap_sem_result *res)
 {
-    static const char *const suffix[11] = { CCAP_KEY_HOLDERS, CCAP_KEY_LIMIT, CCAP_KEY_STATS, CCAP_KEY_SINCE,
-                                            CCAP_KEY_WAITERS, CCAP_KEY_AUDIT, CCAP_KEY_QUEUE, CCAP_KEY_QEXP,
+    static const char *const suffix[11] = { CCAP_KEY_HOLDERS, CCAP_KEY_LIMIT, CCAP_KEY_STATS,   CCAP_KEY_SINCE,
+                                            CCAP_KEY_WAITERS, CCAP_KEY_AUDIT, CCAP_KEY_QUEUE,   CCAP_KEY_QEXP,
                                             CCAP_KEY_RATE,    CCAP_KEY_EPOCH, CCAP_KEY_FAILOVER };
     static const char *const def[9] = { "0", "0", "0", "", "0", "1", "0", "0", "0" }; /* ARGV[4..12] */
     char keys[11][CCAP_KEY_MAX], num[9][24], flags[4], rate[32];
