@@ -16,6 +16,9 @@
  *   <prefix>{<name>}:waiters  sorted set: holder id -> when its wait ends (ms)
  *   <prefix>{<name>}:audit    stream of acquire/release/timeout/reset events,
  *                             only when audit is on (XADD MAXLEN ~ audit_maxlen)
+ *   <prefix>{<name>}:failover after a failover: the re-registration window
+ *                             (ccap_sem_failover_open); its marker is the member
+ *                             CCAP_FAILOVER_MARK of holders, score 0
  * Algorithm: a leased counting semaphore as a sorted set of holders (as in
  * the "fair semaphore" of Redis in Action, 6.3, with server time and leases
  * instead of client time), one atomic Lua script per operation. */
