@@ -8,6 +8,7 @@
 #include "redis_int.h"
 
 #define CCAP_CLUSTER_MAX_NODES 1024
+#define CCAP_CLUSTER_CONVERGE_MS 5000 /* a slot's owner may flip back and forth this long after a failover */
 
 struct ccap_node *ccap_cluster_node_at(struct ccap_redis *r, const char *host, int port)
 {
@@ -112,8 +113,19 @@ bool ccap_cluster_note_move(struct ccap_redis *r, int slot, int old, int nw, con
         return false;
     if (r->nodes[nw - 1]->replica_of != old && was_master[nw - 1])
         return false; /* a resharding between masters: no data was lost */
-    if (!r->slot_epoch && !(r->slot_epoch = calloc(CCAP_CLUSTER_SLOTS, sizeof *r->slot_epoch)))
+    if (!r->slot_epoch && !(r->slot_epoch = calloc(3 * CCAP_CLUSTER_SLOTS, sizeof *r->slot_epoch)))
         return false; /* out of memory: this failover goes unseen, as before epochs */
+    uint16_t *from = r->slot_epoch + CCAP_CLUSTER_SLOTS, *to = from + CCAP_CLUSTER_SLOTS;
+    /* While the cluster converges, nodes that have not heard of the
+     * failover yet name the old master again, and the new one redirects
+     * back: one failover, counted once (the slot's last one: its source and
+     * target, and when the target took over) */
+    if (to[slot] == nw || (from[slot] == nw && to[slot] == old &&
+                           ccap_now_ms() - r->nodes[old - 1]->took_over_ms < CCAP_CLUSTER_CONVERGE_MS))
+        return false;
+    from[slot] = (uint16_t)old;
+    to[slot] = (uint16_t)nw;
+    r->nodes[nw - 1]->took_over_ms = ccap_now_ms();
     r->slot_epoch[slot]++;
     r->epoch++;
     return true;

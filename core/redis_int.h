@@ -33,6 +33,7 @@ struct ccap_node {
     int replica_of;             /* Cluster: the node (index + 1) this one replicated in the last slot map, 0
                                  * none or not known (tells a failover from a resharding) */
     int replica_next;           /* the same, from the slot map being read */
+    long long took_over_ms;     /* Cluster: when slots last failed over to it (monotonic ms) */
 };
 
 /* A command sent without waiting for its reply (or not sent yet): kept
@@ -68,7 +69,9 @@ struct ccap_redis {
     bool slots_stale; /* refresh with CLUSTER SLOTS before the next use */
     /* Failovers seen (ccap_redis_key_epoch): Sentinel, the master switches;
      * Cluster, per slot, its moves to a replica of its master (NULL until
-     * the first), and in EPOCH the sum over all slots. A one-shot expectation for the next call: -ESTALE, not
+     * the first; then 2 x CCAP_CLUSTER_SLOTS more: each slot's last
+     * failover source and target, node index + 1), and in EPOCH the sum
+     * over all slots. A one-shot expectation for the next call: -ESTALE, not
      * run, when the epoch of its key is found to differ. */
     unsigned epoch;
     uint16_t *slot_epoch;
@@ -207,7 +210,9 @@ int ccap_cluster_redirect(struct ccap_redis *r, struct ccap_node *from, const ch
  * map; WAS_MASTER[i]: node i owned slots in the map in force). Counts a
  * failover in the slot's epoch and returns true, unless NW was a master
  * that did not replicate OLD: a resharding between masters moves the keys
- * with their data, nothing is lost. */
+ * with their data, nothing is lost; or when NW is the slot's last failover
+ * target already, or its source a few seconds after it (the redirects back
+ * and forth while the cluster converges are one failover). */
 bool ccap_cluster_note_move(struct ccap_redis *r, int slot, int old, int nw, const bool *was_master);
 
 /* Cluster: frees the node table and the slot map. */

@@ -116,7 +116,7 @@ static int try_acquire(const struct ccap_sem_conf *s, size_t sem, const struct c
             rc = ccap_sem_acquire(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, s->name, &a, res);
             if (rc != -ESTALE)
                 break;
-            if (k == 2) { /* failing over again and again: as a master that cannot serve yet */
+            if (k == 4) { /* failing over again and again: as a master that cannot serve yet */
                 rc = -EAGAIN;
                 break;
             }
