@@ -18,7 +18,7 @@ const struct ccap_ops_counter ccap_ops_counters[CCAP_OPS_N_COUNTERS] = {
     { CCAP_STAT_DENIED, "conncap_denied_total",
       "Acquire attempts refused because no permit was free (every retry counts)." },
     { CCAP_STAT_RECLAIMED, "conncap_reclaimed_total",
-      "Holders dropped when their lease ended (crashed or stuck processes)." },
+      "Holders dropped when their lease ended (crashed or stuck processes), or not re-registered after a failover." },
     { CCAP_STAT_REREGISTERED, "conncap_reregistered_total",
       "Holders Redis had lost, registered again by their heartbeat." },
     { CCAP_STAT_FALLBACK, "conncap_fallback_granted_total",

@@ -39,8 +39,9 @@ static int run(struct ccap_redis *r, int argc, const char **argv, long long *out
 
 /* Drops every holder of NAME at once: RENAME takes the holders set out of
  * the acquirers' sight in one O(1) step (no holder granted meanwhile can
- * be dropped by a later step, so no permit is given twice), ZCARD counts
- * it, UNLINK frees it and the acquire times off Redis's main thread. Each
+ * be dropped by a later step, so no permit is given twice), ZCOUNT counts
+ * its holders (not a failover window's marker, score 0: the window ends
+ * with them), UNLINK frees it and the acquire times off Redis's main thread. Each
  * call is O(1) for Redis whatever the number of holders. A holder that
  * acquires between RENAME and UNLINK of the acquire times keeps its permit
  * and loses its acquire time. Returns the number dropped, or -errno. */
@@ -56,7 +57,7 @@ static long long drop_all(struct ccap_redis *r, const char *pfx, const char *nam
     long long n = 0;
     char num[24];
     if (run(r, 3, (const char *[]){ "RENAME", hk, tmp }, NULL, "no such key") < 0 ||
-        run(r, 2, (const char *[]){ "ZCARD", tmp }, &n, NULL) < 0 ||
+        run(r, 4, (const char *[]){ "ZCOUNT", tmp, "(0", "+inf" }, &n, NULL) < 0 ||
         run(r, 3, (const char *[]){ "UNLINK", tmp, sk }, NULL, NULL) < 0)
         return -EIO;
     snprintf(num, sizeof num, "%lld", n);

@@ -9,7 +9,8 @@
 
 const char ccap_help_stats[] = "Per semaphore, the counters kept by the Redis scripts since the stats key\n"
                                "was created (they never expire): acquired, released, timed_out, denied\n"
-                               "(refused attempts, every retry), reclaimed (lease expiry), reregistered\n"
+                               "(refused attempts, every retry), reclaimed (lease expiry, or not re-registered\n"
+                               "after a failover), reregistered\n"
                                "(re-added after Redis lost them), fallback_granted (granted while Redis\n"
                                "was down), reset_dropped, queue_full (refused at once: max_waiters queued);\n"
                                "and the wait before a grant or a timeout: count,\n"

@@ -36,6 +36,7 @@ CCAP_LUA_SCRIPT(release)
 CCAP_LUA_SCRIPT(renew)
 CCAP_LUA_SCRIPT(timeout)
 CCAP_LUA_SCRIPT(fallback)
+CCAP_LUA_SCRIPT(failover)
 extern const char ccap_lua_library[];
 extern const char ccap_lua_version[];
 
@@ -55,7 +56,7 @@ struct script {
 static const struct script scripts[CCAP_SCRIPT_COUNT] = {
     [CCAP_SCRIPT_ACQUIRE] = CCAP_SCRIPT_ENTRY(acquire),   [CCAP_SCRIPT_RELEASE] = CCAP_SCRIPT_ENTRY(release),
     [CCAP_SCRIPT_RENEW] = CCAP_SCRIPT_ENTRY(renew),       [CCAP_SCRIPT_TIMEOUT] = CCAP_SCRIPT_ENTRY(timeout),
-    [CCAP_SCRIPT_FALLBACK] = CCAP_SCRIPT_ENTRY(fallback),
+    [CCAP_SCRIPT_FALLBACK] = CCAP_SCRIPT_ENTRY(fallback), [CCAP_SCRIPT_FAILOVER] = CCAP_SCRIPT_ENTRY(failover),
 };
 
 const char *ccap_script_sha(enum ccap_script which)
@@ -908,6 +909,54 @@ static int slot_of(const struct ccap_redis *r, const char *key)
     return ccap_redis_key_slot(key, strlen(key));
 }
 
+/* How many failovers R saw of the master serving SLOT (-1: not a cluster). */
+static unsigned slot_epoch(const struct ccap_redis *r, int slot)
+{
+    if (r->mode == CCAP_MODE_CLUSTER)
+        return slot >= 0 && r->slot_epoch ? r->slot_epoch[slot] : 0;
+    return r->epoch;
+}
+
+/* "host:port" (or the socket) of the server serving SLOT as R knows it
+ * now, in R's buffer; "" when none is known yet. */
+static const char *server_of(struct ccap_redis *r, int slot)
+{
+    const struct ccap_node *n = &r->main;
+
+    if (r->mode == CCAP_MODE_SENTINEL)
+        return r->master_seen;
+    if (r->mode == CCAP_MODE_CLUSTER)
+        n = slot >= 0 && r->slots && r->slots[slot] ? r->nodes[r->slots[slot] - 1] : NULL;
+    if (!n)
+        r->server_buf[0] = '\0';
+    else if (n->socket)
+        snprintf(r->server_buf, sizeof r->server_buf, "%s", n->socket);
+    else
+        snprintf(r->server_buf, sizeof r->server_buf, "%s:%d", n->host, n->port);
+    return r->server_buf;
+}
+
+unsigned ccap_redis_key_epoch(const struct ccap_redis *r, const char *key)
+{
+    return r ? slot_epoch(r, slot_of(r, key)) : 0;
+}
+
+unsigned ccap_redis_epochs(const struct ccap_redis *r)
+{
+    return r ? r->epoch : 0;
+}
+
+const char *ccap_redis_key_server(struct ccap_redis *r, const char *key)
+{
+    return server_of(r, slot_of(r, key));
+}
+
+void ccap_redis_expect_epoch(struct ccap_redis *r, unsigned epoch)
+{
+    r->expect = true;
+    r->expect_epoch = epoch;
+}
+
 /* The node for SLOT (-1: any), connected. *FRESH tells whether the
  * connection was made just now (an old one may have been closed by the
  * server meanwhile: see dispatch). */
@@ -1148,7 +1197,9 @@ static int run_on(struct ccap_redis *r, struct ccap_node *n, int which, bool ask
 /* One ccap_redis_dispatch across its attempts: the node and how it was
  * reached, and what is left of each kind of retry. */
 struct dispatch {
-    int slot;            /* the keys' cluster slot, or -1 */
+    int slot;    /* the keys' cluster slot, or -1 */
+    bool expect; /* run only while the keys' epoch is EXPECT_EPOCH (else -ESTALE) */
+    unsigned expect_epoch;
     struct ccap_node *n; /* where the next attempt goes; NULL: pick again */
     bool ask, last_ask;  /* send ASKING first (next / last attempt) */
     bool stale_retry;    /* a reused connection found closed may be replaced once */
@@ -1225,6 +1276,9 @@ int ccap_redis_dispatch(struct ccap_redis *r, int slot, int which, int argc, con
     int rc;
 
     *out = NULL;
+    d.expect = r->expect; /* the caller's, for this call only (nested ones run as they are) */
+    d.expect_epoch = r->expect_epoch;
+    r->expect = false;
     for (;;) {
         /* releases that never ran (lost with a connection, or NOSCRIPT)
          * go first: an acquire must not count a permit already given back */
@@ -1232,6 +1286,12 @@ int ccap_redis_dispatch(struct ccap_redis *r, int slot, int which, int argc, con
             ccap_defer_retry(r);
         if (!d.n && (rc = ccap_redis_pick(r, slot, &d.n, &d.fresh)) < 0)
             return rc;
+        /* a failover found on the way (a new master named, a slot moved to
+         * a replica): the caller acts first, this command is not run */
+        if (d.expect && slot_epoch(r, slot) != d.expect_epoch) {
+            set_err(r, "redis: the master changed (failover, now %s): not run", server_of(r, slot));
+            return -ESTALE;
+        }
         r->last = d.n;
         rc = run_on(r, d.n, which, d.ask, argc, argv, &rep);
         d.last_ask = d.ask;
@@ -1370,8 +1430,10 @@ int ccap_redis_command(struct ccap_redis *r, int argc, const char *const *argv, 
 
     *reply = NULL;
     r->err[0] = '\0';
-    if (argc <= 0 || !argv)
+    if (argc <= 0 || !argv) {
+        r->expect = false;
         return -EINVAL;
+    }
     k = command_key_index(argc, argv);
     rc = ccap_redis_dispatch(r, k >= 0 ? slot_of(r, argv[k]) : -1, -1, argc, argv, reply);
     if (rc < 0)
@@ -1396,11 +1458,14 @@ int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, i
 
     *reply = NULL;
     r->err[0] = '\0';
-    if ((unsigned)which >= CCAP_SCRIPT_COUNT || nkeys < 0 || argc < nkeys || (argc && !args))
+    if ((unsigned)which >= CCAP_SCRIPT_COUNT || nkeys < 0 || argc < nkeys || (argc && !args)) {
+        r->expect = false; /* it was for this call */
         return -EINVAL;
+    }
     if (argc + 3 > CCAP_SMALL_ARGV) {
         av = malloc(sizeof *av * (size_t)(argc + 3));
         if (!av) {
+            r->expect = false;
             set_err(r, "out of memory");
             return -ENOMEM;
         }

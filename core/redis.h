@@ -17,6 +17,7 @@ enum ccap_script {
     CCAP_SCRIPT_RENEW,
     CCAP_SCRIPT_TIMEOUT,  /* the timeout event of a wait */
     CCAP_SCRIPT_FALLBACK, /* counts permits granted while Redis was down */
+    CCAP_SCRIPT_FAILOVER, /* opens a failover's re-registration window */
     CCAP_SCRIPT_COUNT
 };
 
@@ -88,6 +89,35 @@ int ccap_redis_connect(struct ccap_redis *r);
  * Cluster: routed by the first key (ARGS[0] when NKEYS > 0). */
 int ccap_redis_script(struct ccap_redis *r, enum ccap_script which, int nkeys, int argc, const char *const *args,
                       redisReply **reply);
+
+/* Failovers. How many times R saw the master serving KEY replaced by
+ * another server: Sentinel, the sentinels named another master than the
+ * one R used (the first one found is not counted); Cluster, KEY's slot
+ * went to a node that was a replica of its master, or that the previous
+ * slot map did not know as a master (a resharding between masters is not
+ * counted: it moves the keys with their data). 0 with one server. The
+ * count of a new master is known once R connected to it, i.e. during the
+ * call that found it. No I/O. */
+unsigned ccap_redis_key_epoch(const struct ccap_redis *r, const char *key);
+
+/* How many failovers R saw in all (the sum of the epochs of every key): a
+ * cheap test whether any master changed since the caller last looked. */
+unsigned ccap_redis_epochs(const struct ccap_redis *r);
+
+/* Makes the next ccap_redis_script or ccap_redis_command call (that one
+ * only) run its command only if the epoch of its first key
+ * (ccap_redis_key_epoch) is still EPOCH when the command is about to be
+ * written -- after any reconnect, sentinel question or redirect on the way.
+ * Otherwise the call returns -ESTALE without running it, connected to the
+ * new master: the caller may act on the failover (re-register, open a
+ * window) before its first command there, then call again. */
+void ccap_redis_expect_epoch(struct ccap_redis *r, unsigned epoch);
+
+/* "host:port" (or the Unix socket path) of the server that serves KEY as R
+ * knows it now: the master last found (Sentinel), the slot's owner in the
+ * map (Cluster), the one server; "" when not known yet. Owned by R, valid
+ * until the next call. No I/O. */
+const char *ccap_redis_key_server(struct ccap_redis *r, const char *key);
 
 /* Runs one plain command (argv form, like redisCommandArgv). Same return
  * values and ownership as ccap_redis_script. Cluster: routed by the

@@ -8,6 +8,7 @@
 #include "redis_int.h"
 
 #define CCAP_CLUSTER_MAX_NODES 1024
+#define CCAP_CLUSTER_CONVERGE_MS 5000 /* a slot's owner may flip back and forth this long after a failover */
 
 struct ccap_node *ccap_cluster_node_at(struct ccap_redis *r, const char *host, int port)
 {
@@ -44,43 +45,119 @@ static int node_index(const struct ccap_redis *r, const struct ccap_node *n)
     return -1;
 }
 
+/* The node at entry M (an address array {host, port, id, ...}) of a CLUSTER
+ * SLOTS reply got from FROM: an empty host (or "?") means FROM's. NULL when
+ * M is malformed (*BAD) or out of memory. */
+static struct ccap_node *slots_node(struct ccap_redis *r, const struct ccap_node *from, const redisReply *m,
+                                    bool *bad)
+{
+    const char *host;
+
+    if (m->type != REDIS_REPLY_ARRAY || m->elements < 2 || m->element[0]->type != REDIS_REPLY_STRING ||
+        m->element[1]->type != REDIS_REPLY_INTEGER || m->element[1]->integer < 1 ||
+        m->element[1]->integer > CCAP_PORT_MAX) {
+        *bad = true;
+        return NULL;
+    }
+    host = m->element[0]->str;
+    if (!host[0] || !strcmp(host, "?"))
+        host = from->host;
+    return ccap_cluster_node_at(r, host, (int)m->element[1]->integer);
+}
+
 /* Fills MAP from a CLUSTER SLOTS reply got from node FROM: each entry is
  * {start, end, {host, port, id, ...}, replicas...}; the first address is
- * the master's. An empty host (or "?") means FROM's. */
+ * the master's. Each replica's replica_next names its master. */
 static int parse_slots(struct ccap_redis *r, const struct ccap_node *from, const redisReply *rep, uint16_t *map)
 {
     if (rep->type != REDIS_REPLY_ARRAY)
         return -EPROTO;
+    for (size_t i = 0; i < r->n_nodes; i++)
+        r->nodes[i]->replica_next = 0;
     for (size_t i = 0; i < rep->elements; i++) {
-        const redisReply *e = rep->element[i], *m;
-        const char *host;
+        const redisReply *e = rep->element[i];
         struct ccap_node *n;
         long long lo, hi;
+        bool bad = false;
         int idx;
 
         if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
             e->element[1]->type != REDIS_REPLY_INTEGER || e->element[2]->type != REDIS_REPLY_ARRAY)
             return -EPROTO;
-        m = e->element[2];
-        if (m->elements < 2 || m->element[0]->type != REDIS_REPLY_STRING ||
-            m->element[1]->type != REDIS_REPLY_INTEGER)
-            return -EPROTO;
         lo = e->element[0]->integer;
         hi = e->element[1]->integer;
-        if (lo < 0 || hi >= CCAP_CLUSTER_SLOTS || lo > hi || m->element[1]->integer < 1 ||
-            m->element[1]->integer > CCAP_PORT_MAX)
+        if (lo < 0 || hi >= CCAP_CLUSTER_SLOTS || lo > hi)
             return -EPROTO;
-        host = m->element[0]->str;
-        if (!host[0] || !strcmp(host, "?"))
-            host = from->host;
-        n = ccap_cluster_node_at(r, host, (int)m->element[1]->integer);
+        n = slots_node(r, from, e->element[2], &bad);
         if (!n)
-            return -ENOMEM;
+            return bad ? -EPROTO : -ENOMEM;
         idx = node_index(r, n);
         for (long long s = lo; s <= hi; s++)
             map[s] = (uint16_t)(idx + 1);
+        for (size_t k = 3; k < e->elements; k++) {
+            struct ccap_node *rn = slots_node(r, from, e->element[k], &bad);
+
+            if (!rn && !bad)
+                return -ENOMEM;
+            if (rn && rn != n)
+                rn->replica_next = idx + 1;
+            bad = false; /* a replica we cannot read is only not known as one */
+        }
     }
     return 0;
+}
+
+bool ccap_cluster_note_move(struct ccap_redis *r, int slot, int old, int nw, const bool *was_master)
+{
+    if (!old || !nw || old == nw || nw > (int)r->n_nodes)
+        return false;
+    if (r->nodes[nw - 1]->replica_of != old && was_master[nw - 1])
+        return false; /* a resharding between masters: no data was lost */
+    if (!r->slot_epoch && !(r->slot_epoch = calloc(3 * CCAP_CLUSTER_SLOTS, sizeof *r->slot_epoch)))
+        return false; /* out of memory: this failover goes unseen, as before epochs */
+    uint16_t *from = r->slot_epoch + CCAP_CLUSTER_SLOTS, *to = from + CCAP_CLUSTER_SLOTS;
+    /* While the cluster converges, nodes that have not heard of the
+     * failover yet name the old master again, and the new one redirects
+     * back: one failover, counted once (the slot's last one: its source and
+     * target, and when the target took over) */
+    if (to[slot] == nw || (from[slot] == nw && to[slot] == old &&
+                           ccap_now_ms() - r->nodes[old - 1]->took_over_ms < CCAP_CLUSTER_CONVERGE_MS))
+        return false;
+    from[slot] = (uint16_t)old;
+    to[slot] = (uint16_t)nw;
+    r->nodes[nw - 1]->took_over_ms = ccap_now_ms();
+    r->slot_epoch[slot]++;
+    r->epoch++;
+    return true;
+}
+
+/* Which nodes own a slot in the map in force (N_NODES entries, caller frees),
+ * or NULL when out of memory. */
+static bool *masters_of_map(const struct ccap_redis *r)
+{
+    bool *m = calloc(r->n_nodes + 1, sizeof *m);
+
+    for (size_t s = 0; m && r->slots && s < CCAP_CLUSTER_SLOTS; s++)
+        if (r->slots[s] && r->slots[s] <= r->n_nodes)
+            m[r->slots[s] - 1] = true;
+    return m;
+}
+
+/* Counts the failovers among the moves from the map in force to MAP, and
+ * logs them once. */
+static void note_moves(struct ccap_redis *r, const uint16_t *map)
+{
+    bool *was_master = masters_of_map(r);
+    int moved = 0, first = -1;
+
+    for (int sl = 0; was_master && r->slots && sl < CCAP_CLUSTER_SLOTS; sl++)
+        if (r->slots[sl] != map[sl] && ccap_cluster_note_move(r, sl, r->slots[sl], map[sl], was_master) && !moved++)
+            first = sl;
+    if (moved)
+        ccap_log(CCAP_LOG_WARN, "redis cluster: %d slot(s) failed over (slot %d from %s:%d to %s:%d)", moved, first,
+                 r->nodes[r->slots[first] - 1]->host, r->nodes[r->slots[first] - 1]->port,
+                 r->nodes[map[first] - 1]->host, r->nodes[map[first] - 1]->port);
+    free(was_master);
 }
 
 /* CLUSTER SLOTS from the first node that answers (connected ones first,
@@ -114,6 +191,9 @@ static int refresh_slots(struct ccap_redis *r, long long deadline)
             }
             freeReplyObject(rep);
             if (rc == 0) {
+                note_moves(r, map); /* judged with the roles of the map before */
+                for (size_t k = 0; k < r->n_nodes; k++)
+                    r->nodes[k]->replica_of = r->nodes[k]->replica_next;
                 free(r->slots);
                 r->slots = map;
                 r->slots_stale = false;
@@ -217,7 +297,13 @@ int ccap_cluster_redirect(struct ccap_redis *r, struct ccap_node *from, const ch
     if (!*ask && r->slots) {
         /* Remember the new owner now; reload the whole map before the next
          * call, since a MOVED usually means a resharding or a failover. */
-        r->slots[slot] = (uint16_t)(node_index(r, n) + 1);
+        int nw = node_index(r, n) + 1;
+        bool *was_master = masters_of_map(r);
+
+        if (was_master && ccap_cluster_note_move(r, slot, r->slots[slot], nw, was_master))
+            ccap_log(CCAP_LOG_WARN, "redis cluster: slot %d failed over to %s:%d", slot, host, port);
+        free(was_master);
+        r->slots[slot] = (uint16_t)nw;
         r->slots_stale = true;
     }
     rc = ccap_node_ensure(r, n, ccap_now_ms() + r->conf.connect_timeout_ms, CCAP_SETUP_AUTH);
@@ -235,7 +321,9 @@ void ccap_cluster_free(struct ccap_redis *r)
     }
     free(r->nodes);
     free(r->slots);
+    free(r->slot_epoch);
     r->nodes = NULL;
     r->slots = NULL;
+    r->slot_epoch = NULL;
     r->n_nodes = r->cap_nodes = 0;
 }

@@ -30,6 +30,10 @@ struct ccap_node {
     struct ccap_resp_scan scan; /* checks the bytes read before hiredis's reader parses them */
     struct ccap_tls_conn *tls;  /* the TLS session on ctx->fd, or NULL (plain) */
     short want;                 /* TLS: what the last read waits for (POLLIN, or POLLOUT mid-renegotiation) */
+    int replica_of;             /* Cluster: the node (index + 1) this one replicated in the last slot map, 0
+                                 * none or not known (tells a failover from a resharding) */
+    int replica_next;           /* the same, from the slot map being read */
+    long long took_over_ms;     /* Cluster: when slots last failed over to it (monotonic ms) */
 };
 
 /* A command sent without waiting for its reply (or not sent yet): kept
@@ -59,10 +63,21 @@ struct ccap_redis {
     size_t sentinel_first;               /* the sentinel that answered last is asked first */
     char master_seen[CCAP_HOST_MAX + 8]; /* "host:port" last reported, for the log */
     /* Cluster */
-    struct ccap_node **nodes; /* known masters (and seeds) */
+    struct ccap_node **nodes; /* known masters, their replicas (not connected unless used) and seeds */
     size_t n_nodes, cap_nodes;
     uint16_t *slots;  /* slot -> node index + 1; 0 = unknown */
     bool slots_stale; /* refresh with CLUSTER SLOTS before the next use */
+    /* Failovers seen (ccap_redis_key_epoch): Sentinel, the master switches;
+     * Cluster, per slot, its moves to a replica of its master (NULL until
+     * the first; then 2 x CCAP_CLUSTER_SLOTS more: each slot's last
+     * failover source and target, node index + 1), and in EPOCH the sum
+     * over all slots. A one-shot expectation for the next call: -ESTALE, not
+     * run, when the epoch of its key is found to differ. */
+    unsigned epoch;
+    uint16_t *slot_epoch;
+    bool expect;
+    unsigned expect_epoch;
+    char server_buf[CCAP_HOST_MAX + 8]; /* ccap_redis_key_server's answer */
     /* Deferred commands, oldest first (core/redis_defer.c) */
     struct ccap_deferred *defer;
     size_t n_defer;
@@ -190,6 +205,15 @@ struct ccap_node *ccap_cluster_node_at(struct ccap_redis *r, const char *host, i
  * for an ASK redirect. MOVED also updates the slot map. Returns 0 or -errno. */
 int ccap_cluster_redirect(struct ccap_redis *r, struct ccap_node *from, const char *text, struct ccap_node **out,
                           bool *ask);
+
+/* Cluster: SLOT moved from node OLD to node NW (indices + 1, as in the slot
+ * map; WAS_MASTER[i]: node i owned slots in the map in force). Counts a
+ * failover in the slot's epoch and returns true, unless NW was a master
+ * that did not replicate OLD: a resharding between masters moves the keys
+ * with their data, nothing is lost; or when NW is the slot's last failover
+ * target already, or its source a few seconds after it (the redirects back
+ * and forth while the cluster converges are one failover). */
+bool ccap_cluster_note_move(struct ccap_redis *r, int slot, int old, int nw, const bool *was_master);
 
 /* Cluster: frees the node table and the slot map. */
 void ccap_cluster_free(struct ccap_redis *r);

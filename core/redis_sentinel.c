@@ -128,6 +128,8 @@ int ccap_sentinel_connect(struct ccap_redis *r)
     if (strcmp(seen, r->master_seen) != 0) {
         ccap_log(r->master_seen[0] ? CCAP_LOG_WARN : CCAP_LOG_INFO, "redis sentinel: master \"%s\" is at %s%s%s",
                  r->conf.master, seen, r->master_seen[0] ? ", was " : "", r->master_seen);
+        if (r->master_seen[0])
+            r->epoch++; /* a failover: callers may act before their next command (ccap_redis_expect_epoch) */
         snprintf(r->master_seen, sizeof r->master_seen, "%s", seen);
     }
     snprintf(r->main.host, sizeof r->main.host, "%s", host);

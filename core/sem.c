@@ -116,24 +116,24 @@ static void flag_arg(char *out, int flags)
     out[n] = '\0';
 }
 
-/* acquire.lua's call (see its header): its 10 keys, then 12 arguments,
+/* acquire.lua's call (see its header): its 11 keys, then 12 arguments,
  * those past ARGV[3] that keep their default left out from the end. */
 int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_req *q,
                      struct ccap_sem_result *res)
 {
-    static const char *const suffix[10] = { CCAP_KEY_HOLDERS, CCAP_KEY_LIMIT, CCAP_KEY_STATS, CCAP_KEY_SINCE,
-                                            CCAP_KEY_WAITERS, CCAP_KEY_AUDIT, CCAP_KEY_QUEUE, CCAP_KEY_QEXP,
-                                            CCAP_KEY_RATE,    CCAP_KEY_EPOCH };
+    static const char *const suffix[11] = { CCAP_KEY_HOLDERS, CCAP_KEY_LIMIT, CCAP_KEY_STATS,   CCAP_KEY_SINCE,
+                                            CCAP_KEY_WAITERS, CCAP_KEY_AUDIT, CCAP_KEY_QUEUE,   CCAP_KEY_QEXP,
+                                            CCAP_KEY_RATE,    CCAP_KEY_EPOCH, CCAP_KEY_FAILOVER };
     static const char *const def[9] = { "0", "0", "0", "", "0", "1", "0", "0", "0" }; /* ARGV[4..12] */
-    char keys[10][CCAP_KEY_MAX], num[9][24], flags[4], rate[32];
-    const char *args[22], **argv = args + 10;
+    char keys[11][CCAP_KEY_MAX], num[9][24], flags[4], rate[32];
+    const char *args[23], **argv = args + 11;
     redisReply *rep;
     int rc;
 
     if (!q || q->lease_ms <= 0 || !q->holder || !(q->rate >= 0) || q->ticket_ttl_ms < 0 || q->grace_ms < 0 ||
         q->max_waiters < 0)
         return -EINVAL;
-    if (sem_keys(keys, args, suffix, 10, prefix, name) < 0)
+    if (sem_keys(keys, args, suffix, 11, prefix, name) < 0)
         return -ENAMETOOLONG;
     if (q->rate > 0)
         snprintf(rate, sizeof rate, "%.6f", q->rate);
@@ -152,7 +152,9 @@ int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name,
     argv[9] = ccap_fmt_ll(num[6], q->grace_ms);
     argv[10] = ccap_fmt_ll(num[7], q->max_waiters);
     argv[11] = ccap_fmt_ll(num[8], q->audit_maxlen > 0 ? q->audit_maxlen : 0);
-    rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, 10, 10 + trim_defaults(argv, 3, 12, def), args, &rep);
+    if (q->check_epoch)
+        ccap_redis_expect_epoch(r, q->epoch);
+    rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, 11, 11 + trim_defaults(argv, 3, 12, def), args, &rep);
     if (rc < 0)
         return rc;
     rc = ccap_sem_parse_acquire(r, rep, res);
@@ -212,9 +214,10 @@ int ccap_sem_release_defer(struct ccap_redis *r, const char *prefix, const char 
 }
 
 /* One renew.lua call for the N (<= CCAP_SEM_RENEW_BATCH) HOLDERS, with
- * ARGS (n + 5 slots) whose keys and lease are filled. Returns the number
- * missing or -errno. */
-static int renew_batch(struct ccap_redis *r, const char **args, const char *const *holders, size_t n)
+ * ARGS (n + 5 slots) whose keys and lease are filled, on a master of
+ * failover epoch *EPOCH if not NULL. Returns the number missing or -errno. */
+static int renew_batch(struct ccap_redis *r, const char **args, const char *const *holders, size_t n,
+                       const unsigned *epoch)
 {
     redisReply *rep;
     long long v;
@@ -222,6 +225,8 @@ static int renew_batch(struct ccap_redis *r, const char **args, const char *cons
 
     for (size_t i = 0; i < n; i++)
         args[5 + i] = holders[i];
+    if (epoch)
+        ccap_redis_expect_epoch(r, *epoch);
     rc = ccap_redis_script(r, CCAP_SCRIPT_RENEW, 3, (int)(n + 5), args, &rep);
     if (rc < 0)
         return rc;
@@ -232,6 +237,12 @@ static int renew_batch(struct ccap_redis *r, const char **args, const char *cons
 
 int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, const char *const *holders, size_t n,
                    int lease_ms, int add_missing)
+{
+    return ccap_sem_renew_at(r, prefix, name, holders, n, lease_ms, add_missing, NULL);
+}
+
+int ccap_sem_renew_at(struct ccap_redis *r, const char *prefix, const char *name, const char *const *holders,
+                      size_t n, int lease_ms, int add_missing, const unsigned *epoch)
 {
     static const char *const suffix[3] = { CCAP_KEY_HOLDERS, CCAP_KEY_STATS, CCAP_KEY_SINCE };
     char keys[3][CCAP_KEY_MAX], lease[16];
@@ -246,12 +257,51 @@ int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, c
     args[4] = add_missing ? "1" : "0";
     for (size_t i = 0; i < n; i += CCAP_SEM_RENEW_BATCH) {
         size_t m = n - i < CCAP_SEM_RENEW_BATCH ? n - i : CCAP_SEM_RENEW_BATCH;
-        int rc = renew_batch(r, args, holders + i, m);
+        int rc = renew_batch(r, args, holders + i, m, epoch);
         if (rc < 0)
             return rc;
         missing += rc;
     }
     return missing;
+}
+
+unsigned ccap_sem_epoch(const struct ccap_redis *r, const char *prefix, const char *name)
+{
+    char key[CCAP_KEY_MAX];
+
+    return ccap_sem_key(key, sizeof key, prefix, name, CCAP_KEY_HOLDERS) < 0 ? 0 : ccap_redis_key_epoch(r, key);
+}
+
+const char *ccap_sem_server(struct ccap_redis *r, const char *prefix, const char *name)
+{
+    char key[CCAP_KEY_MAX];
+
+    return ccap_sem_key(key, sizeof key, prefix, name, CCAP_KEY_HOLDERS) < 0 ? "" : ccap_redis_key_server(r, key);
+}
+
+int ccap_sem_failover_open(struct ccap_redis *r, const char *prefix, const char *name, int window_ms, int lease_ms,
+                           int ticket_ttl_ms, const char *server)
+{
+    static const char *const suffix[2] = { CCAP_KEY_HOLDERS, CCAP_KEY_FAILOVER };
+    char keys[2][CCAP_KEY_MAX], w[16], l[16], t[16];
+    const char *args[6] = { [2] = w, l, server ? server : "", t };
+    redisReply *rep;
+    long long v;
+    int rc;
+
+    if (window_ms <= 0 || lease_ms <= 0 || ticket_ttl_ms <= 0)
+        return -EINVAL;
+    if (sem_keys(keys, args, suffix, 2, prefix, name) < 0)
+        return -ENAMETOOLONG;
+    ccap_fmt_ll(w, window_ms);
+    ccap_fmt_ll(l, lease_ms);
+    ccap_fmt_ll(t, ticket_ttl_ms);
+    rc = ccap_redis_script(r, CCAP_SCRIPT_FAILOVER, 2, 6, args, &rep);
+    if (rc < 0)
+        return rc;
+    rc = ccap_sem_parse_int(r, "failover reply", rep, 0, 1, &v);
+    freeReplyObject(rep);
+    return rc < 0 ? rc : (int)v;
 }
 
 int ccap_sem_timeout(struct ccap_redis *r, const char *prefix, const char *name, const char *holder,

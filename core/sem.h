@@ -16,6 +16,9 @@
  *   <prefix>{<name>}:waiters  sorted set: holder id -> when its wait ends (ms)
  *   <prefix>{<name>}:audit    stream of acquire/release/timeout/reset events,
  *                             only when audit is on (XADD MAXLEN ~ audit_maxlen)
+ *   <prefix>{<name>}:failover after a failover: the re-registration window
+ *                             (ccap_sem_failover_open); its marker is the member
+ *                             CCAP_FAILOVER_MARK of holders, score 0
  * Algorithm: a leased counting semaphore as a sorted set of holders (as in
  * the "fair semaphore" of Redis in Action, 6.3, with server time and leases
  * instead of client time), one atomic Lua script per operation. */
@@ -117,6 +120,9 @@ struct ccap_sem_req {
     int max_waiters;        /* > 0: a caller that would queue behind this many tickets is refused at
                              * once (res->queue_full) and counted; 0: no bound */
     int audit_maxlen;       /* > 0: a grant appends an event to the audit stream (XADD MAXLEN ~) */
+    bool check_epoch;       /* run only on a master of failover epoch EPOCH (ccap_sem_epoch): else
+                             * -ESTALE, not run (ccap_redis_expect_epoch) */
+    unsigned epoch;
 };
 #define CCAP_SEM_UNBLOCK 1 /* push a token to HOLDER's own wake list (ends its pending BLPOP) */
 #define CCAP_SEM_LEAVE 2   /* leave the queue if not admitted now (the last attempt) */
@@ -187,6 +193,31 @@ int ccap_sem_release_defer(struct ccap_redis *r, const char *prefix, const char 
  * or -errno of the first call that failed (the batches before it ran). */
 int ccap_sem_renew(struct ccap_redis *r, const char *prefix, const char *name, const char *const *holders, size_t n,
                    int lease_ms, int add_missing);
+
+/* ccap_sem_renew, each script call of it run only on a master of failover
+ * epoch *EPOCH (when EPOCH is not NULL): -ESTALE, that batch not run, when
+ * the call finds another (the batches before it ran). */
+int ccap_sem_renew_at(struct ccap_redis *r, const char *prefix, const char *name, const char *const *holders,
+                      size_t n, int lease_ms, int add_missing, const unsigned *epoch);
+
+/* Failovers (lua/failover.lua). The failover epoch of NAME's master as R
+ * knows it (ccap_redis_key_epoch of its keys), and the server that serves
+ * it now ("host:port", "" unknown; R's buffer). No I/O. */
+unsigned ccap_sem_epoch(const struct ccap_redis *r, const char *prefix, const char *name);
+const char *ccap_sem_server(struct ccap_redis *r, const char *prefix, const char *name);
+
+/* Opens a failover's re-registration window of WINDOW_MS on NAME, on the
+ * master SERVER that took over (a caller whose client saw the change, before
+ * its other calls there): until it ends acquire grants no new permit (as
+ * during a restart grace) while the live processes renew theirs and their
+ * waiters try again; then the first acquires drop every holder whose lease
+ * ends before now + LEASE_MS and every ticket whose TTL ends before now +
+ * TICKET_TTL_MS (nobody renewed or refreshed them meanwhile), SWEEP of each
+ * per call. Returns 1 opened, 0 when SERVER had one for this failover
+ * already, or -errno as ccap_redis_script (-EINVAL for a bad window, lease
+ * or TTL). */
+int ccap_sem_failover_open(struct ccap_redis *r, const char *prefix, const char *name, int window_ms, int lease_ms,
+                           int ticket_ttl_ms, const char *server);
 
 /* Writes the wake list key of waiter HOLDER on NAME into OUT. Returns its
  * length or -ENAMETOOLONG. */

@@ -20,6 +20,10 @@
 -- KEYS[9]  <prefix>{name}:rate     string: GCRA theoretical arrival time (us)
 -- KEYS[10] <prefix>{name}:epoch    string, no TTL: server ms from which new
 --                                  grants are allowed (restart grace, below)
+-- KEYS[11] <prefix>{name}:failover string "<end> <threshold> <ticket threshold> <server>": a
+--                                  failover's re-registration window
+--                                  (failover.lua, below), read only while
+--                                  its marker is in the holders set
 -- Every key the script may touch is declared (a cluster slot being migrated
 -- answers TRYAGAIN rather than split them), but the wake lists
 -- <prefix>{name}:wake:<holder id> (a list of at most one token), derived
@@ -52,6 +56,17 @@
 --          tickets is not queued; it is counted (stats queue_full) and told so
 --          (below)
 -- ARGV[12] audit stream MAXLEN ~ (default 0: no audit)
+-- Failover window (failover.lua opened it on a new master): its marker, the
+-- member '!failover' of the holders set with score 0, sorts first among the
+-- expired holders the sweep reads anyway, so no call looks for it. While
+-- the window is open (until <end>) new grants wait as for the restart
+-- grace, and the holders re-register (renew.lua); the first acquire after
+-- it drops the live holders whose lease ends before <threshold> (nobody
+-- renewed or granted them since the window opened: their releases were lost
+-- with the old master, or their process is gone), at most SWEEP per call,
+-- counted in reclaimed, and the tickets whose TTL ends before <ticket
+-- threshold> (no attempt since it opened), and removes the marker with the
+-- last of them.
 -- Returns {granted (0/1), count after the call, limit in force, retry_ms,
 -- wake_ms, queue_full (0/1)}: retry_ms > 0: admitted by the limit and the
 -- queue, but the rate or the restart grace says not yet: the next slot is in
@@ -110,17 +125,22 @@ end
 
 -- the holders the sweep drops (their lease ended), at most SWEEP: none in
 -- an empty set, else usually none, so one read
-local SWEEP = 50
+local SWEEP, MARK = 50, '!failover'
 local count = redis.call('ZCARD', holders) -- live holders, kept up to date from here on
-local swept, n_swept = nil, 0
+local swept, n_swept, window = nil, 0, false
 if count > 0 then
     swept = redis.call('ZRANGEBYSCORE', holders, '-inf', now_s, 'LIMIT', 0, SWEEP)
     n_swept = #swept
+    local more = n_swept == SWEEP
+    if n_swept > 0 and swept[1] == MARK then -- a failover window (score 0: first): not a holder
+        table.remove(swept, 1)
+        n_swept, count, window = n_swept - 1, count - 1, true
+    end
     if n_swept > 0 then
         redis.call('ZREM', holders, unpack(swept))
         count = count - n_swept
     end
-    if n_swept == SWEEP then
+    if more then
         -- more may have expired: count the live ones, and drop HOLDER's own
         -- ended lease now, so that it asks again as a newcomer
         count = redis.call('ZCOUNT', holders, '(' .. now_s, '+inf')
@@ -135,6 +155,45 @@ end
 
 local limit = redis.call('GET', KEYS[2])
 limit = limit and tonumber(limit) or tonumber(ARGV[3]) or 0
+
+-- failover window: ms left of it (new grants wait), or after it, drop the
+-- holders nobody re-registered (with the swept ones: counted, acquire
+-- times deleted, waiters woken for them), and the tickets nobody refreshed
+-- (waiters gone, or that got their permit from the old master: their
+-- tickets there were replicated, their leaving was not), which would hold
+-- the head of the queue until their TTL
+local window_left, window_places = 0, 0
+if window then
+    local w = redis.call('GET', KEYS[11])
+    local e, thr, qthr
+    if w then e, thr, qthr = string.match(w, '^(%d+) (%d+) (%d+) ') end
+    if e and tonumber(e) > now then
+        window_left = tonumber(e) - now
+    else
+        local gone, stale = {}, {}
+        if thr then
+            gone = redis.call('ZRANGEBYSCORE', holders, '(' .. now_s, '(' .. thr, 'LIMIT', 0, SWEEP)
+            stale = redis.call('ZRANGEBYSCORE', KEYS[8], '(' .. now_s, '(' .. qthr, 'LIMIT', 0, SWEEP)
+        end
+        if #gone > 0 then
+            redis.call('ZREM', holders, unpack(gone))
+            count = count - #gone
+            for _, g in ipairs(gone) do
+                n_swept = n_swept + 1
+                swept[n_swept] = g
+            end
+        end
+        if #stale > 0 then
+            local wake, wbase = {}, string.sub(KEYS[7], 1, -6) .. 'wake:'
+            for i, d in ipairs(stale) do wake[i] = wbase .. d end
+            redis.call('ZREM', KEYS[7], unpack(stale))
+            redis.call('ZREM', KEYS[8], unpack(stale))
+            redis.call('DEL', unpack(wake))
+            window_places = #stale
+        end
+        if #gone < SWEEP and #stale < SWEEP then redis.call('ZREM', holders, MARK) end
+    end
+end
 
 -- fair queue and rate limit --
 -- Fairness is the "fair semaphore" of Redis in Action 6.3.2 (and of the
@@ -152,7 +211,7 @@ limit = limit and tonumber(limit) or tonumber(ARGV[3]) or 0
 -- wakes at most that many waiters (places count only when the queue is
 -- longer than the free permits: otherwise every waiter may go already).
 local queue = KEYS[7] -- wake lists: queue minus 'queue', plus 'wake:' and the holder id
-local flags, rate, retry, hint, freed, places, queued, pos = ARGV[7] or '', 0, 0, -1, n_swept, 0, false, 0
+local flags, rate, retry, hint, freed, places, queued, pos = ARGV[7] or '', 0, 0, -1, n_swept, window_places, false, 0
 if ARGV[8] and ARGV[8] ~= '0' and ARGV[8] ~= '0.000000' then rate = tonumber(ARGV[8]) or 0 end -- (sem.c's %.6f)
 local qlen = redis.call('ZCARD', queue)
 local qlen0 = qlen
@@ -166,7 +225,7 @@ if qlen > 0 then
         qlen = qlen - redis.call('ZREM', queue, unpack(dead))
         redis.call('ZREM', qexp, unpack(dead))
         redis.call('DEL', unpack(wake))
-        places = #dead
+        places = places + #dead
     end
     -- ZRANK's nil reply is false in Lua: a caller without a ticket
     -- is not queued (and leaves nothing, wakes nobody)
@@ -185,6 +244,7 @@ if ARGV[10] and ARGV[10] ~= '0' then
     end
     if opens > now then grace = opens - now end
 end
+if window_left > grace then grace = window_left end
 
 -- A free permit that neither the queue nor the rate holds back: one ZADD
 -- both admits HOLDER and tells whether it held a permit already (0 added).

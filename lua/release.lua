@@ -38,8 +38,9 @@ if removed == 1 then
     end
     local audit_max = math.floor(tonumber(ARGV[4]) or 0)
     if audit_max > 0 then
+        -- (score > 0: not a failover window's marker, see acquire.lua)
         redis.call('XADD', KEYS[4], 'MAXLEN', '~', audit_max, '*', 'event', 'release', 'holder', holder,
-                   'count', redis.call('ZCARD', holders))
+                   'count', redis.call('ZCOUNT', holders, '(0', '+inf'))
     end
 end
 -- wake-ups: hand the freed permit to the first waiters --

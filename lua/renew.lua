@@ -22,7 +22,9 @@
 -- most one HSET per batch. Then at most SWEEP other holders whose lease has
 -- ended are dropped (as in acquire.lua: the next calls drop the rest). The
 -- key's TTL is then set to (latest expiry - now) + lease, as in
--- acquire.lua, and since gets the very same TTL.
+-- acquire.lua, and since gets the very same TTL. During a failover window
+-- (failover.lua) the new leases are what tells a holder re-registered from
+-- one nobody holds any more: nothing else to do here.
 
 local holders, stats, since = KEYS[1], KEYS[2], KEYS[3]
 local lease = tonumber(ARGV[1])
@@ -69,8 +71,10 @@ if n > 0 then
     if back then redis.call('HDEL', stats, 'full_since', 'full_limit') end
 end
 
--- the holders whose lease ended, at most SWEEP of them
+-- the holders whose lease ended, at most SWEEP of them; not a failover
+-- window's marker (score 0, first: see acquire.lua), which is no holder
 local swept = redis.call('ZRANGEBYSCORE', holders, '-inf', now_s, 'LIMIT', 0, SWEEP)
+if #swept > 0 and swept[1] == '!failover' then table.remove(swept, 1) end
 if #swept > 0 then
     redis.call('ZREM', holders, unpack(swept))
     redis.call('HDEL', since, unpack(swept))

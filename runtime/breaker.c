@@ -118,7 +118,7 @@ static void local_failure(int rc)
 
 void ccap_breaker_note(int rc)
 {
-    if (rc >= 0) {
+    if (rc >= 0 || rc == -ESTALE) { /* -ESTALE: a new master answered (core/redis.h ccap_redis_expect_epoch) */
         success();
         breaker.local_logged = false;
     } else if (rc == -EMFILE || rc == -ENFILE) {

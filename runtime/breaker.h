@@ -29,7 +29,8 @@ long long ccap_breaker_probe_in_ms(void);
  * -ENOMEM, -ENAMETOOLONG) change nothing, nor does a process out of
  * descriptors (-EMFILE, -ENFILE: the connection to Redis could not even be
  * made; said once): on_redis_down decides that call, the next tries
- * Redis. */
+ * Redis; -ESTALE (a new master answered, the command was held back:
+ * core/redis.h ccap_redis_expect_epoch) is a success. */
 void ccap_breaker_note(int rc);
 
 /* The breaker's one gate around a Redis call: -ECONNREFUSED without calling

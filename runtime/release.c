@@ -51,8 +51,9 @@ void ccap_rt_release_kept(const char *sem, int i, const char *holder, bool renew
         ccap_log(CCAP_LOG_INFO, "release of %s not sent (redis down): %s", holder,
                  rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
     }
-    if (rc < 0 || !send)
-        ccap_rt_kick(); /* the heartbeat sends it once redis answers */
+    ccap_rt_note_use(i);
+    if (rc < 0 || !send || ccap_redis_epochs(ccap_rt.redis) != ccap_rt.epochs_seen)
+        ccap_rt_kick(); /* the heartbeat sends it once redis answers, or acts on the failover it found */
 }
 
 /* The release goes out without waiting for Redis's reply (a matched close

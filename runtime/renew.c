@@ -47,10 +47,17 @@ struct renew_call {
     int lease_ms;
 };
 
+/* Renews on a master whose failovers this process acted on: one found on
+ * the way (-ESTALE, not run) is acted on (failover.c renews these permits
+ * there itself). */
 static int renew_call(void *arg)
 {
     const struct renew_call *c = arg;
-    return ccap_sem_renew(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, c->sem, c->holders, c->n, c->lease_ms, 1);
+    unsigned epoch;
+    bool check = ccap_rt_epoch_of(ccap_rt_sem_index(c->sem), &epoch);
+    int rc = ccap_sem_renew_at(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, c->sem, c->holders, c->n, c->lease_ms,
+                               1, check ? &epoch : NULL);
+    return rc == -ESTALE ? ccap_rt_failover(c->sem) : rc;
 }
 
 /* One semaphore's batch, through the breaker. ARG: a bool, true to log the
@@ -146,6 +153,8 @@ static void renew_table(struct beat *b)
         if (!ccap_breaker_down())
             count_fallback(); /* all registered now */
     }
+    if (!ccap_breaker_open())
+        ccap_rt_failover_scan(); /* a failover a release found: the window, if this process had a stake */
 }
 
 int ccap_rt_heartbeat(void)

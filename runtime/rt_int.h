@@ -19,6 +19,10 @@ struct ccap_rt_state {
     struct ccap_redis *redis;        /* the shared connection (created at the first load) */
     atomic_int *local_used;          /* per semaphore index, permits granted locally (on_redis_down) */
     atomic_int *held;                /* per semaphore index, permits in this process's table (permit.h) */
+    unsigned *sem_epoch;             /* per semaphore index, the failover epoch of its master acted on
+                                      * (failover.c; under rlock) */
+    long long *sem_used_ms;          /* per semaphore index, its last grant or release (coarse ms) */
+    unsigned epochs_seen;            /* ccap_redis_epochs when failover.c last looked at them all */
     atomic_bool shutting_down;       /* exit began: the heartbeat stops */
 };
 extern struct ccap_rt_state ccap_rt;
@@ -85,6 +89,27 @@ typedef int ccap_rt_batch_fn(const char *sem, const char **holders, size_t n, in
  * lease_ms live side by side). Returns 0, FN's first -errno (no further
  * call), or -ENOMEM. */
 int ccap_rt_each_sem_batch(const struct ccap_handoff_entry *e, size_t n, ccap_rt_batch_fn *fn, void *arg);
+
+/* failover.c: after a call to semaphore SEM returned -ESTALE (its master
+ * changed: core/redis.h ccap_redis_expect_epoch), before any other call
+ * there: if this process holds permits of SEM or gave one back within a
+ * lease, opens the re-registration window on the new master (or joins the
+ * one open) and renews its permits there (adding those missing); then takes
+ * note of the new epoch. Under rlock. Returns 0, or -errno of the call that
+ * failed (the epoch stays unnoted: tried again at the next call). */
+int ccap_rt_failover(const char *sem);
+
+/* failover.c: does the same for every semaphore whose master changed while
+ * no call of it found out (a release found the new master). The
+ * heartbeat's. Under rlock. */
+void ccap_rt_failover_scan(void);
+
+/* failover.c: semaphore index I was used (a grant or a release), now. */
+void ccap_rt_note_use(int i);
+
+/* failover.c: the failover epoch of semaphore index I acted on, into
+ * *EPOCH; false when there is none to check (I < 0). */
+bool ccap_rt_epoch_of(int i, unsigned *epoch);
 
 /* shutdown.c: reads the replies of the releases sent and sends those not
  * sent yet. Under rlock. Returns how many are still kept. */

@@ -48,12 +48,18 @@ static int start(struct ccap_config *cfg, const struct ccap_boot_seed *seed)
     ccap_rt.redis = ccap_redis_new(&cfg->redis);
     ccap_rt.local_used = calloc(ccap_live_sem_slots(cfg), sizeof(*ccap_rt.local_used));
     ccap_rt.held = calloc(ccap_live_sem_slots(cfg), sizeof(*ccap_rt.held));
-    if (!ccap_rt.redis || !ccap_rt.local_used || !ccap_rt.held) {
+    ccap_rt.sem_epoch = calloc(ccap_live_sem_slots(cfg), sizeof(*ccap_rt.sem_epoch));
+    ccap_rt.sem_used_ms = calloc(ccap_live_sem_slots(cfg), sizeof(*ccap_rt.sem_used_ms));
+    if (!ccap_rt.redis || !ccap_rt.local_used || !ccap_rt.held || !ccap_rt.sem_epoch || !ccap_rt.sem_used_ms) {
         ccap_redis_free(ccap_rt.redis);
         free(ccap_rt.local_used);
         free(ccap_rt.held);
+        free(ccap_rt.sem_epoch);
+        free(ccap_rt.sem_used_ms);
         ccap_rt.redis = NULL;
         ccap_rt.local_used = ccap_rt.held = NULL;
+        ccap_rt.sem_epoch = NULL;
+        ccap_rt.sem_used_ms = NULL;
         return -ENOMEM;
     }
     ccap_rt_ident_init();

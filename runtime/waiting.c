@@ -84,7 +84,7 @@ static void sleep_ms(long long ms)
  * acquire of the semaphore then sweeps it and wakes who may go: a live
  * waiter's refresh at the latest, 2/3 TTL later. So a dead waiter holds the
  * queue at most 5/3 of the TTL (50 s with the default lease of 30 s). */
-static int ticket_ttl_ms(const struct ccap_sem_conf *s)
+int ccap_rt_ticket_ttl_ms(const struct ccap_sem_conf *s)
 {
     return s->lease_ms > WAIT_TICKET_MIN_MS ? s->lease_ms : WAIT_TICKET_MIN_MS;
 }
@@ -100,14 +100,31 @@ static bool may_have_run(int rc)
     return rc != -ECONNREFUSED && rc != -EAGAIN && rc != -EACCES && rc != -EINVAL && rc != -ENAMETOOLONG;
 }
 
-/* One acquire attempt Q under rlock. Returns 1 granted, 0 denied (*RES
- * tells when to re-check), -errno. */
-static int try_acquire(const struct ccap_sem_conf *s, const struct ccap_sem_req *q, struct ccap_sem_result *res)
+/* One acquire attempt Q of semaphore S (index SEM) under rlock, on a master
+ * whose failovers this process acted on: one found on the way (-ESTALE,
+ * not run) is acted on first (failover.c), then the attempt is made there.
+ * Returns 1 granted, 0 denied (*RES tells when to re-check), -errno. */
+static int try_acquire(const struct ccap_sem_conf *s, size_t sem, const struct ccap_sem_req *q,
+                       struct ccap_sem_result *res)
 {
     pthread_mutex_lock(&ccap_rt.rlock);
     int rc = -ECONNREFUSED;
     if (!ccap_breaker_open()) {
-        rc = ccap_sem_acquire(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, s->name, q, res);
+        struct ccap_sem_req a = *q;
+        for (int k = 0;; k++) {
+            a.check_epoch = ccap_rt_epoch_of((int)sem, &a.epoch);
+            rc = ccap_sem_acquire(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, s->name, &a, res);
+            if (rc != -ESTALE)
+                break;
+            if (k == 4) { /* failing over again and again: as a master that cannot serve yet */
+                rc = -EAGAIN;
+                break;
+            }
+            if ((rc = ccap_rt_failover(s->name)) < 0)
+                break;
+        }
+        if (rc == 0 && res->granted)
+            ccap_rt_note_use((int)sem);
         ccap_breaker_note(rc);
     }
     pthread_mutex_unlock(&ccap_rt.rlock);
@@ -281,7 +298,7 @@ static void wait_init(struct ccap_wait *ws, const struct ccap_sem_conf *s, size_
     ws->q = (struct ccap_sem_req){ .holder = p->holder,
                                    .lease_ms = s->lease_ms,
                                    .limit = s->limit,
-                                   .ticket_ttl_ms = wait_ms > 0 ? ticket_ttl_ms(s) : 0,
+                                   .ticket_ttl_ms = wait_ms > 0 ? ccap_rt_ticket_ttl_ms(s) : 0,
                                    .rate = s->rate,
                                    .burst = s->burst,
                                    .grace_ms = s->restart_grace_ms,
@@ -320,7 +337,7 @@ static int attempt(struct ccap_wait *ws)
     ws->q.waited_ms = t - ws->start;
     ws->q.wait_left_ms = ws->deadline - t;
     ws->q.flags = t >= ws->deadline && ws->q.ticket_ttl_ms > 0 ? CCAP_SEM_LEAVE : 0;
-    rc = try_acquire(ws->s, &ws->q, &ws->res);
+    rc = try_acquire(ws->s, ws->sem, &ws->q, &ws->res);
     ws->left_queue = ws->q.flags & CCAP_SEM_LEAVE;
     if (rc != 1)
         ws->in_redis = rc < 0 ? ws->in_redis || may_have_run(rc) : ws->q.ticket_ttl_ms > 0 && !ws->left_queue;

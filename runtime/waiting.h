@@ -26,6 +26,10 @@ enum ccap_wait_mode { CCAP_WAIT_BLOCK, CCAP_WAIT_NONBLOCK, CCAP_WAIT_AT_ONCE };
  * wait_timeout_ms. */
 int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int mode);
 
+/* The TTL of a waiter's ticket on semaphore S, unless refreshed: about a
+ * lease (at least 3 s). */
+int ccap_rt_ticket_ttl_ms(const struct ccap_sem_conf *s);
+
 /* A wait that goes on in another thread (a queued connect). */
 struct ccap_wait;
 

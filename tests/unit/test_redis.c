@@ -96,7 +96,7 @@ static void assert_fd_shape(int fd, int family)
  * gives the embedded texts and the embedded library. */
 static void test_sha1_and_scripts(void **state)
 {
-    static const char *const names[] = { "acquire", "release", "renew", "timeout", "fallback" };
+    static const char *const names[] = { "acquire", "release", "renew", "timeout", "fallback", "failover" };
     char want[64];
     (void)state;
 

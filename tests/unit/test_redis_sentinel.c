@@ -251,6 +251,53 @@ static void test_readonly_asks_again(void **state)
     fake_stop(&s);
 }
 
+/* A failover counts in the epoch (the first master found does not); a
+ * call that expects the old epoch finds the new master and returns
+ * -ESTALE without running its command there; expecting the new one, it
+ * runs. */
+static void test_failover_epoch(void **state)
+{
+    struct fake_sentinel s;
+    char *list[1], bport[16], want[32];
+    redisReply *rep;
+    (void)state;
+
+    fake_start(&s, A.port);
+    struct ccap_redis_conf c = sentinel_conf(list, &s.port, 1);
+    struct ccap_redis *r = ccap_redis_new(&c);
+
+    assert_int_equal(cmd(r, NULL, 3, "DEL", "t:ep", "t:ep2"), 0);
+    assert_int_equal(ccap_redis_key_epoch(r, "t:ep"), 0);
+    snprintf(want, sizeof want, "127.0.0.1:%d", A.port);
+    assert_string_equal(ccap_redis_key_server(r, "t:ep"), want);
+    ccap_redis_expect_epoch(r, 0); /* no failover: runs */
+    assert_int_equal(cmd(r, NULL, 3, "SET", "t:ep", "a"), 0);
+
+    snprintf(bport, sizeof bport, "%d", B.port);
+    rep = redis_fixture_cmd(&A, "REPLICAOF 127.0.0.1 %s", bport);
+    freeReplyObject(rep);
+    atomic_store(&s.answer_port, B.port);
+    ccap_redis_expect_epoch(r, 0);
+    assert_int_equal(cmd(r, NULL, 3, "SET", "t:ep2", "b"), -ESTALE); /* READONLY, asked again, B */
+    assert_non_null(strstr(ccap_redis_errstr(r), "failover"));
+    assert_int_equal(ccap_redis_key_epoch(r, "t:ep2"), 1);
+    snprintf(want, sizeof want, "127.0.0.1:%d", B.port);
+    assert_string_equal(ccap_redis_key_server(r, "t:ep2"), want);
+    rep = redis_fixture_cmd(&B, "EXISTS t:ep2");
+    assert_int_equal(rep->integer, 0); /* not run */
+    freeReplyObject(rep);
+    ccap_redis_expect_epoch(r, 1);
+    assert_int_equal(cmd(r, NULL, 3, "SET", "t:ep2", "b"), 0);
+    assert_int_equal(server_port_of(r), B.port);
+    assert_int_equal(cmd(r, NULL, 3, "SET", "t:ep2", "c"), 0); /* the expectation was for one call */
+
+    rep = redis_fixture_cmd(&A, "REPLICAOF NO ONE");
+    freeReplyObject(rep);
+    ccap_redis_free(r);
+    free_list(list, 1);
+    fake_stop(&s);
+}
+
 /* No sentinel knows the master, or none answers: -ECONNREFUSED with a text
  * that says so; a sentinel that wants AUTH gets the configured password. */
 static void test_sentinel_failures(void **state)
@@ -298,6 +345,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_finds_master),
         cmocka_unit_test(test_readonly_asks_again),
+        cmocka_unit_test(test_failover_epoch),
         cmocka_unit_test(test_sentinel_failures),
     };
 

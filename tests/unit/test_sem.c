@@ -1305,6 +1305,111 @@ static void test_renew_bounded(void **state)
     assert_int_equal(cli_int("HLEN " PFX "{brn}:since"), N);
 }
 
+/* A failover window (failover.lua) on the master that took over: opened
+ * once per server; while open, newcomers wait (retry_ms) and holders asking
+ * again keep their permits, renewals re-register; then the first acquire
+ * drops the holders nobody renewed since it opened (a release lost with
+ * the old master, a dead process), counts them in reclaimed, and removes
+ * the marker, which no reader of live holders ever sees. */
+static void test_failover_window(void **state)
+{
+    const char *a[] = { "A" }, *d[] = { "D" };
+    struct ccap_sem_result res;
+    (void)state;
+
+    for (int i = 0; i < 3; i++) /* as replicated: three holders */
+        assert_int_equal(acq("fo", (const char *[]){ "A", "B", "C" }[i], 10000, 3).granted, 1);
+    usleep(5 * 1000); /* a lease granted in the very ms the window opens counts as re-registered */
+    assert_int_equal(ccap_sem_failover_open(R, PFX, "fo", 400, 10000, 10000, "10.0.0.2:6379"), 1);
+    assert_int_equal(ccap_sem_failover_open(R, PFX, "fo", 400, 10000, 10000, "10.0.0.2:6379"), 0); /* joined */
+    assert_int_equal(cli_num("ZSCORE " PFX "{fo}:holders " CCAP_FAILOVER_MARK), 0);
+    assert_int_equal(cli_int("ZCOUNT " PFX "{fo}:holders %lld +inf", server_now_ms()), 3); /* live: not the marker */
+    /* A re-registers; D, granted by the old master after the promotion, is added */
+    assert_int_equal(renew("fo", a, 1, 10000, 1), 0);
+    assert_int_equal(renew("fo", d, 1, 10000, 1), 1);
+    assert_int_equal(cli_num("ZSCORE " PFX "{fo}:holders " CCAP_FAILOVER_MARK), 0); /* renew's sweep skips it */
+    res = acq("fo", "E", 10000, 9); /* a free permit, but the window holds it back */
+    assert_int_equal(res.granted, 0);
+    assert_true(res.retry_ms > 0 && res.retry_ms <= 400);
+    assert_int_equal(res.count, 4);
+    assert_int_equal(acq("fo", "A", 10000, 3).granted, 1); /* a holder asking again keeps its permit */
+    usleep(450 * 1000);
+    res = acq("fo", "E", 10000, 3); /* B and C: nobody renewed them */
+    assert_int_equal(res.granted, 1);
+    assert_int_equal(res.count, 3);
+    assert_true(has_holder("fo", "A") && has_holder("fo", "D") && has_holder("fo", "E"));
+    assert_false(has_holder("fo", "B") || has_holder("fo", "C"));
+    assert_int_equal(stat_of("fo", CCAP_STAT_RECLAIMED), 2);
+    assert_int_equal(cli_num("ZSCORE " PFX "{fo}:holders " CCAP_FAILOVER_MARK), -1);
+    assert_int_equal(acq("fo", "F", 10000, 3).granted, 0); /* the cap again */
+    /* the same failover noticed late opens nothing; another server's does */
+    assert_int_equal(ccap_sem_failover_open(R, PFX, "fo", 400, 10000, 10000, "10.0.0.2:6379"), 0);
+    assert_int_equal(cli_num("ZSCORE " PFX "{fo}:holders " CCAP_FAILOVER_MARK), -1);
+    assert_int_equal(ccap_sem_failover_open(R, PFX, "fo", 400, 10000, 10000, "10.0.0.3:6379"), 1);
+    assert_int_equal(ccap_sem_failover_open(R, PFX, "fo", 0, 10000, 10000, "x"), -EINVAL);
+    /* on an empty semaphore: the marker keeps the key for the window */
+    assert_int_equal(ccap_sem_failover_open(R, PFX, "fo2", 300, 10000, 10000, "s"), 1);
+    assert_true(cli_int("PTTL " PFX "{fo2}:holders") > 300);
+    assert_int_equal(acq("fo2", "X", 10000, 3).granted, 0);
+    usleep(350 * 1000);
+    assert_int_equal(acq("fo2", "X", 10000, 3).granted, 1);
+    assert_int_equal(n_holders("fo2"), 1);
+}
+
+/* A ticket replicated from the old master whose waiter never tried again
+ * on the new one (it got its permit there, or is gone) is dropped when
+ * the window ends, so the waiter behind it is not held back until its TTL. */
+static void test_failover_window_tickets(void **state)
+{
+    const char *h[] = { "H" };
+    struct ccap_sem_result res;
+    struct ccap_sem_req q = { .lease_ms = 10000, .limit = 1, .ticket_ttl_ms = 10000, .wait_left_ms = 10000 };
+    (void)state;
+
+    assert_int_equal(acq("fot", "H", 10000, 1).granted, 1);
+    q.holder = "W1"; /* first in line */
+    assert_int_equal(ccap_sem_acquire(R, PFX, "fot", &q, &res), 0);
+    q.holder = "W2";
+    assert_int_equal(ccap_sem_acquire(R, PFX, "fot", &q, &res), 0);
+    assert_int_equal(res.granted, 0);
+    usleep(5 * 1000);
+    assert_int_equal(ccap_sem_failover_open(R, PFX, "fot", 200, 10000, 10000, "s"), 1);
+    assert_int_equal(renew("fot", h, 1, 10000, 1), 0);
+    assert_int_equal(ccap_sem_acquire(R, PFX, "fot", &q, &res), 0); /* W2 tries again in the window */
+    assert_int_equal(res.granted, 0);
+    usleep(250 * 1000);
+    assert_int_equal(ccap_sem_acquire(R, PFX, "fot", &q, &res), 0); /* the window ends: W1's ticket goes */
+    assert_int_equal(cli_num("ZSCORE " PFX "{fot}:queue W1"), -1);
+    assert_int_equal(cli_num("ZSCORE " PFX "{fot}:holders " CCAP_FAILOVER_MARK), -1);
+    assert_true(has_holder("fot", "H")); /* renewed in the window: kept */
+    assert_int_equal(t_release_wake(R, PFX, "fot", "H", 1), 1);
+    assert_int_equal(ccap_sem_acquire(R, PFX, "fot", &q, &res), 0);
+    assert_int_equal(res.granted, 1); /* W2, now first */
+}
+
+/* The holders a window leaves behind are dropped SWEEP per acquire, while
+ * grants go on (a grant's lease ends past the threshold: never dropped). */
+static void test_failover_window_bounded(void **state)
+{
+    enum { N = 120 };
+    long long live = server_now_ms() + 10000;
+    (void)state;
+
+    for (int i = 0; i < N; i++)
+        assert_int_equal(cli_int("ZADD " PFX "{fob}:holders %lld s%d", live, i), 1);
+    usleep(5 * 1000);
+    assert_int_equal(ccap_sem_failover_open(R, PFX, "fob", 100, 30000, 30000, "s"), 1);
+    usleep(150 * 1000);
+    assert_int_equal(acq("fob", "X", 30000, 1000).granted, 1);
+    assert_int_equal(cli_int("ZCOUNT " PFX "{fob}:holders (0 +inf"), N - CCAP_SEM_SWEEP_MAX + 1);
+    assert_int_equal(cli_num("ZSCORE " PFX "{fob}:holders " CCAP_FAILOVER_MARK), 0); /* more to drop */
+    assert_int_equal(acq("fob", "Y", 30000, 1000).granted, 1);
+    assert_int_equal(acq("fob", "Z", 30000, 1000).granted, 1);
+    assert_int_equal(cli_int("ZCARD " PFX "{fob}:holders"), 3);
+    assert_int_equal(cli_num("ZSCORE " PFX "{fob}:holders " CCAP_FAILOVER_MARK), -1);
+    assert_int_equal(stat_of("fob", CCAP_STAT_RECLAIMED), N);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1341,6 +1446,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sweep_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_bounded_reask, setup, teardown),
         cmocka_unit_test_setup_teardown(test_renew_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failover_window, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failover_window_tickets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failover_window_bounded, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
