@@ -79,6 +79,16 @@ static bool is_file(int fd, dev_t dev, ino_t ino)
     return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
+/* A child that shares this process's memory but not its descriptor table
+ * (vfork, posix_spawn's helper: Python's subprocess closes every number in
+ * it) is not the queue's owner: the entries are its parent's, and none of
+ * its calls may touch them (runtime.h, ccap_rt_owner). Asked only on the
+ * slow paths, when a number is the queue's. */
+static bool foreign(void)
+{
+    return !ccap_rt_owner();
+}
+
 static void close_own(int *fd)
 {
     if (*fd >= 0)
@@ -92,7 +102,7 @@ void ccap_q_epoll_created(int epfd)
 {
     struct stat st;
 
-    if (epfd < 0 || fstat(epfd, &st) != 0)
+    if (epfd < 0 || foreign() || fstat(epfd, &st) != 0)
         return;
     pthread_mutex_lock(&qlock);
     int k = 0;
@@ -432,6 +442,8 @@ int ccap_q_connect(int fd)
     int rc = 0, v;
     socklen_t l = sizeof v;
 
+    if (foreign())
+        return 0;
     pthread_mutex_lock(&qlock);
     struct q_ent *e = lookup(fd);
     if (e && e->state == Q_QUEUED) {
@@ -450,6 +462,8 @@ int ccap_q_connect(int fd)
 
 void ccap_q_forget(int fd)
 {
+    if (foreign())
+        return;
     pthread_mutex_lock(&qlock);
     forget_locked(fd);
     pthread_mutex_unlock(&qlock);
@@ -457,6 +471,8 @@ void ccap_q_forget(int fd)
 
 void ccap_q_forget_range(unsigned lo, unsigned hi)
 {
+    if (foreign())
+        return;
     pthread_mutex_lock(&qlock);
     for (struct q_ent *e = q_head, *next; e; e = next) {
         next = e->next;
@@ -469,6 +485,8 @@ void ccap_q_forget_range(unsigned lo, unsigned hi)
 
 void ccap_q_dup(int oldfd, int newfd)
 {
+    if (foreign())
+        return;
     pthread_mutex_lock(&qlock);
     forget_locked(newfd);
     struct q_ent *e = lookup(oldfd);
@@ -483,6 +501,8 @@ int ccap_q_setsockopt(int fd, int level, int name, const void *val, socklen_t le
 {
     int rc;
 
+    if (foreign())
+        return setsockopt(fd, level, name, val, len) == 0 ? 0 : -errno;
     pthread_mutex_lock(&qlock);
     struct q_ent *e = lookup(fd);
     if (e && e->state == Q_QUEUED) {
@@ -499,6 +519,8 @@ int ccap_q_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
     int rc, target = fd;
 
+    if (foreign())
+        return getsockopt(fd, level, name, val, len) == 0 ? 0 : -errno;
     pthread_mutex_lock(&qlock);
     struct q_ent *e = lookup(fd);
     bool so_error = level == SOL_SOCKET && name == SO_ERROR;
@@ -523,6 +545,8 @@ int ccap_q_getsockname(int fd, struct sockaddr *sa, socklen_t *len)
 {
     int rc;
 
+    if (foreign())
+        return getsockname(fd, sa, len) == 0 ? 0 : -errno;
     pthread_mutex_lock(&qlock);
     struct q_ent *e = lookup(fd);
     rc = getsockname(e && e->state == Q_QUEUED ? e->real : fd, sa, len) == 0 ? 0 : -errno;
@@ -534,6 +558,8 @@ int ccap_q_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
     int rc;
 
+    if (foreign())
+        return epoll_ctl(epfd, op, fd, ev) == 0 ? 0 : -errno;
     pthread_mutex_lock(&qlock);
     rc = epoll_ctl(epfd, op, fd, ev) == 0 ? 0 : -errno;
     pthread_mutex_unlock(&qlock);
@@ -544,11 +570,14 @@ int ccap_q_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 static int extras_of(const struct pollfd *fds, nfds_t n, struct pollfd *x, int max)
 {
     int k = 0;
+    bool asked = false;
 
     pthread_mutex_lock(&qlock);
     for (nfds_t i = 0; i < n && k < max; i++) {
         if (!ccap_q_maybe(fds[i].fd))
             continue;
+        if (!asked && (asked = true, foreign()))
+            break;
         struct q_ent *e = lookup(fds[i].fd);
         if (e && e->state == Q_QUEUED && e->efd >= 0)
             x[k++] = (struct pollfd){ .fd = e->efd, .events = POLLIN };
@@ -649,6 +678,8 @@ int ccap_q_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec 
 
 void ccap_q_exec_pre(void)
 {
+    if (foreign())
+        return;
     pthread_mutex_lock(&qlock);
     for (struct q_ent *e = q_head; e; e = e->next) {
         bool survives = false;

@@ -24,7 +24,10 @@
  * resets the placeholder: the connect failed, SO_ERROR tells with the
  * configured errno. The hooks ask this module only about descriptors it
  * marks (ccap_q_maybe: one load when nothing is queued). Every call below
- * is thread-safe and runs with the shim's guard held; -errno on error. */
+ * is thread-safe and runs with the shim's guard held; -errno on error. In a
+ * child that shares this process's memory but not its descriptors (vfork,
+ * posix_spawn's helper) each passes the call through and touches no entry:
+ * the queue is its parent's. */
 
 /* Entries live now (queued or failed, not yet closed). */
 extern atomic_int ccap_q_live;
