@@ -30,10 +30,10 @@ print("ready", ev[0][1] if ev else 0, "after-ms", int((time.monotonic() - t) * 1
 PY
     LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/q.conf" timeout 30 python3 "$T/sub.py" "$QB_UP" >"$T/sub.out" 2>"$T/sub.err"
     h_note "python subprocess.run while queued: $(tr '\n' ' ' <"$T/sub.out")"
-    grep -q '^connect EINPROGRESS' "$T/sub.out" || h_fail "python: the connect was not queued: $(cat "$T/sub.out" "$T/sub.err")"
+    grep -q '^connect EINPROGRESS' "$T/sub.out" || qb_bad "python: the connect was not queued: $(cat "$T/sub.out" "$T/sub.err")"
     read -r _ ev _ ms _ soerr < <(grep '^ready' "$T/sub.out")
     [ "${ev:-0}" = 4 ] && [ "${soerr:-x}" = 0 ] ||
-        h_fail "python: after subprocess.run the queued connect did not complete within 5 s of the release (revents ${ev:-0}, SO_ERROR ${soerr:-?})"
+        qb_bad "python: after subprocess.run the queued connect did not complete within 5 s of the release (revents ${ev:-0}, SO_ERROR ${soerr:-?})"
     qb_clean python
 fi
-echo ok
+qb_done

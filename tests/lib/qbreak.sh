@@ -1,8 +1,15 @@
 # qbreak.sh -- helpers for the tests that run tests/progs/qbreak (hostile cases of a queued connect,
 # issue 23). Source after harness.sh: qb_setup starts Redis and the echo upstream and writes
 # $T/q.conf (semaphore qb, limit 1, wait_timeout_ms $QB_WAIT_MS, default 6000); qb_run MODE [ARG]
-# runs one mode under the shim (output in $T/MODE.out, .err) and fails the test with the mode's own
-# FAIL line; qb_clean checks that no holder, waiter or ticket is left in Redis.
+# runs one mode under the shim (output in $T/MODE.out, .err) and notes a failure with the mode's own
+# FAIL line (the next modes still run); qb_clean checks that no holder, waiter or ticket is left in
+# Redis; qb_done fails the test with the first failure noted, if any.
+QB_FAILS=()
+qb_bad() { QB_FAILS+=("$*"); echo "FAIL: $*" >&2; return 1; }
+qb_done() {
+    [ ${#QB_FAILS[@]} -eq 0 ] || h_fail "${#QB_FAILS[@]} problem(s); the first: ${QB_FAILS[0]}"
+    echo ok
+}
 
 qb_setup() {
     h_redis_start
@@ -23,9 +30,13 @@ qb_run() { # MODE [ARG]
         >"$T/$m.out" 2>"$T/$m.err"
     rc=$?
     sed 's/^/  /' "$T/$m.out" >&2
-    grep -q 'Sanitizer' "$T/$m.err" && h_fail "$m: a sanitizer report: $(grep -m1 -A3 'Sanitizer' "$T/$m.err")"
-    [ $rc -eq 0 ] || h_fail "$m: exit $rc: $(grep -m1 '^FAIL' "$T/$m.err")"
-    [ "$(qb_fact "$m" result)" = ok ] || h_fail "$m: no result"
+    if grep -q 'Sanitizer' "$T/$m.err"; then
+        qb_bad "$m: a sanitizer report: $(grep -m1 -A3 'Sanitizer' "$T/$m.err" | tr '\n' ' ')"
+    elif [ $rc -ne 0 ]; then
+        qb_bad "$m $*: exit $rc: $(grep -m1 '^FAIL' "$T/$m.err")"
+    elif [ "$(qb_fact "$m" result)" != ok ]; then
+        qb_bad "$m: no result"
+    fi
 }
 
 qb_all_clean() {
@@ -38,6 +49,6 @@ qb_clean() { # WHAT
     WAIT_S=${QB_CLEAN_S:-8} h_wait_for qb_all_clean && return 0
     for k in holders waiters queue qexp; do
         [ "$(h_rcli zcard "conncap:{qb}:$k")" -eq 0 ] ||
-            h_fail "$1: $(h_rcli zcard "conncap:{qb}:$k") entries left in $k"
+            qb_bad "$1: $(h_rcli zcard "conncap:{qb}:$k") entries left in $k"
     done
 }
