@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include "clock.h"
 #include "log.h"
@@ -19,7 +20,6 @@
 
 #define Q_ALIASES 8   /* numbers of one queued socket in this process (dup) */
 #define Q_REGS 16     /* epoll sets one number is in */
-#define Q_EPOLLS 256  /* epoll descriptors remembered */
 #define Q_POLL_EXTRA 8 /* eventfds one poll call adds at most */
 
 enum { Q_QUEUED, Q_FAILED };
@@ -53,12 +53,15 @@ _Atomic unsigned long ccap_q_bits[CCAP_Q_MAX_FD / (8 * sizeof(unsigned long))];
 
 static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
 static struct q_ent *q_head;
-static struct {
+/* The epoll descriptors the process made and still has, however many
+ * (a selector per thread or per client is common). Under qlock. */
+struct q_epoll {
     int fd;
     dev_t dev;
     ino_t ino;
-} epolls[Q_EPOLLS];
-static int n_epolls;
+};
+static struct q_epoll *epolls;
+static int n_epolls, cap_epolls;
 
 #define BITW (8 * sizeof(unsigned long))
 
@@ -110,14 +113,30 @@ void ccap_q_epoll_created(int epfd)
         if (epolls[i].fd != epfd && is_file(epolls[i].fd, epolls[i].dev, epolls[i].ino))
             epolls[k++] = epolls[i];
     n_epolls = k;
-    if (n_epolls < Q_EPOLLS)
-        epolls[n_epolls++] = (__typeof__(epolls[0])){ epfd, st.st_dev, st.st_ino };
+    if (n_epolls == cap_epolls) {
+        int cap = cap_epolls ? 2 * cap_epolls : 16;
+        struct q_epoll *bigger = realloc(epolls, (size_t)cap * sizeof *bigger);
+        if (bigger) {
+            epolls = bigger;
+            cap_epolls = cap;
+        }
+    }
+    if (n_epolls < cap_epolls)
+        epolls[n_epolls++] = (struct q_epoll){ epfd, st.st_dev, st.st_ino };
+    else
+        ccap_log(CCAP_LOG_WARN,
+                 "out of memory: epoll descriptor %d not remembered; a queued connect in it may "
+                 "report its unconnected socket",
+                 epfd);
     pthread_mutex_unlock(&qlock);
 }
 
-/* Reads EPFD's registrations of FD from /proc/self/fdinfo (events and data
- * as registered) into R (up to MAX - *N). */
-static void regs_in(int epfd, int fd, struct q_reg *r, int *n, int max)
+/* Reads EPFD's registrations of number FD for file ST (the one FD refers
+ * to now) from /proc/self/fdinfo (events and data as registered) into R
+ * (up to MAX - *N). An entry keeps its number after a close while another
+ * descriptor keeps its file open: the entry's file (ino, sdev: the kernel's
+ * own encoding of the device) tells it from FD's. */
+static void regs_in(int epfd, int fd, const struct stat *st, struct q_reg *r, int *n, int max)
 {
     char path[64], buf[4096], line[256];
     size_t ll = 0;
@@ -136,23 +155,35 @@ static void regs_in(int epfd, int fd, struct q_reg *r, int *n, int max)
             }
             line[ll] = 0;
             ll = 0;
-            int tfd;
-            unsigned ev;
-            unsigned long long data;
-            if (sscanf(line, "tfd: %d events: %x data: %llx", &tfd, &ev, &data) == 3 && tfd == fd)
-                r[(*n)++] = (struct q_reg){ epfd, { .events = ev, .data.u64 = data } };
+            int tfd, got_f;
+            unsigned ev, sdev;
+            unsigned long long data, ino;
+            long long pos;
+            got_f = sscanf(line, "tfd: %d events: %x data: %llx pos:%lli ino:%llx sdev:%x", &tfd, &ev, &data, &pos,
+                           &ino, &sdev);
+            if (got_f < 3 || tfd != fd)
+                continue;
+            if (got_f == 6 &&
+                (ino != (unsigned long long)st->st_ino || makedev(sdev >> 20, sdev & 0xfffff) != st->st_dev))
+                continue; /* another file's entry under this number */
+            r[(*n)++] = (struct q_reg){ epfd, { .events = ev, .data.u64 = data } };
         }
     }
     close(f);
 }
 
-/* Every epoll registration of number FD. Under qlock. */
+/* Every epoll registration of number FD, of the file FD refers to now.
+ * Under qlock. */
 static int regs_of(int fd, struct q_reg *r)
 {
+    struct stat st;
     int n = 0;
+
+    if (fstat(fd, &st) != 0)
+        return 0;
     for (int i = 0; i < n_epolls; i++)
         if (is_file(epolls[i].fd, epolls[i].dev, epolls[i].ino))
-            regs_in(epolls[i].fd, fd, r, &n, Q_REGS);
+            regs_in(epolls[i].fd, fd, &st, r, &n, Q_REGS);
     return n;
 }
 
