@@ -79,21 +79,20 @@ fail:
     return -e;
 }
 
-/* The listener's port (network order), made (again) if needed; 0 when it
- * cannot be made. */
-static in_port_t listener_port(void)
+/* The listener's port (network order) into *PORT, made (again) if needed.
+ * Returns 0, or -errno when it cannot be made (-EMFILE: no descriptor). */
+static int listener_port(in_port_t *port)
 {
-    in_port_t port = 0;
+    int rc = 0;
 
     pthread_mutex_lock(&park_lock);
     if (!same_file(listen_fd, listen_dev, listen_ino)) {
         listen_fd = filler_fd = -1; /* the program closed them: never close its numbers */
-        make_listener();
+        rc = make_listener();
     }
-    if (listen_fd >= 0)
-        port = listen_port;
+    *port = listen_port;
     pthread_mutex_unlock(&park_lock);
-    return port;
+    return rc;
 }
 
 /* Starts the parked connect of new socket FD (FAMILY) to PORT. */
@@ -122,8 +121,8 @@ int ccap_park_open(int family, int lifetime_ms)
 
     if (family != AF_INET && family != AF_INET6)
         return -EAFNOSUPPORT;
-    if (!(port = listener_port()))
-        return -EADDRNOTAVAIL;
+    if ((rc = listener_port(&port)) < 0)
+        return rc;
     fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;

@@ -15,7 +15,8 @@
 /* Opens a placeholder of FAMILY (AF_INET, or AF_INET6 through a v4-mapped
  * address) with O_NONBLOCK and FD_CLOEXEC, at or above the shim's high
  * descriptor base. LIFETIME_MS > 0. Returns the descriptor or -errno
- * (-EAFNOSUPPORT for another family; the listener could not be made).
+ * (-EAFNOSUPPORT for another family; the listener's own error, e.g. -EMFILE,
+ * when it could not be made).
  * Thread-safe; the listener is made at the first call and made again when
  * the program closed it. */
 int ccap_park_open(int family, int lifetime_ms);
