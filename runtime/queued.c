@@ -28,6 +28,7 @@ enum { Q_QUEUED, Q_FAILED };
 struct q_ent {
     int fds[Q_ALIASES], nfds; /* the program's numbers that refer to the placeholder */
     int real;                 /* the program's socket, kept aside (ours, high, CLOEXEC); -1 once given back */
+                              /* (kept after a failure too: a retry or a shutdown puts it back, see restore) */
     int ph;                   /* our own descriptor of the placeholder; -1 once closed */
     dev_t qdev;
     ino_t qino;     /* the placeholder's identity */
@@ -297,14 +298,14 @@ static void wake(struct q_ent *e)
 }
 
 /* E's wait ended without a permit (ERR): the placeholder is reset, so every
- * copy of it reports a failed connect; SO_ERROR says ERR once. */
+ * copy of it reports a failed connect; SO_ERROR says ERR once. The program's
+ * socket stays kept for restore. */
 static void fail_in_place(struct q_ent *e, int err)
 {
     e->state = Q_FAILED;
     e->err = err;
     ccap_park_fail(e->ph);
     wake(e);
-    close_own(&e->real);
     close_own(&e->efd);
 }
 
@@ -321,6 +322,25 @@ static void copy_flags(int from, int to)
         fcntl(to, F_SETOWN_EX, &o);
     if (sig > 0)
         fcntl(to, F_SETSIG, sig);
+}
+
+/* E's connect ended without a permit (it failed, or the program shut it
+ * down) and the program goes on with the descriptor (connect() again,
+ * shutdown()): its own socket -- its address, its options, the flags set
+ * meanwhile -- goes back on every number still the placeholder's,
+ * unconnected, as a slow connect that failed or was shut down leaves it;
+ * pollers look again. E keeps no number. Under qlock. */
+static void restore(struct q_ent *e)
+{
+    while (e->nfds > 0) {
+        int fd = e->fds[0];
+        if (e->real >= 0 && is_file(fd, e->qdev, e->qino)) {
+            copy_flags(fd, e->real);
+            swap_onto(e->real, fd);
+        }
+        drop_alias(e, 0);
+    }
+    wake(e);
 }
 
 /* The permit came: the real connect starts, then the real socket goes on
@@ -484,11 +504,34 @@ int ccap_q_connect(int fd)
         e->err = 0;
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &v, &l); /* the reset's own error is consumed with it */
     } else if (e) {
-        unlink_ent(e); /* a failed socket connected again: the program's own now */
+        restore(e); /* a failed socket connected again: the program's own socket does */
+        unlink_ent(e);
         free_ent(e);
     }
     pthread_mutex_unlock(&qlock);
     return rc;
+}
+
+int ccap_q_shutdown(int fd)
+{
+    int done = 0;
+
+    if (foreign())
+        return 0;
+    pthread_mutex_lock(&qlock);
+    struct q_ent *e = lookup(fd);
+    if (e) {
+        done = e->state == Q_QUEUED; /* a connecting socket shut down: disconnected, 0 */
+        restore(e);
+        if (done)
+            ccap_rt_wait_cancel(e->wid); /* the thread frees it */
+        else {
+            unlink_ent(e);
+            free_ent(e);
+        }
+    }
+    pthread_mutex_unlock(&qlock);
+    return done;
 }
 
 void ccap_q_forget(int fd)
@@ -536,7 +579,7 @@ int ccap_q_setsockopt(int fd, int level, int name, const void *val, socklen_t le
         return setsockopt(fd, level, name, val, len) == 0 ? 0 : -errno;
     pthread_mutex_lock(&qlock);
     struct q_ent *e = lookup(fd);
-    if (e && e->state == Q_QUEUED) {
+    if (e && e->real >= 0) {
         rc = setsockopt(e->real, level, name, val, len) == 0 ? 0 : -errno;
         setsockopt(fd, level, name, val, len); /* the placeholder answers the same meanwhile */
     } else {
@@ -565,7 +608,7 @@ int ccap_q_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
         pthread_mutex_unlock(&qlock);
         return 0;
     }
-    if (e && e->state == Q_QUEUED && !so_error && !(level == IPPROTO_TCP && name == TCP_INFO))
+    if (e && e->real >= 0 && !so_error && !(level == IPPROTO_TCP && name == TCP_INFO))
         target = e->real; /* the options the program set, before and while queued */
     rc = getsockopt(target, level, name, val, len) == 0 ? 0 : -errno;
     pthread_mutex_unlock(&qlock);
@@ -580,7 +623,7 @@ int ccap_q_getsockname(int fd, struct sockaddr *sa, socklen_t *len)
         return getsockname(fd, sa, len) == 0 ? 0 : -errno;
     pthread_mutex_lock(&qlock);
     struct q_ent *e = lookup(fd);
-    rc = getsockname(e && e->state == Q_QUEUED ? e->real : fd, sa, len) == 0 ? 0 : -errno;
+    rc = getsockname(e && e->real >= 0 ? e->real : fd, sa, len) == 0 ? 0 : -errno;
     pthread_mutex_unlock(&qlock);
     return rc;
 }

@@ -60,8 +60,17 @@ int ccap_q_enqueue(int fd, const struct sockaddr *sa, socklen_t len, struct ccap
                    int lifetime_ms);
 
 /* connect() again on FD: -EALREADY while queued; the failure's errno once
- * after it failed; 0 when FD is not (any more) the queue's: go on. */
+ * after it failed; 0 when FD is not (any more) the queue's: go on (after a
+ * failure reported, the program's own socket is back on FD first). */
 int ccap_q_connect(int fd);
+
+/* shutdown() of FD: a queued connect ends (its ticket goes back) and the
+ * program's own socket is put back on its numbers, unconnected -- what a
+ * shutdown does to a connecting socket -- and 1 is returned: the shutdown is
+ * done (0). A connect that failed in the queue puts the socket back as well
+ * and returns 0; so does a descriptor that is not the queue's: the caller
+ * then makes the real call on FD. */
+int ccap_q_shutdown(int fd);
 
 /* FD stops referring to the placeholder (the program closes it, puts another
  * file on its number, shuts it down): forgotten; the last such number of a
