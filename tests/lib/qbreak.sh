@@ -11,13 +11,13 @@ qb_done() {
     echo ok
 }
 
-qb_setup() {
+qb_setup() { # [MORE MATCH PATTERNS, same semaphore]
     h_redis_start
     "$PROGS/qready" echo "$T/echo.port" 2>"$T/echo.err" &
     _pids+=("$!")
     h_wait_file "$T/echo.port" || h_fail "the echo upstream did not start"
     QB_UP=$(cat "$T/echo.port")
-    h_conf "$T/q.conf" qb 1 30000 "${QB_WAIT_MS:-6000}" "127.0.0.1:$QB_UP"
+    h_conf "$T/q.conf" qb 1 30000 "${QB_WAIT_MS:-6000}" "127.0.0.1:$QB_UP" "$@"
 }
 
 # qb_fact MODE KEY: the last value the mode printed for KEY

@@ -26,6 +26,14 @@
  *              the socket is bound to 127.0.0.2 and given options before connect; the queued connect
  *              times out (ARG: the wait_timeout_ms) or is shut down; then connect() again: the retry
  *              must use the program's socket (its address, its options), not a stand-in.
+ *   slow-listener PORTFILE
+ *              (no shim) a loopback listener whose accept queue is full: every connect to it stays in
+ *              SYN_SENT; its port goes to PORTFILE.
+ *   blocking-grant SLOWPORT
+ *              a queued connect to SLOWPORT (a slow-listener, capped by the same semaphore) whose socket
+ *              the program made blocking, and a second one queued behind it: when the permit comes, the
+ *              first one's real connect starts (it stays in SYN_SENT); meanwhile a close() of the second
+ *              must return at once: the shim must not wait for a connect while its queue is locked.
  *   blocking-connect, blocking-send
  *              O_NONBLOCK cleared while queued, then a blocking connect() again or a blocking send():
  *              as on a slow connect, it waits for the connection and succeeds (connect 0, send 1).
@@ -38,7 +46,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -439,19 +449,24 @@ static int mode_retry(bool by_timeout, int wait_ms)
     return 0;
 }
 
+static void *let_go_later(void *arg)
+{
+    (void)arg;
+    nanosleep(&(struct timespec){ 1, 0 }, NULL);
+    let_go();
+    return NULL;
+}
+
 static int mode_blocking(bool by_connect)
 {
     int fd = tcp_socket(SOCK_NONBLOCK);
     connect_queued(fd, "q");
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
         fail("fcntl: %s", ename(errno));
-    /* the holder lets go 1 s from now, from another process: this thread is about to block */
-    pid_t kid = fork();
-    if (kid == 0) {
-        nanosleep(&(struct timespec){ 1, 0 }, NULL);
-        _exit(0);
-    }
-    let_go(); /* the parent's copy; the child's copy goes with its exit */
+    /* the holder lets go 1 s from now, from another thread: this one is about to block */
+    pthread_t th;
+    if (pthread_create(&th, NULL, let_go_later, NULL) != 0)
+        fail("pthread_create");
     long long t = now_ms();
     int rc, e;
     if (by_connect) {
@@ -468,17 +483,80 @@ static int mode_blocking(bool by_connect)
     }
     long long ms = now_ms() - t;
     fact("blocking-ms %lld", ms);
-    waitpid(kid, NULL, 0);
+    pthread_join(th, NULL);
     if (by_connect && rc != 0)
         fail("a blocking connect() on the connecting socket gave %s after %lld ms: a slow connect waits and gives 0",
              ename(e), ms);
     if (!by_connect && rc != 1)
         fail("a blocking send() on the connecting socket gave %s after %lld ms: a slow connect waits and sends",
              ename(e), ms);
-    if (ms > READY_MS + 1000)
+    if (ms < 900 || ms > READY_MS + 1000)
         fail("it took %lld ms: the holder let go after 1 s", ms);
     if (!peer_is_up(fd))
         fail("not connected to the upstream");
+    return 0;
+}
+
+static int mode_slow_listener(const char *portfile)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET };
+    socklen_t l = sizeof a;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int ls = socket(AF_INET, SOCK_STREAM, 0), f = socket(AF_INET, SOCK_STREAM, 0);
+    if (ls < 0 || f < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 0) != 0 ||
+        getsockname(ls, (struct sockaddr *)&a, &l) != 0 || connect(f, (struct sockaddr *)&a, sizeof a) != 0)
+        fail("slow listener: %s", ename(errno));
+    FILE *pf = fopen(portfile, "w");
+    if (!pf || fprintf(pf, "%d\n", ntohs(a.sin_port)) < 0 || fclose(pf) != 0)
+        fail("%s: %s", portfile, ename(errno));
+    for (;;)
+        pause();
+}
+
+struct closer {
+    int fd;
+    atomic_llong ms; /* how long close() took; -1 until it returned */
+};
+
+static void *close_timed(void *arg)
+{
+    struct closer *c = arg;
+    long long t = now_ms();
+    close(c->fd);
+    atomic_store(&c->ms, now_ms() - t);
+    return NULL;
+}
+
+static int mode_blocking_grant(int slow_port)
+{
+    struct sockaddr_in slow = up;
+    slow.sin_port = htons((unsigned short)slow_port);
+    int a = tcp_socket(SOCK_NONBLOCK), b = tcp_socket(SOCK_NONBLOCK);
+    long long t = now_ms();
+    int rc = connect(a, (struct sockaddr *)&slow, sizeof slow), e = errno;
+    fact("a-connect %s", rc == 0 ? "0" : ename(e));
+    if (rc == 0 || e != EINPROGRESS || now_ms() - t > 1000)
+        fail("the connect to the slow listener was not queued: %s", rc == 0 ? "0" : ename(e));
+    if (fcntl(a, F_SETFL, fcntl(a, F_GETFL) & ~O_NONBLOCK) != 0)
+        fail("fcntl: %s", ename(errno));
+    connect_queued(b, "b");
+    let_go(); /* A's permit: its real connect starts, and stays in SYN_SENT */
+    nanosleep(&(struct timespec){ 0, 300000000 }, NULL);
+    struct closer c = { .fd = b, .ms = -1 };
+    pthread_t th;
+    if (pthread_create(&th, NULL, close_timed, &c) != 0)
+        fail("pthread_create");
+    long long end = now_ms() + 3000;
+    while (atomic_load(&c.ms) < 0 && now_ms() < end)
+        nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+    long long ms = atomic_load(&c.ms);
+    fact("b-close-ms %lld", ms);
+    if (ms < 0 || ms > 500)
+        fail("close() of a queued descriptor took %s ms while the shim connected another, blocking socket: "
+             "the queue's lock is held during that connect",
+             ms < 0 ? "more than 3000" : "hundreds of");
+    pthread_join(th, NULL);
+    close(a);
     return 0;
 }
 
@@ -492,6 +570,8 @@ int main(int argc, char **argv)
     up = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[2])) };
     up.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     int arg = argc > 3 ? atoi(argv[3]) : 0;
+    if (!strcmp(m, "slow-listener"))
+        return mode_slow_listener(argv[2]);
     hold();
     int rc;
     if (!strcmp(m, "vfork"))
@@ -508,6 +588,8 @@ int main(int argc, char **argv)
         rc = mode_retry(true, arg > 0 ? arg : 5000);
     else if (!strcmp(m, "retry-shutdown"))
         rc = mode_retry(false, 0);
+    else if (!strcmp(m, "blocking-grant"))
+        rc = mode_blocking_grant(arg);
     else if (!strcmp(m, "blocking-connect"))
         rc = mode_blocking(true);
     else if (!strcmp(m, "blocking-send"))
