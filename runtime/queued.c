@@ -53,6 +53,7 @@ atomic_int ccap_q_live;
 _Atomic unsigned long ccap_q_bits[CCAP_Q_MAX_FD / (8 * sizeof(unsigned long))];
 
 static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t qdone = PTHREAD_COND_INITIALIZER; /* a queued connect ended, or lost a number */
 static struct q_ent *q_head;
 /* The epoll descriptors the process made and still has, however many
  * (a selector per thread or per client is common). Under qlock. */
@@ -269,6 +270,7 @@ static void forget_locked(int fd)
     if (!e)
         return;
     drop_alias(e, i);
+    pthread_cond_broadcast(&qdone);
     if (e->nfds > 0)
         return;
     if (e->state == Q_QUEUED) {
@@ -343,6 +345,25 @@ static void restore(struct q_ent *e)
     wake(e);
 }
 
+/* Starts E's real connect, non-blocking whatever the program's flags (a
+ * blocking socket would make the connect a wait, with the queue locked),
+ * which stay as they are: the socket is "connecting" as the program's
+ * first connect() said. Returns 0 (in progress, or connected at once), or
+ * -1 with errno. Under qlock. */
+static int start_connect(struct q_ent *e)
+{
+    int fl = fcntl(e->real, F_GETFL), rc, err;
+
+    if (fl >= 0 && !(fl & O_NONBLOCK))
+        fcntl(e->real, F_SETFL, fl | O_NONBLOCK);
+    rc = connect(e->real, (struct sockaddr *)&e->sa, e->salen) == 0 || errno == EINPROGRESS ? 0 : -1;
+    err = errno;
+    if (fl >= 0 && !(fl & O_NONBLOCK))
+        fcntl(e->real, F_SETFL, fl);
+    errno = err;
+    return rc;
+}
+
 /* The permit came: the real connect starts, then the real socket goes on
  * every number still the placeholder's, each joining the permit. Returns
  * the permit when nobody took it (for the caller to give back), else NULL.
@@ -357,7 +378,7 @@ static struct ccap_permit *grant(struct q_ent *e)
     if (e->nfds == 0)
         return p;
     copy_flags(e->fds[0], e->real);
-    if (connect(e->real, (struct sockaddr *)&e->sa, e->salen) != 0 && errno != EINPROGRESS) {
+    if (start_connect(e) != 0) {
         fail_in_place(e, errno); /* EADDRNOTAVAIL, ENETUNREACH...: the socket keeps no error of it */
         return p;
     }
@@ -394,6 +415,7 @@ static void *q_thread(void *arg)
         unlink_ent(e);
         free_ent(e);
     }
+    pthread_cond_broadcast(&qdone);
     pthread_mutex_unlock(&qlock);
     ccap_rt_release(give_back);
     return NULL;
@@ -488,17 +510,63 @@ int ccap_q_enqueue(int fd, const struct sockaddr *sa, socklen_t len, struct ccap
     return 0;
 }
 
+/* A blocking connect() again on queued FD (entry E; the program cleared
+ * O_NONBLOCK) waits, as on a connecting socket, until the queued connect
+ * ends -- the permit came and the real socket, connecting, is on FD; it
+ * failed; FD was closed -- or the socket's SO_SNDTIMEO passes. Returns
+ * FD's entry then (NULL: FD is not the queue's any more), or NULL with
+ * *TIMED_OUT set. Under qlock (released while waiting). */
+static struct q_ent *wait_queued(int fd, struct q_ent *e, bool *timed_out)
+{
+    struct timeval tv = { 0, 0 };
+    socklen_t l = sizeof tv;
+    long long end = -1;
+
+    *timed_out = false;
+    if (getsockopt(e->real, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) == 0 && (tv.tv_sec > 0 || tv.tv_usec > 0))
+        end = ccap_now_ms() + tv.tv_sec * 1000LL + tv.tv_usec / 1000;
+    while (e && e->state == Q_QUEUED) {
+        long long t = ccap_now_ms(), slice = t + 1000; /* a second at most: the entry is looked up again */
+        if (end >= 0 && t >= end) {
+            *timed_out = true;
+            return NULL;
+        }
+        if (end >= 0 && end < slice)
+            slice = end;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (slice - t) / 1000;
+        ts.tv_nsec += ((slice - t) % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&qdone, &qlock, &ts);
+        e = lookup(fd);
+    }
+    return e;
+}
+
+static bool is_blocking(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    return fl >= 0 && !(fl & O_NONBLOCK);
+}
+
 int ccap_q_connect(int fd)
 {
     int rc = 0, v;
     socklen_t l = sizeof v;
+    bool timed_out = false;
 
     if (foreign())
         return 0;
     pthread_mutex_lock(&qlock);
     struct q_ent *e = lookup(fd);
-    if (e && e->state == Q_QUEUED) {
-        rc = -EALREADY;
+    if (e && e->state == Q_QUEUED && is_blocking(fd))
+        e = wait_queued(fd, e, &timed_out);
+    if (timed_out || (e && e->state == Q_QUEUED)) {
+        rc = -EALREADY; /* non-blocking; or blocking, and SO_SNDTIMEO passed */
     } else if (e && e->err) {
         rc = -e->err; /* reported once, as the kernel reports a connect's error */
         e->err = 0;
@@ -782,6 +850,7 @@ void ccap_q_fork_parent(void)
 void ccap_q_fork_child(void)
 {
     pthread_mutex_init(&qlock, NULL);
+    pthread_cond_init(&qdone, NULL);
     for (struct q_ent *e = q_head, *next; e; e = next) {
         next = e->next;
         for (int i = 0; i < e->nfds; i++) {
