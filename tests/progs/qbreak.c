@@ -19,9 +19,11 @@
  *   lastfd     RLIMIT_NOFILE 64, every descriptor but one in use: the socket takes the last one. A
  *              non-blocking connect never waits in connect(): it must return at once (in progress,
  *              or failed), never after the queue's wait.
- *   hidden     close_range() of every number above the socket's while queued, then 1100 files opened
- *              (they get the numbers the shim's own descriptors had): the shim must not close or write
- *              to any of them, and the connect must still complete.
+ *   hidden, hidden-walk
+ *              close_range() of every number above the socket's while queued (hidden-walk: close() of
+ *              each, as a /proc/self/fd walk does), then 1100 files opened (they get the numbers the
+ *              shim's own descriptors had): the shim must not close or write to any of them, and the
+ *              connect must still complete.
  *   retry-timeout, retry-shutdown
  *              the socket is bound to 127.0.0.2 and given options before connect; the queued connect
  *              times out (ARG: the wait_timeout_ms) or is shut down; then connect() again: the retry
@@ -344,12 +346,33 @@ static bool fd_open(int fd)
     return fcntl(fd, F_GETFD) >= 0;
 }
 
-static int mode_hidden(void)
+/* Closes every open number above FD one by one, as a /proc/self/fd walk does. */
+static int close_walk(int fd)
+{
+    int nums[4096], n = 0, closed = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        fail("opendir: %s", ename(errno));
+    int dfd = dirfd(d);
+    for (struct dirent *de; (de = readdir(d)) && n < 4096;) {
+        int k = atoi(de->d_name);
+        if (de->d_name[0] != '.' && k > fd && k != dfd)
+            nums[n++] = k;
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++)
+        closed += close(nums[i]) == 0;
+    return closed;
+}
+
+static int mode_hidden(bool walk)
 {
     int fd = tcp_socket(SOCK_NONBLOCK);
     connect_queued(fd, "q");
     /* every number above the socket's: the shim's own descriptors among them */
-    if (close_range((unsigned)fd + 1, ~0U, 0) != 0)
+    if (walk)
+        fact("walk-closed %d", close_walk(fd));
+    else if (close_range((unsigned)fd + 1, ~0U, 0) != 0)
         fail("close_range: %s", ename(errno));
     char path[] = "/tmp/qbreak-hidden.XXXXXX";
     int t = mkstemp(path);
@@ -583,7 +606,9 @@ int main(int argc, char **argv)
     else if (!strcmp(m, "lastfd"))
         rc = mode_lastfd();
     else if (!strcmp(m, "hidden"))
-        rc = mode_hidden();
+        rc = mode_hidden(false);
+    else if (!strcmp(m, "hidden-walk"))
+        rc = mode_hidden(true);
     else if (!strcmp(m, "retry-timeout"))
         rc = mode_retry(true, arg > 0 ? arg : 5000);
     else if (!strcmp(m, "retry-shutdown"))
