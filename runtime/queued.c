@@ -29,6 +29,8 @@ struct q_ent {
     int fds[Q_ALIASES], nfds; /* the program's numbers that refer to the placeholder */
     int real;                 /* the program's socket, kept aside (ours, high, CLOEXEC); -1 once given back */
                               /* (kept after a failure too: a retry or a shutdown puts it back, see restore) */
+    dev_t rdev;
+    ino_t rino;               /* the program's socket's identity */
     int ph;                   /* our own descriptor of the placeholder; -1 once closed */
     dev_t qdev;
     ino_t qino;     /* the placeholder's identity */
@@ -94,11 +96,27 @@ static bool foreign(void)
     return !ccap_rt_owner();
 }
 
+/* The queue's own descriptors (kept sockets, placeholders, eventfds, the
+ * park's listener) are marked in ccap_q_bits too, so that a program's close
+ * or dup2 onto one of those numbers reaches the queue (rehome). */
 static void close_own(int *fd)
 {
-    if (*fd >= 0)
+    if (*fd >= 0) {
+        mark(*fd, false);
         close(*fd);
+    }
     *fd = -1;
+}
+
+/* close_own, if *FD is still the file DEV/INO: a number closed behind the
+ * shim's back may be the program's now, and is only forgotten. */
+static void close_if(int *fd, dev_t dev, ino_t ino)
+{
+    if (*fd >= 0 && !is_file(*fd, dev, ino)) {
+        mark(*fd, false);
+        *fd = -1;
+    }
+    close_own(fd);
 }
 
 /* ---- epoll sets ---- */
@@ -226,6 +244,8 @@ static void drop_alias(struct q_ent *e, int i)
 }
 
 static void forget_locked(int fd);
+static void rehome(int fd);
+static void fail_in_place(struct q_ent *e, int err);
 
 /* The entry FD is a number of, if FD still refers to its placeholder (a
  * number closed behind the shim's back is dropped). Under qlock. */
@@ -255,8 +275,8 @@ static void free_ent(struct q_ent *e)
 {
     while (e->nfds > 0)
         drop_alias(e, 0);
-    close_own(&e->real);
-    close_own(&e->ph);
+    close_if(&e->real, e->rdev, e->rino);
+    close_if(&e->ph, e->qdev, e->qino);
     close_own(&e->efd);
     free(e);
 }
@@ -267,8 +287,10 @@ static void forget_locked(int fd)
     int i;
     struct q_ent *e = find(fd, &i);
 
-    if (!e)
+    if (!e) {
+        rehome(fd);
         return;
+    }
     drop_alias(e, i);
     pthread_cond_broadcast(&qdone);
     if (e->nfds > 0)
@@ -279,6 +301,86 @@ static void forget_locked(int fd)
         unlink_ent(e);
         free_ent(e);
     }
+}
+
+/* A descriptor of E's placeholder: ours, or (the program closed ours) one
+ * of its numbers; -1 when none is left. Under qlock. */
+static int ph_of(struct q_ent *e)
+{
+    if (e->ph >= 0 && is_file(e->ph, e->qdev, e->qino))
+        return e->ph;
+    for (int i = 0; i < e->nfds; i++)
+        if (is_file(e->fds[i], e->qdev, e->qino))
+            return e->fds[i];
+    return -1;
+}
+
+/* E's own descriptors (kept socket, placeholder, eventfd) and the park's
+ * listener and filler, marked (close_own unmarks). Under qlock. */
+static void mark_own(struct q_ent *e)
+{
+    int park[2], n = ccap_park_own(park);
+
+    mark(e->real, true);
+    mark(e->ph, true);
+    mark(e->efd, true);
+    for (int i = 0; i < n; i++)
+        mark(park[i], true);
+}
+
+/* The slot of own descriptor FD among the entries' (its entry in *OWNER),
+ * or NULL. Under qlock. */
+static int *own_slot(int fd, struct q_ent **owner)
+{
+    for (struct q_ent *e = q_head; e; e = e->next) {
+        int *slots[] = { &e->real, &e->ph, &e->efd };
+        for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++)
+            if (*slots[i] == fd) {
+                *owner = e;
+                return slots[i];
+            }
+    }
+    return NULL;
+}
+
+/* E lost the program's socket (the program closed the number, and no other
+ * was free to keep it on): its connect cannot go on, and fails as reset. */
+static void lose_real(struct q_ent *e)
+{
+    if (e->state != Q_QUEUED)
+        return;
+    fail_in_place(e, ECONNRESET);
+    ccap_rt_wait_cancel(e->wid); /* the thread ends; the failed entry stays for its numbers */
+}
+
+/* The program is about to close number FD, or put another file on it, and
+ * FD is one of the queue's own descriptors (a close loop, a /proc/self/fd
+ * walk, a close of a number it did not open): ours moves to another number
+ * first, and the program's call then frees FD as it asked. No number free:
+ * ours goes with the call, forgotten (never closed by us). Under qlock. */
+static void rehome(int fd)
+{
+    struct q_ent *e;
+    int *slot = own_slot(fd, &e);
+
+    if (!slot) {
+        int moved = ccap_park_rehome(fd);
+        if (moved >= 0)
+            mark(moved, true);
+        return;
+    }
+    bool real = slot == &e->real;
+    if ((real && !is_file(fd, e->rdev, e->rino)) || (slot == &e->ph && !is_file(fd, e->qdev, e->qino))) {
+        mark(fd, false); /* not ours any more: closed behind our back, the number reused */
+        *slot = -1;
+    } else {
+        int nfd = ccap_park_move_elsewhere(fd);
+        mark(fd, false);
+        mark(nfd, true);
+        *slot = nfd;
+    }
+    if (real && *slot < 0)
+        lose_real(e);
 }
 
 /* Wakes every poller of E's numbers: the queue's eventfd (pollers through
@@ -293,9 +395,10 @@ static void wake(struct q_ent *e)
     if (e->efd >= 0 && write(e->efd, &one, sizeof one) < 0) {
         /* cannot fail: the counter is far from its maximum */
     }
-    if (e->ph >= 0 && getsockopt(e->ph, SOL_SOCKET, SO_SNDBUF, &v, &l) == 0) {
+    int ph = ph_of(e);
+    if (ph >= 0 && getsockopt(ph, SOL_SOCKET, SO_SNDBUF, &v, &l) == 0) {
         v /= 2; /* the kernel doubles what it is given */
-        setsockopt(e->ph, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+        setsockopt(ph, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
     }
 }
 
@@ -306,7 +409,9 @@ static void fail_in_place(struct q_ent *e, int err)
 {
     e->state = Q_FAILED;
     e->err = err;
-    ccap_park_fail(e->ph);
+    int ph = ph_of(e);
+    if (ph >= 0)
+        ccap_park_fail(ph);
     wake(e);
     close_own(&e->efd);
 }
@@ -336,7 +441,7 @@ static void restore(struct q_ent *e)
 {
     while (e->nfds > 0) {
         int fd = e->fds[0];
-        if (e->real >= 0 && is_file(fd, e->qdev, e->qino)) {
+        if (e->real >= 0 && is_file(e->real, e->rdev, e->rino) && is_file(fd, e->qdev, e->qino)) {
             copy_flags(fd, e->real);
             swap_onto(e->real, fd);
         }
@@ -377,6 +482,11 @@ static struct ccap_permit *grant(struct q_ent *e)
             drop_alias(e, i);
     if (e->nfds == 0)
         return p;
+    if (!is_file(e->real, e->rdev, e->rino)) { /* closed behind the shim's back: the connect cannot go on */
+        close_if(&e->real, e->rdev, e->rino);
+        fail_in_place(e, ECONNRESET);
+        return p;
+    }
     copy_flags(e->fds[0], e->real);
     if (start_connect(e) != 0) {
         fail_in_place(e, errno); /* EADDRNOTAVAIL, ENETUNREACH...: the socket keeps no error of it */
@@ -488,6 +598,12 @@ int ccap_q_enqueue(int fd, const struct sockaddr *sa, socklen_t len, struct ccap
         return rc;
     }
     copy_flags(e->real, fd); /* O_NONBLOCK and the rest, as the program set them */
+    struct stat st;
+    if (fstat(e->real, &st) == 0) {
+        e->rdev = st.st_dev;
+        e->rino = st.st_ino;
+    }
+    mark_own(e);
     e->fds[e->nfds++] = fd;
     e->ws = ws;
     e->wid = ccap_rt_wait_id(ws);
@@ -611,10 +727,46 @@ void ccap_q_forget(int fd)
     pthread_mutex_unlock(&qlock);
 }
 
-void ccap_q_forget_range(unsigned lo, unsigned hi)
+static int cmp_uint(const void *a, const void *b)
 {
+    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The queue's own numbers in [LO, HI], sorted, into *OUT (malloc'd; NULL
+ * when none). Returns how many. Under qlock. */
+static size_t own_in(unsigned lo, unsigned hi, unsigned **out)
+{
+    size_t n = 0, cap = 2;
+    int park[2], np = ccap_park_own(park);
+
+    for (struct q_ent *e = q_head; e; e = e->next)
+        cap += 3;
+    unsigned *v = malloc(cap * sizeof *v);
+    *out = v;
+    if (!v)
+        return 0;
+    for (struct q_ent *e = q_head; e; e = e->next) {
+        int own[] = { e->real, e->ph, e->efd };
+        for (size_t i = 0; i < 3; i++)
+            if (own[i] >= 0 && (unsigned)own[i] >= lo && (unsigned)own[i] <= hi)
+                v[n++] = (unsigned)own[i];
+    }
+    for (int i = 0; i < np; i++)
+        if ((unsigned)park[i] >= lo && (unsigned)park[i] <= hi)
+            v[n++] = (unsigned)park[i];
+    qsort(v, n, sizeof *v, cmp_uint);
+    return n;
+}
+
+int ccap_q_close_range(unsigned lo, unsigned hi, int flags, ccap_close_range_fn *closer)
+{
+    unsigned *own = NULL;
+    size_t n = 0;
+    int rc = 0;
+
     if (foreign())
-        return;
+        return closer(lo, hi, flags);
     pthread_mutex_lock(&qlock);
     for (struct q_ent *e = q_head, *next; e; e = next) {
         next = e->next;
@@ -622,7 +774,23 @@ void ccap_q_forget_range(unsigned lo, unsigned hi)
             if ((unsigned)e->fds[i] >= lo && (unsigned)e->fds[i] <= hi)
                 forget_locked(e->fds[i]);
     }
+    if (lo <= hi)
+        n = own_in(lo, hi, &own);
+    if (n == 0) {
+        rc = closer(lo, hi, flags);
+    } else {
+        unsigned from = lo;
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            if (own[i] > from)
+                rc = closer(from, own[i] - 1, flags);
+            from = own[i] + 1;
+        }
+        if (rc == 0 && own[n - 1] < hi)
+            rc = closer(from, hi, flags);
+    }
     pthread_mutex_unlock(&qlock);
+    free(own);
+    return rc;
 }
 
 void ccap_q_dup(int oldfd, int newfd)

@@ -31,7 +31,8 @@
 
 /* Entries live now (queued or failed, not yet closed). */
 extern atomic_int ccap_q_live;
-/* Descriptor numbers that refer to a placeholder: a bit each. */
+/* Descriptor numbers that refer to a placeholder, or are the queue's own
+ * descriptors (their close by the program reaches ccap_q_forget): a bit each. */
 #define CCAP_Q_MAX_FD (1 << 20)
 extern _Atomic unsigned long ccap_q_bits[CCAP_Q_MAX_FD / (8 * sizeof(unsigned long))];
 
@@ -80,8 +81,15 @@ int ccap_q_shutdown(int fd);
  * file on its number, shuts it down): forgotten; the last such number of a
  * queued connect ends its wait and gives its ticket back. Before the call. */
 void ccap_q_forget(int fd);
-/* The same for every number in [LO, HI] (close_range, closefrom). */
-void ccap_q_forget_range(unsigned lo, unsigned hi);
+
+/* close_range(LO, HI, FLAGS) (closefrom: HI ~0U) by the program: the queued
+ * connects forget their numbers in the range (as ccap_q_forget each) and
+ * CLOSER closes every number in it but the queue's own descriptors (kept
+ * sockets, placeholders, eventfds, the park's listener: the program did not
+ * open them), in one call per gap between those. Returns CLOSER's result:
+ * 0, or -errno of the first call that failed. */
+typedef int ccap_close_range_fn(unsigned lo, unsigned hi, int flags);
+int ccap_q_close_range(unsigned lo, unsigned hi, int flags, ccap_close_range_fn *closer);
 
 /* After a successful dup of OLDFD to NEWFD: NEWFD is another number of
  * OLDFD's queued connect (the real socket goes to both). */
