@@ -242,6 +242,9 @@ static int mode_epolls(int n)
         fail("epoll set %d of %d: want one OUT with the socket's data once connected, got %d event(s) 0x%x", n, n, k,
              k > 0 ? got[0].events : 0);
     expect_connected(fd, "q");
+    for (int i = 0; i < n; i++)
+        close(ep[i]);
+    free(ep);
     return 0;
 }
 
