@@ -24,6 +24,9 @@
  *              each, as a /proc/self/fd walk does), then 1100 files opened (they get the numbers the
  *              shim's own descriptors had): the shim must not close or write to any of them, and the
  *              connect must still complete.
+ *   many [N]   N queued connects (default 2000), each added to one epoll set after its connect (asyncio,
+ *              libuv, Java): the last ones must cost about what the first ones did (a connect runs in
+ *              the program's thread: an event loop stalls for the sum).
  *   retry-timeout, retry-shutdown
  *              the socket is bound to 127.0.0.2 and given options before connect; the queued connect
  *              times out (ARG: the wait_timeout_ms) or is shut down; then connect() again: the retry
@@ -419,6 +422,54 @@ static int mode_hidden(bool walk)
     return 0;
 }
 
+/* N queued connects, each added to one epoll set after its connect (as asyncio, libuv and Java
+ * do): a queued connect costs about the same whatever the number queued before it. */
+static int mode_many(int n)
+{
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < (rlim_t)n * 4 + 64) {
+        rl.rlim_cur = rl.rlim_max < (rlim_t)n * 4 + 64 ? rl.rlim_max : (rlim_t)n * 4 + 64;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    int ep = epoll_create1(EPOLL_CLOEXEC), *fds = calloc((size_t)n, sizeof *fds);
+    if (ep < 0 || !fds)
+        fail("epoll_create1/calloc");
+    long long first = 0, last = 0, total = 0, worst = 0;
+    int tenth = n / 10 > 0 ? n / 10 : 1;
+    for (int i = 0; i < n; i++) {
+        fds[i] = tcp_socket(SOCK_NONBLOCK);
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        int rc = connect(fds[i], (struct sockaddr *)&up, sizeof up), e = errno;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        if (rc == 0 || e != EINPROGRESS)
+            fail("connect %d: %s, want EINPROGRESS", i, rc == 0 ? "0" : ename(e));
+        long long us = (b.tv_sec - a.tv_sec) * 1000000LL + (b.tv_nsec - a.tv_nsec) / 1000;
+        struct epoll_event ev = { .events = EPOLLOUT, .data.fd = fds[i] };
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev) != 0)
+            fail("epoll_ctl: %s", ename(errno));
+        total += us;
+        worst = us > worst ? us : worst;
+        if (i < tenth)
+            first += us;
+        if (i >= n - tenth)
+            last += us;
+    }
+    first /= tenth;
+    last /= tenth;
+    fact("connects %d, total %lld ms, worst %lld us", n, total / 1000, worst);
+    fact("mean-us first-tenth %lld last-tenth %lld", first, last);
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    free(fds);
+    close(ep);
+    if (last > 4 * first + 500)
+        fail("a queued connect costs %lld us after %d queued, %lld us at the start: it grows with the queue",
+             last, n - tenth, first);
+    return 0;
+}
+
 static int opt(int fd, int level, int name)
 {
     int v = -1;
@@ -604,6 +655,8 @@ int main(int argc, char **argv)
         rc = mode_vfork();
     else if (!strcmp(m, "epolls"))
         rc = mode_epolls(arg > 0 ? arg : 1);
+    else if (!strcmp(m, "many"))
+        rc = mode_many(arg > 0 ? arg : 2000);
     else if (!strcmp(m, "stale-epoll"))
         rc = mode_stale_epoll(arg > 0 ? arg : 8);
     else if (!strcmp(m, "lastfd"))
