@@ -27,6 +27,9 @@
  *   many [N]   N queued connects (default 2000), each added to one epoll set after its connect (asyncio,
  *              libuv, Java): the last ones must cost about what the first ones did (a connect runs in
  *              the program's thread: an event loop stalls for the sum).
+ *   close-exit [N]
+ *              N queued connects (default 300) closed, and the process exits at once: no ticket of
+ *              theirs may be left in the semaphore's queue.
  *   retry-timeout, retry-shutdown
  *              the socket is bound to 127.0.0.2 and given options before connect; the queued connect
  *              times out (ARG: the wait_timeout_ms) or is shut down; then connect() again: the retry
@@ -470,6 +473,26 @@ static int mode_many(int n)
     return 0;
 }
 
+/* N queued connects, all closed, and the process exits at once: every ticket must leave Redis. */
+static int mode_close_exit(int n)
+{
+    struct rlimit rl = { (rlim_t)n * 4 + 64, (rlim_t)n * 4 + 64 };
+    setrlimit(RLIMIT_NOFILE, &rl);
+    int *fds = calloc((size_t)n, sizeof *fds);
+    if (!fds)
+        fail("calloc");
+    for (int i = 0; i < n; i++) {
+        fds[i] = tcp_socket(SOCK_NONBLOCK);
+        if (connect(fds[i], (struct sockaddr *)&up, sizeof up) == 0 || errno != EINPROGRESS)
+            fail("connect %d: want EINPROGRESS", i);
+    }
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    free(fds);
+    fact("closed %d", n);
+    return 0;
+}
+
 static int opt(int fd, int level, int name)
 {
     int v = -1;
@@ -657,6 +680,8 @@ int main(int argc, char **argv)
         rc = mode_epolls(arg > 0 ? arg : 1);
     else if (!strcmp(m, "many"))
         rc = mode_many(arg > 0 ? arg : 2000);
+    else if (!strcmp(m, "close-exit"))
+        rc = mode_close_exit(arg > 0 ? arg : 300);
     else if (!strcmp(m, "stale-epoll"))
         rc = mode_stale_epoll(arg > 0 ? arg : 8);
     else if (!strcmp(m, "lastfd"))
