@@ -470,19 +470,23 @@ static int step(struct ccap_wait *ws, bool block_ok)
     return 0;
 }
 
-/* The end of wait WS with result RC: out of the process's list and its
- * waker, its holder id released if Redis may keep a ticket of it. */
+/* The end of wait WS with result RC: its holder id released if Redis may
+ * keep a ticket of it, then out of the process's list and its waker. In
+ * that order: an exit (ccap_rt_waits_drop) releases the tickets of the
+ * waits still listed, and may end the process while this thread runs; a
+ * wait out of the list must have its release written already (a release
+ * both made is harmless). */
 static int wait_end(struct ccap_wait *ws, int rc)
 {
     struct ccap_permit *p = ws->p;
 
-    waits_remove(ws);
-    if (ws->joined)
-        ccap_waiter_leave(&ws->w);
     if (atomic_load(&ws->execd))
         ws->in_redis = false; /* its holder id is released already */
     if (ws->in_redis && (rc != 1 || (p->flags & CCAP_PERMIT_LOCAL)))
         drop_holder_id(p);
+    waits_remove(ws);
+    if (ws->joined)
+        ccap_waiter_leave(&ws->w);
     return rc;
 }
 
