@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/kcmp.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include "clock.h"
@@ -192,6 +194,35 @@ static void regs_in(int epfd, int fd, const struct stat *st, struct q_reg *r, in
     close(f);
 }
 
+static atomic_bool no_kcmp; /* kcmp(2) is missing or refused (seccomp): always read fdinfo */
+
+/* Whether number FD's file is registered in epoll set EPFD: 1 yes, 0 no,
+ * -1 cannot tell. kcmp's KCMP_EPOLL_TFD looks the entry up in the kernel,
+ * without the fdinfo text of the whole set, whose size is the number of
+ * sockets registered (reading it for every swap made a connect's cost grow
+ * with the sockets queued before it). */
+static int in_set(int epfd, int fd)
+{
+    pid_t me = getpid();
+
+    if (atomic_load_explicit(&no_kcmp, memory_order_relaxed))
+        return -1;
+    for (unsigned toff = 0; toff < 64; toff++) {
+        struct kcmp_epoll_slot slot = { (unsigned)epfd, (unsigned)fd, toff };
+        long r = syscall(SYS_kcmp, me, me, KCMP_EPOLL_TFD, fd, (unsigned long)&slot);
+        if (r == 0)
+            return 1;
+        if (r > 0)
+            continue; /* another file's entry under this number: the next one */
+        if (errno == ENOENT)
+            return 0;
+        if (errno == ENOSYS || errno == EPERM || errno == EACCES || errno == EINVAL)
+            atomic_store(&no_kcmp, true);
+        return -1;
+    }
+    return -1;
+}
+
 /* Every epoll registration of number FD, of the file FD refers to now.
  * Under qlock. */
 static int regs_of(int fd, struct q_reg *r)
@@ -202,7 +233,7 @@ static int regs_of(int fd, struct q_reg *r)
     if (fstat(fd, &st) != 0)
         return 0;
     for (int i = 0; i < n_epolls; i++)
-        if (is_file(epolls[i].fd, epolls[i].dev, epolls[i].ino))
+        if (is_file(epolls[i].fd, epolls[i].dev, epolls[i].ino) && in_set(epolls[i].fd, fd) != 0)
             regs_in(epolls[i].fd, fd, &st, r, &n, Q_REGS);
     return n;
 }
