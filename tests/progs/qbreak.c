@@ -188,8 +188,8 @@ static void expect_connected(int fd, const char *what)
     fact("%s-revents 0x%x", what, (unsigned)r);
     fact("%s-soerror %s", what, e < 0 ? "getsockopt-failed" : ename(e));
     if (!(r & POLLOUT))
-        fail("%s: not writable within %d ms of the release (revents 0x%x, SO_ERROR %s)", what, READY_MS,
-             (unsigned)r, e < 0 ? "?" : ename(e));
+        fail("%s: not writable within %d ms of the release (revents 0x%x, SO_ERROR %s)", what, READY_MS, (unsigned)r,
+             e < 0 ? "?" : ename(e));
     if (r & (POLLERR | POLLHUP) || e != 0)
         fail("%s: the connect failed (revents 0x%x, SO_ERROR %s)", what, (unsigned)r, e < 0 ? "?" : ename(e));
     if (!peer_is_up(fd))
@@ -244,7 +244,8 @@ static int mode_epolls(int n)
     k = epoll_wait(last, got, 4, READY_MS);
     fact("ready-events %d 0x%x", k, k > 0 ? got[0].events : 0);
     fact("ready-ms %lld", now_ms() - t);
-    if (k != 1 || got[0].data.u64 != DATA_MINE || !(got[0].events & EPOLLOUT) || (got[0].events & (EPOLLHUP | EPOLLERR)))
+    if (k != 1 || got[0].data.u64 != DATA_MINE || !(got[0].events & EPOLLOUT) ||
+        (got[0].events & (EPOLLHUP | EPOLLERR)))
         fail("epoll set %d of %d: want one OUT with the socket's data once connected, got %d event(s) 0x%x", n, n, k,
              k > 0 ? got[0].events : 0);
     expect_connected(fd, "q");
@@ -468,8 +469,8 @@ static int mode_many(int n)
     free(fds);
     close(ep);
     if (last > 4 * first + 500)
-        fail("a queued connect costs %lld us after %d queued, %lld us at the start: it grows with the queue",
-             last, n - tenth, first);
+        fail("a queued connect costs %lld us after %d queued, %lld us at the start: it grows with the queue", last,
+             n - tenth, first);
     return 0;
 }
 
@@ -517,7 +518,8 @@ static int mode_retry(bool by_timeout, int wait_ms)
         int e = so_error(fd);
         fact("q-end 0x%x %s", (unsigned)r, e < 0 ? "?" : ename(e));
         if (!(r & POLLERR) || e != ETIMEDOUT)
-            fail("the queued connect did not time out (revents 0x%x, SO_ERROR %s)", (unsigned)r, e < 0 ? "?" : ename(e));
+            fail("the queued connect did not time out (revents 0x%x, SO_ERROR %s)", (unsigned)r,
+                 e < 0 ? "?" : ename(e));
     } else {
         if (shutdown(fd, SHUT_RDWR) != 0)
             fail("shutdown of a connecting socket: %s (a slow connect gives 0)", ename(errno));
