@@ -81,11 +81,14 @@ static int wait_mode(const struct ccap_config *cfg, int fd, bool may_queue, bool
 }
 
 /* A non-blocking connect that is to queue: one attempt here; with no permit
- * free its wait goes on in the queue (runtime/queued.c), or in this thread
- * when the queue cannot take it. Returns as ccap_rt_wait_for_permit, or 2
- * when queued. */
-static int queue_or_wait(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd,
-                         const struct sockaddr *sa, socklen_t len)
+ * free its wait goes on in the queue (runtime/queued.c). When the queue
+ * cannot take it (no descriptor or thread to be had) it fails at once with
+ * CFG's nonblocking_errno, its ticket given back: a non-blocking connect
+ * never waits in the program's thread (an event loop holding the permits
+ * would wait on itself). Returns as ccap_rt_wait_for_permit, or 2 when
+ * queued. */
+static int queue_or_wait(const struct ccap_config *cfg, const struct ccap_sem_conf *s, size_t sem,
+                         struct ccap_permit *p, int fd, const struct sockaddr *sa, socklen_t len)
 {
     struct ccap_wait *ws;
     int rc = ccap_rt_wait_start(s, sem, p, &ws);
@@ -95,9 +98,13 @@ static int queue_or_wait(const struct ccap_sem_conf *s, size_t sem, struct ccap_
     rc = ccap_q_enqueue(fd, sa, len, p, ws, s->wait_timeout_ms + CCAP_Q_SPARE_MS);
     if (rc == 0)
         return 2;
-    ccap_log(CCAP_LOG_WARN, "connect of descriptor %d cannot be queued (%s): it waits for a permit of %s", fd,
-             strerror(-rc), s->name);
-    return ccap_rt_wait_resume(ws);
+    ccap_log(CCAP_LOG_WARN,
+             "connect of descriptor %d to a destination of %s cannot be queued (%s): it fails at once "
+             "with %s",
+             fd, s->name, strerror(-rc), ccap_errno_name(cfg->nonblocking_errno));
+    ccap_rt_wait_cancel(ccap_rt_wait_id(ws));
+    ccap_rt_wait_resume(ws); /* ends at once, leaving the queue */
+    return -cfg->nonblocking_errno;
 }
 
 int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, bool may_queue, struct ccap_ticket *t)
@@ -125,7 +132,8 @@ int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, bool m
         return 0;
     bool queue;
     int mode = wait_mode(cfg, fd, may_queue, &queue);
-    int rc = queue ? queue_or_wait(s, rule->sem, p, fd, sa, len) : ccap_rt_wait_for_permit(s, rule->sem, p, mode);
+    int rc =
+        queue ? queue_or_wait(cfg, s, rule->sem, p, fd, sa, len) : ccap_rt_wait_for_permit(s, rule->sem, p, mode);
     if (rc == 2)
         return CCAP_RT_QUEUED;
     if (rc < 0) {

@@ -15,8 +15,8 @@
 
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
 static int listen_fd = -1, filler_fd = -1; /* the listener and its one connection, never accepted */
-static dev_t listen_dev;
-static ino_t listen_ino;
+static dev_t listen_dev, filler_dev;
+static ino_t listen_ino, filler_ino;
 static in_port_t listen_port; /* network order */
 
 int ccap_park_move_high(int fd)
@@ -66,9 +66,13 @@ static int make_listener(void)
     if (fstat(l, &st) != 0)
         goto fail;
     listen_fd = l;
-    filler_fd = f;
     listen_dev = st.st_dev;
     listen_ino = st.st_ino;
+    if (fstat(f, &st) != 0)
+        goto fail;
+    filler_fd = f;
+    filler_dev = st.st_dev;
+    filler_ino = st.st_ino;
     listen_port = a.sin_port;
     return 0;
 fail:
@@ -79,21 +83,20 @@ fail:
     return -e;
 }
 
-/* The listener's port (network order), made (again) if needed; 0 when it
- * cannot be made. */
-static in_port_t listener_port(void)
+/* The listener's port (network order) into *PORT, made (again) if needed.
+ * Returns 0, or -errno when it cannot be made (-EMFILE: no descriptor). */
+static int listener_port(in_port_t *port)
 {
-    in_port_t port = 0;
+    int rc = 0;
 
     pthread_mutex_lock(&park_lock);
     if (!same_file(listen_fd, listen_dev, listen_ino)) {
         listen_fd = filler_fd = -1; /* the program closed them: never close its numbers */
-        make_listener();
+        rc = make_listener();
     }
-    if (listen_fd >= 0)
-        port = listen_port;
+    *port = listen_port;
     pthread_mutex_unlock(&park_lock);
-    return port;
+    return rc;
 }
 
 /* Starts the parked connect of new socket FD (FAMILY) to PORT. */
@@ -122,8 +125,8 @@ int ccap_park_open(int family, int lifetime_ms)
 
     if (family != AF_INET && family != AF_INET6)
         return -EAFNOSUPPORT;
-    if (!(port = listener_port()))
-        return -EADDRNOTAVAIL;
+    if ((rc = listener_port(&port)) < 0)
+        return rc;
     fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
@@ -134,6 +137,53 @@ int ccap_park_open(int family, int lifetime_ms)
         return rc;
     }
     return ccap_park_move_high(fd);
+}
+
+int ccap_park_own(int fds[2])
+{
+    int n = 0;
+
+    pthread_mutex_lock(&park_lock);
+    if (same_file(listen_fd, listen_dev, listen_ino))
+        fds[n++] = listen_fd;
+    if (same_file(filler_fd, filler_dev, filler_ino))
+        fds[n++] = filler_fd;
+    pthread_mutex_unlock(&park_lock);
+    return n;
+}
+
+/* Moves *FD (DEV, INO: still ours) off its number; -1 when no number is free. */
+static void move_off(int *fd, dev_t dev, ino_t ino)
+{
+    if (!same_file(*fd, dev, ino))
+        return;
+    int nfd = ccap_park_move_elsewhere(*fd);
+    *fd = nfd; /* the old number is the program's call's to close */
+}
+
+int ccap_park_move_elsewhere(int fd)
+{
+    int base = ccap_redis_fd_base(), nfd = fcntl(fd, F_DUPFD_CLOEXEC, base > 2 ? base : 3);
+
+    if (nfd < 0)
+        nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    return nfd;
+}
+
+int ccap_park_rehome(int fd)
+{
+    int moved = -1;
+
+    pthread_mutex_lock(&park_lock);
+    if (fd >= 0 && fd == listen_fd) {
+        move_off(&listen_fd, listen_dev, listen_ino);
+        moved = listen_fd;
+    } else if (fd >= 0 && fd == filler_fd) {
+        move_off(&filler_fd, filler_dev, filler_ino);
+        moved = filler_fd;
+    }
+    pthread_mutex_unlock(&park_lock);
+    return moved;
 }
 
 int ccap_park_fail(int fd)

@@ -15,7 +15,8 @@
 /* Opens a placeholder of FAMILY (AF_INET, or AF_INET6 through a v4-mapped
  * address) with O_NONBLOCK and FD_CLOEXEC, at or above the shim's high
  * descriptor base. LIFETIME_MS > 0. Returns the descriptor or -errno
- * (-EAFNOSUPPORT for another family; the listener could not be made).
+ * (-EAFNOSUPPORT for another family; the listener's own error, e.g. -EMFILE,
+ * when it could not be made).
  * Thread-safe; the listener is made at the first call and made again when
  * the program closed it. */
 int ccap_park_open(int family, int lifetime_ms);
@@ -30,6 +31,21 @@ int ccap_park_fail(int fd);
  * child's copy of a queued descriptor becomes. Async-signal-safe once the
  * listener exists. Returns the descriptor or -errno. */
 int ccap_park_failed(int family);
+
+/* The listener's and its filler's numbers (while they are still the
+ * park's) into FDS; returns how many (0 to 2). Thread-safe. */
+int ccap_park_own(int fds[2]);
+
+/* The program is about to close or replace number FD: if it is the
+ * listener or the filler, that moves to another number first (the
+ * program's call then frees FD, as it asked). Returns the new number, or
+ * -1 when FD is not the park's or no number is free (the park's descriptor
+ * then goes with the call and is made again at the next need). */
+int ccap_park_rehome(int fd);
+
+/* A copy of FD (with FD_CLOEXEC) on another number, at or above the shim's
+ * high descriptor base if one is free there, else any; -1 when none is. */
+int ccap_park_move_elsewhere(int fd);
 
 /* Moves FD to a number at or above the shim's high descriptor base with
  * FD_CLOEXEC (the program's numbers stay free); returns the new number, or

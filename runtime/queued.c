@@ -7,8 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/kcmp.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include "clock.h"
 #include "log.h"
@@ -19,7 +22,6 @@
 
 #define Q_ALIASES 8   /* numbers of one queued socket in this process (dup) */
 #define Q_REGS 16     /* epoll sets one number is in */
-#define Q_EPOLLS 256  /* epoll descriptors remembered */
 #define Q_POLL_EXTRA 8 /* eventfds one poll call adds at most */
 
 enum { Q_QUEUED, Q_FAILED };
@@ -28,6 +30,9 @@ enum { Q_QUEUED, Q_FAILED };
 struct q_ent {
     int fds[Q_ALIASES], nfds; /* the program's numbers that refer to the placeholder */
     int real;                 /* the program's socket, kept aside (ours, high, CLOEXEC); -1 once given back */
+                              /* (kept after a failure too: a retry or a shutdown puts it back, see restore) */
+    dev_t rdev;
+    ino_t rino;               /* the program's socket's identity */
     int ph;                   /* our own descriptor of the placeholder; -1 once closed */
     dev_t qdev;
     ino_t qino;     /* the placeholder's identity */
@@ -52,13 +57,17 @@ atomic_int ccap_q_live;
 _Atomic unsigned long ccap_q_bits[CCAP_Q_MAX_FD / (8 * sizeof(unsigned long))];
 
 static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t qdone = PTHREAD_COND_INITIALIZER; /* a queued connect ended, or lost a number */
 static struct q_ent *q_head;
-static struct {
+/* The epoll descriptors the process made and still has, however many
+ * (a selector per thread or per client is common). Under qlock. */
+struct q_epoll {
     int fd;
     dev_t dev;
     ino_t ino;
-} epolls[Q_EPOLLS];
-static int n_epolls;
+};
+static struct q_epoll *epolls;
+static int n_epolls, cap_epolls;
 
 #define BITW (8 * sizeof(unsigned long))
 
@@ -79,11 +88,37 @@ static bool is_file(int fd, dev_t dev, ino_t ino)
     return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
+/* A child that shares this process's memory but not its descriptor table
+ * (vfork, posix_spawn's helper: Python's subprocess closes every number in
+ * it) is not the queue's owner: the entries are its parent's, and none of
+ * its calls may touch them (runtime.h, ccap_rt_owner). Asked only on the
+ * slow paths, when a number is the queue's. */
+static bool foreign(void)
+{
+    return !ccap_rt_owner();
+}
+
+/* The queue's own descriptors (kept sockets, placeholders, eventfds, the
+ * park's listener) are marked in ccap_q_bits too, so that a program's close
+ * or dup2 onto one of those numbers reaches the queue (rehome). */
 static void close_own(int *fd)
 {
-    if (*fd >= 0)
+    if (*fd >= 0) {
+        mark(*fd, false);
         close(*fd);
+    }
     *fd = -1;
+}
+
+/* close_own, if *FD is still the file DEV/INO: a number closed behind the
+ * shim's back may be the program's now, and is only forgotten. */
+static void close_if(int *fd, dev_t dev, ino_t ino)
+{
+    if (*fd >= 0 && !is_file(*fd, dev, ino)) {
+        mark(*fd, false);
+        *fd = -1;
+    }
+    close_own(fd);
 }
 
 /* ---- epoll sets ---- */
@@ -92,7 +127,7 @@ void ccap_q_epoll_created(int epfd)
 {
     struct stat st;
 
-    if (epfd < 0 || fstat(epfd, &st) != 0)
+    if (epfd < 0 || foreign() || fstat(epfd, &st) != 0)
         return;
     pthread_mutex_lock(&qlock);
     int k = 0;
@@ -100,14 +135,30 @@ void ccap_q_epoll_created(int epfd)
         if (epolls[i].fd != epfd && is_file(epolls[i].fd, epolls[i].dev, epolls[i].ino))
             epolls[k++] = epolls[i];
     n_epolls = k;
-    if (n_epolls < Q_EPOLLS)
-        epolls[n_epolls++] = (__typeof__(epolls[0])){ epfd, st.st_dev, st.st_ino };
+    if (n_epolls == cap_epolls) {
+        int cap = cap_epolls ? 2 * cap_epolls : 16;
+        struct q_epoll *bigger = realloc(epolls, (size_t)cap * sizeof *bigger);
+        if (bigger) {
+            epolls = bigger;
+            cap_epolls = cap;
+        }
+    }
+    if (n_epolls < cap_epolls)
+        epolls[n_epolls++] = (struct q_epoll){ epfd, st.st_dev, st.st_ino };
+    else
+        ccap_log(CCAP_LOG_WARN,
+                 "out of memory: epoll descriptor %d not remembered; a queued connect in it may "
+                 "report its unconnected socket",
+                 epfd);
     pthread_mutex_unlock(&qlock);
 }
 
-/* Reads EPFD's registrations of FD from /proc/self/fdinfo (events and data
- * as registered) into R (up to MAX - *N). */
-static void regs_in(int epfd, int fd, struct q_reg *r, int *n, int max)
+/* Reads EPFD's registrations of number FD for file ST (the one FD refers
+ * to now) from /proc/self/fdinfo (events and data as registered) into R
+ * (up to MAX - *N). An entry keeps its number after a close while another
+ * descriptor keeps its file open: the entry's file (ino, sdev: the kernel's
+ * own encoding of the device) tells it from FD's. */
+static void regs_in(int epfd, int fd, const struct stat *st, struct q_reg *r, int *n, int max)
 {
     char path[64], buf[4096], line[256];
     size_t ll = 0;
@@ -126,23 +177,64 @@ static void regs_in(int epfd, int fd, struct q_reg *r, int *n, int max)
             }
             line[ll] = 0;
             ll = 0;
-            int tfd;
-            unsigned ev;
-            unsigned long long data;
-            if (sscanf(line, "tfd: %d events: %x data: %llx", &tfd, &ev, &data) == 3 && tfd == fd)
-                r[(*n)++] = (struct q_reg){ epfd, { .events = ev, .data.u64 = data } };
+            int tfd, got_f;
+            unsigned ev, sdev;
+            unsigned long long data, ino;
+            long long pos;
+            got_f = sscanf(line, "tfd: %d events: %x data: %llx pos:%lli ino:%llx sdev:%x", &tfd, &ev, &data, &pos,
+                           &ino, &sdev);
+            if (got_f < 3 || tfd != fd)
+                continue;
+            if (got_f == 6 &&
+                (ino != (unsigned long long)st->st_ino || makedev(sdev >> 20, sdev & 0xfffff) != st->st_dev))
+                continue; /* another file's entry under this number */
+            r[(*n)++] = (struct q_reg){ epfd, { .events = ev, .data.u64 = data } };
         }
     }
     close(f);
 }
 
-/* Every epoll registration of number FD. Under qlock. */
+static atomic_bool no_kcmp; /* kcmp(2) is missing or refused (seccomp): always read fdinfo */
+
+/* Whether number FD's file is registered in epoll set EPFD: 1 yes, 0 no,
+ * -1 cannot tell. kcmp's KCMP_EPOLL_TFD looks the entry up in the kernel,
+ * without the fdinfo text of the whole set, whose size is the number of
+ * sockets registered (reading it for every swap made a connect's cost grow
+ * with the sockets queued before it). */
+static int in_set(int epfd, int fd)
+{
+    pid_t me = getpid();
+
+    if (atomic_load_explicit(&no_kcmp, memory_order_relaxed))
+        return -1;
+    for (unsigned toff = 0; toff < 64; toff++) {
+        struct kcmp_epoll_slot slot = { (unsigned)epfd, (unsigned)fd, toff };
+        long r = syscall(SYS_kcmp, me, me, KCMP_EPOLL_TFD, fd, (unsigned long)&slot);
+        if (r == 0)
+            return 1;
+        if (r > 0)
+            continue; /* another file's entry under this number: the next one */
+        if (errno == ENOENT)
+            return 0;
+        if (errno == ENOSYS || errno == EPERM || errno == EACCES || errno == EINVAL)
+            atomic_store(&no_kcmp, true);
+        return -1;
+    }
+    return -1;
+}
+
+/* Every epoll registration of number FD, of the file FD refers to now.
+ * Under qlock. */
 static int regs_of(int fd, struct q_reg *r)
 {
+    struct stat st;
     int n = 0;
+
+    if (fstat(fd, &st) != 0)
+        return 0;
     for (int i = 0; i < n_epolls; i++)
-        if (is_file(epolls[i].fd, epolls[i].dev, epolls[i].ino))
-            regs_in(epolls[i].fd, fd, r, &n, Q_REGS);
+        if (is_file(epolls[i].fd, epolls[i].dev, epolls[i].ino) && in_set(epolls[i].fd, fd) != 0)
+            regs_in(epolls[i].fd, fd, &st, r, &n, Q_REGS);
     return n;
 }
 
@@ -183,6 +275,8 @@ static void drop_alias(struct q_ent *e, int i)
 }
 
 static void forget_locked(int fd);
+static void rehome(int fd);
+static void fail_in_place(struct q_ent *e, int err);
 
 /* The entry FD is a number of, if FD still refers to its placeholder (a
  * number closed behind the shim's back is dropped). Under qlock. */
@@ -212,8 +306,8 @@ static void free_ent(struct q_ent *e)
 {
     while (e->nfds > 0)
         drop_alias(e, 0);
-    close_own(&e->real);
-    close_own(&e->ph);
+    close_if(&e->real, e->rdev, e->rino);
+    close_if(&e->ph, e->qdev, e->qino);
     close_own(&e->efd);
     free(e);
 }
@@ -224,9 +318,12 @@ static void forget_locked(int fd)
     int i;
     struct q_ent *e = find(fd, &i);
 
-    if (!e)
+    if (!e) {
+        rehome(fd);
         return;
+    }
     drop_alias(e, i);
+    pthread_cond_broadcast(&qdone);
     if (e->nfds > 0)
         return;
     if (e->state == Q_QUEUED) {
@@ -235,6 +332,86 @@ static void forget_locked(int fd)
         unlink_ent(e);
         free_ent(e);
     }
+}
+
+/* A descriptor of E's placeholder: ours, or (the program closed ours) one
+ * of its numbers; -1 when none is left. Under qlock. */
+static int ph_of(struct q_ent *e)
+{
+    if (e->ph >= 0 && is_file(e->ph, e->qdev, e->qino))
+        return e->ph;
+    for (int i = 0; i < e->nfds; i++)
+        if (is_file(e->fds[i], e->qdev, e->qino))
+            return e->fds[i];
+    return -1;
+}
+
+/* E's own descriptors (kept socket, placeholder, eventfd) and the park's
+ * listener and filler, marked (close_own unmarks). Under qlock. */
+static void mark_own(struct q_ent *e)
+{
+    int park[2], n = ccap_park_own(park);
+
+    mark(e->real, true);
+    mark(e->ph, true);
+    mark(e->efd, true);
+    for (int i = 0; i < n; i++)
+        mark(park[i], true);
+}
+
+/* The slot of own descriptor FD among the entries' (its entry in *OWNER),
+ * or NULL. Under qlock. */
+static int *own_slot(int fd, struct q_ent **owner)
+{
+    for (struct q_ent *e = q_head; e; e = e->next) {
+        int *slots[] = { &e->real, &e->ph, &e->efd };
+        for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++)
+            if (*slots[i] == fd) {
+                *owner = e;
+                return slots[i];
+            }
+    }
+    return NULL;
+}
+
+/* E lost the program's socket (the program closed the number, and no other
+ * was free to keep it on): its connect cannot go on, and fails as reset. */
+static void lose_real(struct q_ent *e)
+{
+    if (e->state != Q_QUEUED)
+        return;
+    fail_in_place(e, ECONNRESET);
+    ccap_rt_wait_cancel(e->wid); /* the thread ends; the failed entry stays for its numbers */
+}
+
+/* The program is about to close number FD, or put another file on it, and
+ * FD is one of the queue's own descriptors (a close loop, a /proc/self/fd
+ * walk, a close of a number it did not open): ours moves to another number
+ * first, and the program's call then frees FD as it asked. No number free:
+ * ours goes with the call, forgotten (never closed by us). Under qlock. */
+static void rehome(int fd)
+{
+    struct q_ent *e;
+    int *slot = own_slot(fd, &e);
+
+    if (!slot) {
+        int moved = ccap_park_rehome(fd);
+        if (moved >= 0)
+            mark(moved, true);
+        return;
+    }
+    bool real = slot == &e->real;
+    if ((real && !is_file(fd, e->rdev, e->rino)) || (slot == &e->ph && !is_file(fd, e->qdev, e->qino))) {
+        mark(fd, false); /* not ours any more: closed behind our back, the number reused */
+        *slot = -1;
+    } else {
+        int nfd = ccap_park_move_elsewhere(fd);
+        mark(fd, false);
+        mark(nfd, true);
+        *slot = nfd;
+    }
+    if (real && *slot < 0)
+        lose_real(e);
 }
 
 /* Wakes every poller of E's numbers: the queue's eventfd (pollers through
@@ -249,21 +426,24 @@ static void wake(struct q_ent *e)
     if (e->efd >= 0 && write(e->efd, &one, sizeof one) < 0) {
         /* cannot fail: the counter is far from its maximum */
     }
-    if (e->ph >= 0 && getsockopt(e->ph, SOL_SOCKET, SO_SNDBUF, &v, &l) == 0) {
+    int ph = ph_of(e);
+    if (ph >= 0 && getsockopt(ph, SOL_SOCKET, SO_SNDBUF, &v, &l) == 0) {
         v /= 2; /* the kernel doubles what it is given */
-        setsockopt(e->ph, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+        setsockopt(ph, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
     }
 }
 
 /* E's wait ended without a permit (ERR): the placeholder is reset, so every
- * copy of it reports a failed connect; SO_ERROR says ERR once. */
+ * copy of it reports a failed connect; SO_ERROR says ERR once. The program's
+ * socket stays kept for restore. */
 static void fail_in_place(struct q_ent *e, int err)
 {
     e->state = Q_FAILED;
     e->err = err;
-    ccap_park_fail(e->ph);
+    int ph = ph_of(e);
+    if (ph >= 0)
+        ccap_park_fail(ph);
     wake(e);
-    close_own(&e->real);
     close_own(&e->efd);
 }
 
@@ -282,6 +462,44 @@ static void copy_flags(int from, int to)
         fcntl(to, F_SETSIG, sig);
 }
 
+/* E's connect ended without a permit (it failed, or the program shut it
+ * down) and the program goes on with the descriptor (connect() again,
+ * shutdown()): its own socket -- its address, its options, the flags set
+ * meanwhile -- goes back on every number still the placeholder's,
+ * unconnected, as a slow connect that failed or was shut down leaves it;
+ * pollers look again. E keeps no number. Under qlock. */
+static void restore(struct q_ent *e)
+{
+    while (e->nfds > 0) {
+        int fd = e->fds[0];
+        if (e->real >= 0 && is_file(e->real, e->rdev, e->rino) && is_file(fd, e->qdev, e->qino)) {
+            copy_flags(fd, e->real);
+            swap_onto(e->real, fd);
+        }
+        drop_alias(e, 0);
+    }
+    wake(e);
+}
+
+/* Starts E's real connect, non-blocking whatever the program's flags (a
+ * blocking socket would make the connect a wait, with the queue locked),
+ * which stay as they are: the socket is "connecting" as the program's
+ * first connect() said. Returns 0 (in progress, or connected at once), or
+ * -1 with errno. Under qlock. */
+static int start_connect(struct q_ent *e)
+{
+    int fl = fcntl(e->real, F_GETFL), rc, err;
+
+    if (fl >= 0 && !(fl & O_NONBLOCK))
+        fcntl(e->real, F_SETFL, fl | O_NONBLOCK);
+    rc = connect(e->real, (struct sockaddr *)&e->sa, e->salen) == 0 || errno == EINPROGRESS ? 0 : -1;
+    err = errno;
+    if (fl >= 0 && !(fl & O_NONBLOCK))
+        fcntl(e->real, F_SETFL, fl);
+    errno = err;
+    return rc;
+}
+
 /* The permit came: the real connect starts, then the real socket goes on
  * every number still the placeholder's, each joining the permit. Returns
  * the permit when nobody took it (for the caller to give back), else NULL.
@@ -295,8 +513,13 @@ static struct ccap_permit *grant(struct q_ent *e)
             drop_alias(e, i);
     if (e->nfds == 0)
         return p;
+    if (!is_file(e->real, e->rdev, e->rino)) { /* closed behind the shim's back: the connect cannot go on */
+        close_if(&e->real, e->rdev, e->rino);
+        fail_in_place(e, ECONNRESET);
+        return p;
+    }
     copy_flags(e->fds[0], e->real);
-    if (connect(e->real, (struct sockaddr *)&e->sa, e->salen) != 0 && errno != EINPROGRESS) {
+    if (start_connect(e) != 0) {
         fail_in_place(e, errno); /* EADDRNOTAVAIL, ENETUNREACH...: the socket keeps no error of it */
         return p;
     }
@@ -333,6 +556,7 @@ static void *q_thread(void *arg)
         unlink_ent(e);
         free_ent(e);
     }
+    pthread_cond_broadcast(&qdone);
     pthread_mutex_unlock(&qlock);
     ccap_rt_release(give_back);
     return NULL;
@@ -405,6 +629,12 @@ int ccap_q_enqueue(int fd, const struct sockaddr *sa, socklen_t len, struct ccap
         return rc;
     }
     copy_flags(e->real, fd); /* O_NONBLOCK and the rest, as the program set them */
+    struct stat st;
+    if (fstat(e->real, &st) == 0) {
+        e->rdev = st.st_dev;
+        e->rino = st.st_ino;
+    }
+    mark_own(e);
     e->fds[e->nfds++] = fd;
     e->ws = ws;
     e->wid = ccap_rt_wait_id(ws);
@@ -427,36 +657,147 @@ int ccap_q_enqueue(int fd, const struct sockaddr *sa, socklen_t len, struct ccap
     return 0;
 }
 
+/* A blocking connect() again on queued FD (entry E; the program cleared
+ * O_NONBLOCK) waits, as on a connecting socket, until the queued connect
+ * ends -- the permit came and the real socket, connecting, is on FD; it
+ * failed; FD was closed -- or the socket's SO_SNDTIMEO passes. Returns
+ * FD's entry then (NULL: FD is not the queue's any more), or NULL with
+ * *TIMED_OUT set. Under qlock (released while waiting). */
+static struct q_ent *wait_queued(int fd, struct q_ent *e, bool *timed_out)
+{
+    struct timeval tv = { 0, 0 };
+    socklen_t l = sizeof tv;
+    long long end = -1;
+
+    *timed_out = false;
+    if (getsockopt(e->real, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) == 0 && (tv.tv_sec > 0 || tv.tv_usec > 0))
+        end = ccap_now_ms() + tv.tv_sec * 1000LL + tv.tv_usec / 1000;
+    while (e && e->state == Q_QUEUED) {
+        long long t = ccap_now_ms(), slice = t + 1000; /* a second at most: the entry is looked up again */
+        if (end >= 0 && t >= end) {
+            *timed_out = true;
+            return NULL;
+        }
+        if (end >= 0 && end < slice)
+            slice = end;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (slice - t) / 1000;
+        ts.tv_nsec += ((slice - t) % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&qdone, &qlock, &ts);
+        e = lookup(fd);
+    }
+    return e;
+}
+
+static bool is_blocking(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    return fl >= 0 && !(fl & O_NONBLOCK);
+}
+
 int ccap_q_connect(int fd)
 {
     int rc = 0, v;
     socklen_t l = sizeof v;
+    bool timed_out = false;
 
+    if (foreign())
+        return 0;
     pthread_mutex_lock(&qlock);
     struct q_ent *e = lookup(fd);
-    if (e && e->state == Q_QUEUED) {
-        rc = -EALREADY;
+    if (e && e->state == Q_QUEUED && is_blocking(fd))
+        e = wait_queued(fd, e, &timed_out);
+    if (timed_out || (e && e->state == Q_QUEUED)) {
+        rc = -EALREADY; /* non-blocking; or blocking, and SO_SNDTIMEO passed */
     } else if (e && e->err) {
         rc = -e->err; /* reported once, as the kernel reports a connect's error */
         e->err = 0;
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &v, &l); /* the reset's own error is consumed with it */
     } else if (e) {
-        unlink_ent(e); /* a failed socket connected again: the program's own now */
+        restore(e); /* a failed socket connected again: the program's own socket does */
+        unlink_ent(e);
         free_ent(e);
     }
     pthread_mutex_unlock(&qlock);
     return rc;
 }
 
+int ccap_q_shutdown(int fd)
+{
+    int done = 0;
+
+    if (foreign())
+        return 0;
+    pthread_mutex_lock(&qlock);
+    struct q_ent *e = lookup(fd);
+    if (e) {
+        done = e->state == Q_QUEUED; /* a connecting socket shut down: disconnected, 0 */
+        restore(e);
+        if (done)
+            ccap_rt_wait_cancel(e->wid); /* the thread frees it */
+        else {
+            unlink_ent(e);
+            free_ent(e);
+        }
+    }
+    pthread_mutex_unlock(&qlock);
+    return done;
+}
+
 void ccap_q_forget(int fd)
 {
+    if (foreign())
+        return;
     pthread_mutex_lock(&qlock);
     forget_locked(fd);
     pthread_mutex_unlock(&qlock);
 }
 
-void ccap_q_forget_range(unsigned lo, unsigned hi)
+static int cmp_uint(const void *a, const void *b)
 {
+    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The queue's own numbers in [LO, HI], sorted, into *OUT (malloc'd; NULL
+ * when none). Returns how many. Under qlock. */
+static size_t own_in(unsigned lo, unsigned hi, unsigned **out)
+{
+    size_t n = 0, cap = 2;
+    int park[2], np = ccap_park_own(park);
+
+    for (struct q_ent *e = q_head; e; e = e->next)
+        cap += 3;
+    unsigned *v = malloc(cap * sizeof *v);
+    *out = v;
+    if (!v)
+        return 0;
+    for (struct q_ent *e = q_head; e; e = e->next) {
+        int own[] = { e->real, e->ph, e->efd };
+        for (size_t i = 0; i < 3; i++)
+            if (own[i] >= 0 && (unsigned)own[i] >= lo && (unsigned)own[i] <= hi)
+                v[n++] = (unsigned)own[i];
+    }
+    for (int i = 0; i < np; i++)
+        if ((unsigned)park[i] >= lo && (unsigned)park[i] <= hi)
+            v[n++] = (unsigned)park[i];
+    qsort(v, n, sizeof *v, cmp_uint);
+    return n;
+}
+
+int ccap_q_close_range(unsigned lo, unsigned hi, int flags, ccap_close_range_fn *closer)
+{
+    unsigned *own = NULL;
+    size_t n = 0;
+    int rc = 0;
+
+    if (foreign())
+        return closer(lo, hi, flags);
     pthread_mutex_lock(&qlock);
     for (struct q_ent *e = q_head, *next; e; e = next) {
         next = e->next;
@@ -464,11 +805,29 @@ void ccap_q_forget_range(unsigned lo, unsigned hi)
             if ((unsigned)e->fds[i] >= lo && (unsigned)e->fds[i] <= hi)
                 forget_locked(e->fds[i]);
     }
+    if (lo <= hi)
+        n = own_in(lo, hi, &own);
+    if (n == 0) {
+        rc = closer(lo, hi, flags);
+    } else {
+        unsigned from = lo;
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            if (own[i] > from)
+                rc = closer(from, own[i] - 1, flags);
+            from = own[i] + 1;
+        }
+        if (rc == 0 && own[n - 1] < hi)
+            rc = closer(from, hi, flags);
+    }
     pthread_mutex_unlock(&qlock);
+    free(own);
+    return rc;
 }
 
 void ccap_q_dup(int oldfd, int newfd)
 {
+    if (foreign())
+        return;
     pthread_mutex_lock(&qlock);
     forget_locked(newfd);
     struct q_ent *e = lookup(oldfd);
@@ -483,9 +842,11 @@ int ccap_q_setsockopt(int fd, int level, int name, const void *val, socklen_t le
 {
     int rc;
 
+    if (foreign())
+        return setsockopt(fd, level, name, val, len) == 0 ? 0 : -errno;
     pthread_mutex_lock(&qlock);
     struct q_ent *e = lookup(fd);
-    if (e && e->state == Q_QUEUED) {
+    if (e && e->real >= 0) {
         rc = setsockopt(e->real, level, name, val, len) == 0 ? 0 : -errno;
         setsockopt(fd, level, name, val, len); /* the placeholder answers the same meanwhile */
     } else {
@@ -499,6 +860,8 @@ int ccap_q_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
     int rc, target = fd;
 
+    if (foreign())
+        return getsockopt(fd, level, name, val, len) == 0 ? 0 : -errno;
     pthread_mutex_lock(&qlock);
     struct q_ent *e = lookup(fd);
     bool so_error = level == SOL_SOCKET && name == SO_ERROR;
@@ -512,7 +875,7 @@ int ccap_q_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
         pthread_mutex_unlock(&qlock);
         return 0;
     }
-    if (e && e->state == Q_QUEUED && !so_error && !(level == IPPROTO_TCP && name == TCP_INFO))
+    if (e && e->real >= 0 && !so_error && !(level == IPPROTO_TCP && name == TCP_INFO))
         target = e->real; /* the options the program set, before and while queued */
     rc = getsockopt(target, level, name, val, len) == 0 ? 0 : -errno;
     pthread_mutex_unlock(&qlock);
@@ -523,9 +886,11 @@ int ccap_q_getsockname(int fd, struct sockaddr *sa, socklen_t *len)
 {
     int rc;
 
+    if (foreign())
+        return getsockname(fd, sa, len) == 0 ? 0 : -errno;
     pthread_mutex_lock(&qlock);
     struct q_ent *e = lookup(fd);
-    rc = getsockname(e && e->state == Q_QUEUED ? e->real : fd, sa, len) == 0 ? 0 : -errno;
+    rc = getsockname(e && e->real >= 0 ? e->real : fd, sa, len) == 0 ? 0 : -errno;
     pthread_mutex_unlock(&qlock);
     return rc;
 }
@@ -534,6 +899,8 @@ int ccap_q_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
     int rc;
 
+    if (foreign())
+        return epoll_ctl(epfd, op, fd, ev) == 0 ? 0 : -errno;
     pthread_mutex_lock(&qlock);
     rc = epoll_ctl(epfd, op, fd, ev) == 0 ? 0 : -errno;
     pthread_mutex_unlock(&qlock);
@@ -544,11 +911,14 @@ int ccap_q_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 static int extras_of(const struct pollfd *fds, nfds_t n, struct pollfd *x, int max)
 {
     int k = 0;
+    bool asked = false;
 
     pthread_mutex_lock(&qlock);
     for (nfds_t i = 0; i < n && k < max; i++) {
         if (!ccap_q_maybe(fds[i].fd))
             continue;
+        if (!asked && (asked = true, foreign()))
+            break;
         struct q_ent *e = lookup(fds[i].fd);
         if (e && e->state == Q_QUEUED && e->efd >= 0)
             x[k++] = (struct pollfd){ .fd = e->efd, .events = POLLIN };
@@ -650,6 +1020,8 @@ int ccap_q_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec 
 
 void ccap_q_exec_pre(void)
 {
+    if (foreign())
+        return;
     pthread_mutex_lock(&qlock);
     for (struct q_ent *e = q_head; e; e = e->next) {
         bool survives = false;
@@ -678,6 +1050,7 @@ void ccap_q_fork_parent(void)
 void ccap_q_fork_child(void)
 {
     pthread_mutex_init(&qlock, NULL);
+    pthread_cond_init(&qdone, NULL);
     for (struct q_ent *e = q_head, *next; e; e = next) {
         next = e->next;
         for (int i = 0; i < e->nfds; i++) {

@@ -24,11 +24,15 @@
  * resets the placeholder: the connect failed, SO_ERROR tells with the
  * configured errno. The hooks ask this module only about descriptors it
  * marks (ccap_q_maybe: one load when nothing is queued). Every call below
- * is thread-safe and runs with the shim's guard held; -errno on error. */
+ * is thread-safe and runs with the shim's guard held; -errno on error. In a
+ * child that shares this process's memory but not its descriptors (vfork,
+ * posix_spawn's helper) each passes the call through and touches no entry:
+ * the queue is its parent's. */
 
 /* Entries live now (queued or failed, not yet closed). */
 extern atomic_int ccap_q_live;
-/* Descriptor numbers that refer to a placeholder: a bit each. */
+/* Descriptor numbers that refer to a placeholder, or are the queue's own
+ * descriptors (their close by the program reaches ccap_q_forget): a bit each. */
 #define CCAP_Q_MAX_FD (1 << 20)
 extern _Atomic unsigned long ccap_q_bits[CCAP_Q_MAX_FD / (8 * sizeof(unsigned long))];
 
@@ -57,15 +61,35 @@ int ccap_q_enqueue(int fd, const struct sockaddr *sa, socklen_t len, struct ccap
                    int lifetime_ms);
 
 /* connect() again on FD: -EALREADY while queued; the failure's errno once
- * after it failed; 0 when FD is not (any more) the queue's: go on. */
+ * after it failed; 0 when FD is not (any more) the queue's: go on (after a
+ * failure reported, the program's own socket is back on FD first). A
+ * blocking FD (O_NONBLOCK cleared while queued) first waits, as a blocking
+ * connect on a connecting socket does, until the queued connect ends (0:
+ * the real socket is on FD, connecting; the caller's connect waits for it)
+ * or the socket's SO_SNDTIMEO passes (-EALREADY). */
 int ccap_q_connect(int fd);
+
+/* shutdown() of FD: a queued connect ends (its ticket goes back) and the
+ * program's own socket is put back on its numbers, unconnected -- what a
+ * shutdown does to a connecting socket -- and 1 is returned: the shutdown is
+ * done (0). A connect that failed in the queue puts the socket back as well
+ * and returns 0; so does a descriptor that is not the queue's: the caller
+ * then makes the real call on FD. */
+int ccap_q_shutdown(int fd);
 
 /* FD stops referring to the placeholder (the program closes it, puts another
  * file on its number, shuts it down): forgotten; the last such number of a
  * queued connect ends its wait and gives its ticket back. Before the call. */
 void ccap_q_forget(int fd);
-/* The same for every number in [LO, HI] (close_range, closefrom). */
-void ccap_q_forget_range(unsigned lo, unsigned hi);
+
+/* close_range(LO, HI, FLAGS) (closefrom: HI ~0U) by the program: the queued
+ * connects forget their numbers in the range (as ccap_q_forget each) and
+ * CLOSER closes every number in it but the queue's own descriptors (kept
+ * sockets, placeholders, eventfds, the park's listener: the program did not
+ * open them), in one call per gap between those. Returns CLOSER's result:
+ * 0, or -errno of the first call that failed. */
+typedef int ccap_close_range_fn(unsigned lo, unsigned hi, int flags);
+int ccap_q_close_range(unsigned lo, unsigned hi, int flags, ccap_close_range_fn *closer);
 
 /* After a successful dup of OLDFD to NEWFD: NEWFD is another number of
  * OLDFD's queued connect (the real socket goes to both). */

@@ -103,12 +103,20 @@ static bool may_have_run(int rc)
 /* One acquire attempt Q of semaphore S (index SEM) under rlock, on a master
  * whose failovers this process acted on: one found on the way (-ESTALE,
  * not run) is acted on first (failover.c), then the attempt is made there.
- * Returns 1 granted, 0 denied (*RES tells when to re-check), -errno. */
+ * Returns 1 granted, 0 denied (*RES tells when to re-check), -errno; -EINTR
+ * without any call when *EXECD is set by then: an exit or exec released this
+ * holder id already (ccap_rt_waits_drop sets it, then takes rlock to send
+ * the release), and an attempt after that release would queue a ticket
+ * nobody gives back. */
 static int try_acquire(const struct ccap_sem_conf *s, size_t sem, const struct ccap_sem_req *q,
-                       struct ccap_sem_result *res)
+                       struct ccap_sem_result *res, atomic_bool *execd)
 {
     pthread_mutex_lock(&ccap_rt.rlock);
     int rc = -ECONNREFUSED;
+    if (atomic_load(execd)) {
+        pthread_mutex_unlock(&ccap_rt.rlock);
+        return -EINTR;
+    }
     if (!ccap_breaker_open()) {
         struct ccap_sem_req a = *q;
         for (int k = 0;; k++) {
@@ -168,16 +176,23 @@ static void report_timeout(const struct ccap_sem_conf *s, const char *holder, lo
 /* P's attempts may have left Redis a ticket in the queue, or a permit
  * that no socket will own (an attempt whose reply was lost ran late): its
  * holder id is released as a closed permit's is -- kept, and sent again
- * until Redis ran it -- and P gets a fresh id. The released id is never
- * used again: its release may reach Redis after a later attempt would.
- * Kept for two leases: the permit of an attempt Redis runs late lives a
- * lease from then. Wakes the heartbeat, which sends it once Redis answers. */
-static void drop_holder_id(struct ccap_permit *p)
+ * until Redis ran it -- and P gets a fresh id (renew_holder_id). The
+ * released id is never used again: its release may reach Redis after a
+ * later attempt would. Kept for two leases: the permit of an attempt Redis
+ * runs late lives a lease from then. */
+static void release_holder_id(const struct ccap_permit *p)
 {
     pthread_mutex_lock(&ccap_rt.rlock);
     ccap_rt_release_kept(p->sem, ccap_config_sem_index(ccap_rt.cfg, p->sem), p->holder, false,
                          ccap_now_ms() + 2LL * p->lease_ms);
     pthread_mutex_unlock(&ccap_rt.rlock);
+}
+
+/* The rest of dropping P's holder id, once nobody else reads it (the wait
+ * is out of the process's list): P gets a fresh id, the heartbeat is woken
+ * to send the release if Redis did not take it. */
+static void renew_holder_id(struct ccap_permit *p)
+{
     ccap_rt_next_holder(p);
     ccap_rt_kick();
 }
@@ -337,7 +352,7 @@ static int attempt(struct ccap_wait *ws)
     ws->q.waited_ms = t - ws->start;
     ws->q.wait_left_ms = ws->deadline - t;
     ws->q.flags = t >= ws->deadline && ws->q.ticket_ttl_ms > 0 ? CCAP_SEM_LEAVE : 0;
-    rc = try_acquire(ws->s, ws->sem, &ws->q, &ws->res);
+    rc = try_acquire(ws->s, ws->sem, &ws->q, &ws->res, &ws->execd);
     ws->left_queue = ws->q.flags & CCAP_SEM_LEAVE;
     if (rc != 1)
         ws->in_redis = rc < 0 ? ws->in_redis || may_have_run(rc) : ws->q.ticket_ttl_ms > 0 && !ws->left_queue;
@@ -471,6 +486,8 @@ static int step(struct ccap_wait *ws, bool block_ok)
     if (atomic_load(&ws->cancelled))
         return -ECANCELED;
     rc = attempt(ws);
+    if (rc == -EINTR)
+        return 0; /* an exit or exec released the holder id meanwhile: after_exec says what next */
     if (rc == 1)
         return 1;
     if (rc == 0 && ws->res.queue_full)
@@ -487,19 +504,28 @@ static int step(struct ccap_wait *ws, bool block_ok)
     return 0;
 }
 
-/* The end of wait WS with result RC: out of the process's list and its
- * waker, its holder id released if Redis may keep a ticket of it. */
+/* The end of wait WS with result RC: its holder id released if Redis may
+ * keep a ticket of it, then out of the process's list and its waker. In
+ * that order: an exit (ccap_rt_waits_drop) releases the tickets of the
+ * waits still listed, and may end the process while this thread runs; a
+ * wait out of the list must have its release written already (a release
+ * both made is harmless). */
 static int wait_end(struct ccap_wait *ws, int rc)
 {
     struct ccap_permit *p = ws->p;
 
-    waits_remove(ws);
-    if (ws->joined)
-        ccap_waiter_leave(&ws->w);
+    bool drop;
+
     if (atomic_load(&ws->execd))
         ws->in_redis = false; /* its holder id is released already */
-    if (ws->in_redis && (rc != 1 || (p->flags & CCAP_PERMIT_LOCAL)))
-        drop_holder_id(p);
+    drop = ws->in_redis && (rc != 1 || (p->flags & CCAP_PERMIT_LOCAL));
+    if (drop)
+        release_holder_id(p);
+    waits_remove(ws);
+    if (drop)
+        renew_holder_id(p); /* out of the list: an exit reads the id no more */
+    if (ws->joined)
+        ccap_waiter_leave(&ws->w);
     return rc;
 }
 

@@ -341,46 +341,61 @@ static void after_close_range(unsigned lo, unsigned hi)
     errno = e;
 }
 
-/* Before a range is closed: queued connects forget its numbers. */
-static void q_forget_range(unsigned lo, unsigned hi)
+static int sys_close_range(unsigned lo, unsigned hi, int flags)
 {
-    if (ccap_q_any()) {
-        int e = errno;
-        GUARDED(ccap_q_forget_range(lo, hi));
-        errno = e;
-    }
+    return REAL(close_range) ? LOAD(close_range)(lo, hi, flags) : (int)syscall(SYS_close_range, lo, hi, flags);
+}
+
+/* The real close_range of [LO, HI], serialised with the shim's Redis I/O
+ * when the range may hold its Redis descriptor. Returns 0 or -errno. */
+static int range_closer(unsigned lo, unsigned hi, int flags)
+{
+    bool l = ccap_rt_own_fd_begin(lo, hi);
+    int rc = sys_close_range(lo, hi, flags) == 0 ? 0 : -errno;
+    ccap_rt_own_fd_end(l);
+    return rc;
+}
+
+/* A range the program closes: with connects queued, they forget its
+ * numbers and the queue's own descriptors in it are left open (the
+ * program did not open them; runtime/queued.h). Returns 0 or -errno. */
+static int close_range_as_asked(unsigned lo, unsigned hi, int flags)
+{
+    int rc;
+
+    if (!ccap_q_any())
+        return range_closer(lo, hi, flags);
+    GUARDED(rc = ccap_q_close_range(lo, hi, flags, range_closer));
+    return rc;
 }
 
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
-    bool l = false;
     FIRST_NEED();
-    if (!ccap_guard && !(flags & CLOSE_RANGE_CLOEXEC)) {
-        q_forget_range(first, last);
-        l = ccap_rt_own_fd_begin(first, last);
+    if (ccap_guard || (flags & CLOSE_RANGE_CLOEXEC))
+        return sys_close_range(first, last, flags);
+    int rc = close_range_as_asked(first, last, flags);
+    if (rc < 0) {
+        errno = -rc;
+        return -1;
     }
-    int rc = REAL(close_range) ? LOAD(close_range)(first, last, flags)
-                               : (int)syscall(SYS_close_range, first, last, flags);
-    int e = errno;
-    ccap_rt_own_fd_end(l);
-    errno = e;
-    if (rc == 0 && !ccap_guard && !(flags & CLOSE_RANGE_CLOEXEC))
-        after_close_range(first, last);
-    return rc;
+    after_close_range(first, last);
+    return 0;
 }
 
 EXPORT void closefrom(int lowfd)
 {
-    bool l = false;
-    if (!ccap_guard) {
-        FIRST_NEED();
-        if (lowfd >= 0) {
-            q_forget_range((unsigned)lowfd, ~0U);
-            l = ccap_rt_own_fd_begin((unsigned)lowfd, ~0U);
-        }
+    if (ccap_guard || lowfd < 0) {
+        REAL(closefrom)(lowfd);
+        return;
     }
-    REAL(closefrom)(lowfd);
-    ccap_rt_own_fd_end(l);
-    if (!ccap_guard && lowfd >= 0)
-        after_close_range((unsigned)lowfd, ~0U);
+    FIRST_NEED();
+    int e = errno;
+    if (!ccap_q_any() || close_range_as_asked((unsigned)lowfd, ~0U, 0) == -ENOSYS) {
+        bool l = ccap_rt_own_fd_begin((unsigned)lowfd, ~0U);
+        REAL(closefrom)(lowfd); /* also where close_range does not exist (Linux < 5.9) */
+        ccap_rt_own_fd_end(l);
+    }
+    errno = e;
+    after_close_range((unsigned)lowfd, ~0U);
 }

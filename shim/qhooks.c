@@ -49,13 +49,17 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
     Q_CALL(fd, REAL(epoll_ctl)(epfd, op, fd, ev), ccap_q_epoll_ctl(epfd, op, fd, ev));
 }
 
-/* A shutdown of a connecting socket resets it: the queued connect ends. */
+/* A shutdown of a connecting socket disconnects it: a queued connect ends,
+ * the program's socket is back on the number, unconnected, and the shutdown
+ * is done (a valid HOW). */
 EXPORT int shutdown(int fd, int how)
 {
-    if (!ccap_guard && ccap_q_maybe(fd)) {
-        int e = errno;
-        GUARDED(ccap_q_forget(fd));
+    if (!ccap_guard && ccap_q_maybe(fd) && how >= SHUT_RD && how <= SHUT_RDWR) {
+        int e = errno, done;
+        GUARDED(done = ccap_q_shutdown(fd));
         errno = e;
+        if (done)
+            return 0;
     }
     return REAL(shutdown)(fd, how);
 }
