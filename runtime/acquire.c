@@ -80,10 +80,12 @@ static int wait_mode(const struct ccap_config *cfg, int fd, bool may_queue, bool
     }
 }
 
+#define QUEUED 2 /* the connect goes on in the queue: EINPROGRESS */
+
 /* A non-blocking connect that is to queue: one attempt here; with no permit
  * free its wait goes on in the queue (runtime/queued.c), or in this thread
- * when the queue cannot take it. Returns as ccap_rt_wait_for_permit, or 2
- * when queued. */
+ * when the queue cannot take it. Returns as ccap_rt_wait_for_permit, or
+ * QUEUED. */
 static int queue_or_wait(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd,
                          const struct sockaddr *sa, socklen_t len)
 {
@@ -94,10 +96,10 @@ static int queue_or_wait(const struct ccap_sem_conf *s, size_t sem, struct ccap_
         return rc;
     rc = ccap_q_enqueue(fd, sa, len, p, ws, s->wait_timeout_ms + CCAP_Q_SPARE_MS);
     if (rc == 0)
-        return 2;
+        return QUEUED;
     ccap_log(CCAP_LOG_WARN, "connect of descriptor %d cannot be queued (%s): it waits for a permit of %s", fd,
              strerror(-rc), s->name);
-    return ccap_rt_wait_resume(ws);
+    return ccap_rt_wait_resume(ws, CCAP_WAIT_PROGRAM);
 }
 
 int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, bool may_queue, struct ccap_ticket *t)
@@ -124,9 +126,12 @@ int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, bool m
     if (!p)
         return 0;
     bool queue;
-    int mode = wait_mode(cfg, fd, may_queue, &queue);
-    int rc = queue ? queue_or_wait(s, rule->sem, p, fd, sa, len) : ccap_rt_wait_for_permit(s, rule->sem, p, mode);
-    if (rc == 2)
+    int mode = wait_mode(cfg, fd, may_queue, &queue), rc;
+    if (queue)
+        rc = queue_or_wait(s, rule->sem, p, fd, sa, len);
+    else
+        rc = ccap_rt_wait_for_permit(s, rule->sem, p, mode, CCAP_WAIT_PROGRAM);
+    if (rc == QUEUED)
         return CCAP_RT_QUEUED;
     if (rc < 0) {
         free(p);

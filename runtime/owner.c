@@ -54,11 +54,16 @@ int ccap_rt_self_pid(void)
     return atomic_load_explicit(&stateful, memory_order_relaxed) && pid > 0 ? pid : (int)getpid();
 }
 
+bool ccap_rt_own_fd_maybe(unsigned hi)
+{
+    return atomic_load_explicit(&stateful, memory_order_relaxed) &&
+           hi >= (unsigned)atomic_load_explicit(&own_fd_base, memory_order_relaxed);
+}
+
 bool ccap_rt_own_fd_begin(unsigned lo, unsigned hi)
 {
     (void)lo;
-    if (!atomic_load_explicit(&stateful, memory_order_relaxed) ||
-        hi < (unsigned)atomic_load_explicit(&own_fd_base, memory_order_relaxed))
+    if (!ccap_rt_own_fd_maybe(hi))
         return false;
     /* A vfork child has a descriptor table of its own: nothing to guard, and
      * it must never take (and maybe die holding) its parent's lock. */

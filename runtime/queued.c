@@ -316,7 +316,7 @@ static struct ccap_permit *grant(struct q_ent *e)
 static void *q_thread(void *arg)
 {
     struct q_ent *e = arg;
-    int rc = ccap_rt_wait_resume(e->ws);
+    int rc = ccap_rt_wait_resume(e->ws, 0); /* a thread of the shim's: no signal, no cancel */
     struct ccap_permit *give_back = NULL;
 
     pthread_mutex_lock(&qlock);

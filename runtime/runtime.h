@@ -2,7 +2,11 @@
 /* Layering: the shim calls this; the runtime calls core, and the shim only
  * through struct ccap_rt_hooks. Every call is made with the shim's guard
  * held (shim/shim.h: ccap_guard), on which core's own libc calls -- that
- * pass through the shim's hooks -- rely. */
+ * pass through the shim's hooks -- rely, and, in a program's thread, with
+ * cancellation disabled: pthread_cancel never ends a thread inside the
+ * runtime (a lock held, half a Redis command written). Only a wait's sleeps
+ * act on a cancel (runtime/nap.h), each with a cleanup handler that undoes
+ * the wait. */
 #ifndef CCAP_RUNTIME_H
 #define CCAP_RUNTIME_H
 
@@ -26,6 +30,13 @@ struct ccap_rt_hooks {
     /* starts FN(ARG) as a thread of the shim's own (guarded, no signals);
      * true if it started: the runtime's own threads (the waker) */
     bool (*spawn)(void *(*fn)(void *), void *arg);
+    /* A wait's sleep in a program's thread (runtime/nap.h): OUTSIDE gives
+     * the thread back to the program until INSIDE(what OUTSIDE returned) --
+     * no guard, so a signal handler's calls meanwhile are the program's, and
+     * the program's cancellation state, so a cancel acts there. OUTSIDE
+     * returns -1 (nothing changed) in a thread of the shim's. */
+    int (*outside)(void);
+    void (*inside)(int back);
 };
 
 /* Installs HOOKS. No I/O, no locks, no allocation: safe in a constructor.
@@ -60,6 +71,9 @@ void ccap_rt_claim(void);
  * atomic loads), and in a process that does not own the state (a vfork
  * child's descriptors are its own). */
 bool ccap_rt_own_fd_begin(unsigned lo, unsigned hi);
+/* Whether a range ending at HI may hold the Redis descriptor (two atomic
+ * loads): false means ccap_rt_own_fd_begin would return false. */
+bool ccap_rt_own_fd_maybe(unsigned hi);
 void ccap_rt_own_fd_end(bool locked);
 
 /* A permit is held: makes sure the heartbeat runs. */

@@ -13,6 +13,14 @@
  * same with nonblocking_errno; under "fail", one attempt without a ticket. */
 enum ccap_wait_mode { CCAP_WAIT_BLOCK, CCAP_WAIT_NONBLOCK, CCAP_WAIT_AT_ONCE };
 
+/* How the thread that runs a wait waits (FLAGS below). */
+/* A program's thread (its connect()): the wait's sleeps are the program's
+ * (runtime/nap.h). A pthread_cancel acts in a sleep and nowhere else: the
+ * wait then ends as a failed one, its ticket released, P freed, and the
+ * thread unwinds (the hooks' guard given back). Without it: a thread of the
+ * shim's. */
+#define CCAP_WAIT_PROGRAM 1
+
 /* Waits for a permit of semaphore S (index SEM in the configuration in
  * force) for P, a permit named but not yet in the table, as MODE says. Each attempt is one acquire call
  * on the shared connection; in between, the thread sleeps until the
@@ -22,9 +30,9 @@ enum ccap_wait_mode { CCAP_WAIT_BLOCK, CCAP_WAIT_NONBLOCK, CCAP_WAIT_AT_ONCE };
  * max_waiters tickets fails the connect at once. Returns 1 granted (P flagged
  * CCAP_PERMIT_LOCAL when on_redis_down granted it), or -errno: on_timeout's
  * (nonblocking_errno's for a non-blocking socket), or on_redis_down's.
- * May give P a new holder id. Thread-safe; blocks up to the semaphore's
- * wait_timeout_ms. */
-int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int mode);
+ * May give P a new holder id. FLAGS: CCAP_WAIT_PROGRAM or 0. Thread-safe;
+ * blocks up to the semaphore's wait_timeout_ms. */
+int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int mode, int flags);
 
 /* A wait that goes on in another thread (a queued connect). */
 struct ccap_wait;
@@ -33,12 +41,13 @@ struct ccap_wait;
  * a ticket in the queue when no permit is free. Returns 1 granted or -errno
  * (done, as ccap_rt_wait_for_permit), or 0 with *OUT the wait in progress:
  * its owner must end it with ccap_rt_wait_resume. Out of memory: waits in
- * the calling thread instead. Thread-safe. */
+ * the calling thread instead (a program's: CCAP_WAIT_PROGRAM). Thread-safe. */
 int ccap_rt_wait_start(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, struct ccap_wait **out);
 
-/* Goes on with WS until it ends, in any one thread: returns 1 granted or
- * -errno (-ECANCELED: cancelled, its ticket released), and frees WS. */
-int ccap_rt_wait_resume(struct ccap_wait *ws);
+/* Goes on with WS until it ends, in any one thread, FLAGS saying how that
+ * thread waits: returns 1 granted or -errno (-ECANCELED: cancelled, its
+ * ticket released), and frees WS. */
+int ccap_rt_wait_resume(struct ccap_wait *ws, int flags);
 
 /* WS's id, for ccap_rt_wait_cancel (unique in the process). */
 unsigned long long ccap_rt_wait_id(const struct ccap_wait *ws);
