@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "clock.h"
 #include "log.h"
+#include "nap.h"
 #include "park.h"
 #include "queued.h"
 #include "rt_int.h"
@@ -21,8 +22,11 @@
 #define Q_REGS 16     /* epoll sets one number is in */
 #define Q_EPOLLS 256  /* epoll descriptors remembered */
 #define Q_POLL_EXTRA 8 /* eventfds one poll call adds at most */
+#define Q_RECHECK_MS 1000 /* a connect() waiting on a queued descriptor looks again this often */
 
 enum { Q_QUEUED, Q_FAILED };
+
+struct q_sleeper;
 
 /* One queued connect. Under qlock, but for the thread's own fields. */
 struct q_ent {
@@ -40,7 +44,18 @@ struct q_ent {
     struct ccap_permit *permit;
     struct sockaddr_storage sa;
     socklen_t salen;
+    struct q_sleeper *sleepers; /* threads in connect() on a blocking number of it */
     struct q_ent *next;
+};
+
+/* A thread in connect() again on a blocking queued descriptor (a connect a
+ * signal interrupted): it waits as a real blocking connect waits for its
+ * connection, on a nap of its own (runtime/nap.h: signals and cancellation
+ * as connect()'s). On its entry's list under qlock. */
+struct q_sleeper {
+    struct ccap_nap nap;
+    struct q_ent *e; /* the entry it waits on; NULL once that wait ended */
+    struct q_sleeper *next;
 };
 
 struct q_reg {
@@ -208,8 +223,32 @@ static void unlink_ent(struct q_ent *e)
         }
 }
 
+/* E's wait ended (granted, failed) or E goes: every thread waiting in
+ * connect() on it looks again. Under qlock. */
+static void kick_sleepers(struct q_ent *e)
+{
+    for (struct q_sleeper *s = e->sleepers; s; s = s->next) {
+        s->e = NULL;
+        ccap_nap_kick(&s->nap);
+    }
+    e->sleepers = NULL;
+}
+
+/* S off its entry's list, if it is still on one. Under qlock. */
+static void sleeper_off(struct q_sleeper *s)
+{
+    for (struct q_sleeper **pp = s->e ? &s->e->sleepers : NULL; pp && *pp; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    }
+    s->e = NULL;
+}
+
 static void free_ent(struct q_ent *e)
 {
+    kick_sleepers(e);
     while (e->nfds > 0)
         drop_alias(e, 0);
     close_own(&e->real);
@@ -263,6 +302,7 @@ static void fail_in_place(struct q_ent *e, int err)
     e->err = err;
     ccap_park_fail(e->ph);
     wake(e);
+    kick_sleepers(e);
     close_own(&e->real);
     close_own(&e->efd);
 }
@@ -282,6 +322,23 @@ static void copy_flags(int from, int to)
         fcntl(to, F_SETSIG, sig);
 }
 
+/* Starts E's real connect without waiting for it. A blocking socket (a
+ * connect a signal interrupted, queued since) is non-blocking for the call
+ * only: its connection then goes on as a real interrupted one's does.
+ * Returns 0 or -errno. Under qlock. */
+static int start_connect(struct q_ent *e)
+{
+    int fl = fcntl(e->real, F_GETFL), rc;
+    bool blocking = fl >= 0 && !(fl & O_NONBLOCK);
+
+    if (blocking)
+        fcntl(e->real, F_SETFL, fl | O_NONBLOCK);
+    rc = connect(e->real, (struct sockaddr *)&e->sa, e->salen) == 0 || errno == EINPROGRESS ? 0 : -errno;
+    if (blocking)
+        fcntl(e->real, F_SETFL, fl);
+    return rc;
+}
+
 /* The permit came: the real connect starts, then the real socket goes on
  * every number still the placeholder's, each joining the permit. Returns
  * the permit when nobody took it (for the caller to give back), else NULL.
@@ -289,6 +346,7 @@ static void copy_flags(int from, int to)
 static struct ccap_permit *grant(struct q_ent *e)
 {
     struct ccap_permit *p = e->permit;
+    int rc;
 
     for (int i = e->nfds - 1; i >= 0; i--)
         if (!is_file(e->fds[i], e->qdev, e->qino))
@@ -296,8 +354,8 @@ static struct ccap_permit *grant(struct q_ent *e)
     if (e->nfds == 0)
         return p;
     copy_flags(e->fds[0], e->real);
-    if (connect(e->real, (struct sockaddr *)&e->sa, e->salen) != 0 && errno != EINPROGRESS) {
-        fail_in_place(e, errno); /* EADDRNOTAVAIL, ENETUNREACH...: the socket keeps no error of it */
+    if ((rc = start_connect(e)) < 0) {
+        fail_in_place(e, -rc); /* EADDRNOTAVAIL, ENETUNREACH...: the socket keeps no error of it */
         return p;
     }
     bool taken = false;
@@ -310,6 +368,7 @@ static struct ccap_permit *grant(struct q_ent *e)
     if (taken)
         p = NULL;
     wake(e);
+    kick_sleepers(e);
     return p;
 }
 
@@ -427,6 +486,64 @@ int ccap_q_enqueue(int fd, const struct sockaddr *sa, socklen_t len, struct ccap
     return 0;
 }
 
+/* The thread of S was cancelled while it waited in connect(): off its
+ * entry's list (the queued connect goes on, as a real connect whose thread
+ * was cancelled goes on), before it unwinds into the program. */
+static void sleeper_cancelled(void *arg)
+{
+    struct q_sleeper *s = arg;
+
+    ccap_nap_unwinding();
+    pthread_mutex_lock(&qlock);
+    sleeper_off(s);
+    pthread_mutex_unlock(&qlock);
+    ccap_nap_destroy(&s->nap);
+    ccap_nap_unwound();
+}
+
+/* connect() again on blocking FD while it is queued: waits until its wait
+ * ended, as a real blocking connect waits (signals and cancellation as
+ * connect()'s, runtime/nap.h), or until FD is gone. Returns 0, or -EINTR. */
+static int sleep_on(int fd)
+{
+    struct q_sleeper s = { .e = NULL };
+    volatile int rc = 0; /* set inside pthread_cleanup_push's setjmp region */
+
+    ccap_nap_init(&s.nap);
+    if (ccap_nap_use_fd(&s.nap) < 0)
+        ccap_log(CCAP_LOG_DEBUG, "no timerfd for a connect() on queued descriptor %d: no signal ends its wait", fd);
+    pthread_cleanup_push(sleeper_cancelled, &s);
+    for (;;) {
+        pthread_mutex_lock(&qlock);
+        struct q_ent *e = lookup(fd);
+        if (!e || e->state != Q_QUEUED) {
+            pthread_mutex_unlock(&qlock);
+            break;
+        }
+        s.e = e;
+        s.next = e->sleepers;
+        e->sleepers = &s;
+        pthread_mutex_unlock(&qlock);
+        int r = ccap_nap_sleep(&s.nap, ccap_now_ms() + Q_RECHECK_MS);
+        pthread_mutex_lock(&qlock);
+        sleeper_off(&s);
+        pthread_mutex_unlock(&qlock);
+        if (r == -EINTR) {
+            rc = -EINTR;
+            break;
+        }
+    }
+    pthread_cleanup_pop(0);
+    ccap_nap_destroy(&s.nap);
+    return rc;
+}
+
+static bool blocking(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    return fl >= 0 && !(fl & O_NONBLOCK);
+}
+
 int ccap_q_connect(int fd)
 {
     int rc = 0, v;
@@ -434,6 +551,13 @@ int ccap_q_connect(int fd)
 
     pthread_mutex_lock(&qlock);
     struct q_ent *e = lookup(fd);
+    if (e && e->state == Q_QUEUED && blocking(fd)) {
+        pthread_mutex_unlock(&qlock);
+        if ((rc = sleep_on(fd)) < 0)
+            return rc;
+        pthread_mutex_lock(&qlock);
+        e = lookup(fd);
+    }
     if (e && e->state == Q_QUEUED) {
         rc = -EALREADY;
     } else if (e && e->err) {
@@ -686,7 +810,8 @@ void ccap_q_fork_child(void)
                 close(f);
             }
         }
-        e->permit = NULL; /* the parent's */
+        e->permit = NULL;   /* the parent's */
+        e->sleepers = NULL; /* threads of the parent's */
         free_ent(e);
     }
     q_head = NULL;

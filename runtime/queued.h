@@ -57,7 +57,12 @@ int ccap_q_enqueue(int fd, const struct sockaddr *sa, socklen_t len, struct ccap
                    int lifetime_ms);
 
 /* connect() again on FD: -EALREADY while queued; the failure's errno once
- * after it failed; 0 when FD is not (any more) the queue's: go on. */
+ * after it failed; 0 when FD is not (any more) the queue's: go on. A
+ * blocking FD (a connect a signal interrupted, queued since) first waits
+ * while it is queued, as connect() again on a real connecting blocking
+ * socket waits for the connection: -EINTR when a signal handler installed
+ * without SA_RESTART interrupts that wait; a cancel ends the thread there,
+ * the queued connect going on (runtime/nap.h). */
 int ccap_q_connect(int fd);
 
 /* FD stops referring to the placeholder (the program closes it, puts another

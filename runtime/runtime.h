@@ -89,13 +89,20 @@ void ccap_rt_kick(void);
  * connect (which the queue makes when the permit comes). Under "wait" it
  * waits as a blocking one; under "fail" it fails at once (after one Redis
  * round trip) with nonblocking_errno. Returns 0 to go on with the real
- * connect, CCAP_RT_QUEUED, or -errno to fail it without any SYN: the
- * configured on_timeout errno when no permit came in time (nonblocking_errno
- * under "wait" and "fail"), -ECONNREFUSED when Redis is down and
- * on_redis_down is "closed". Unmatched destinations cost a rule scan: no
- * Redis call, no lock. A socket that already holds a permit (connect called
- * again) takes no second one. Thread-safe. */
+ * connect, CCAP_RT_QUEUED, CCAP_RT_INTERRUPTED, or -errno to fail it
+ * without any SYN: the configured on_timeout errno when no permit came in
+ * time (nonblocking_errno under "wait" and "fail"), -ECONNREFUSED when
+ * Redis is down and on_redis_down is "closed". Unmatched destinations cost
+ * a rule scan: no Redis call, no lock. A socket that already holds a permit
+ * (connect called again) takes no second one. Thread-safe. */
 #define CCAP_RT_QUEUED 1
+/* A blocking connect whose wait a signal handler installed without
+ * SA_RESTART interrupted: the hook returns -1/EINTR without the real connect,
+ * and the connect goes on in the queue, as a real one goes on after EINTR
+ * (runtime/acquire.c). A cancel in the wait unwinds the thread (its ticket
+ * released, the socket untouched: as a cancel acted upon on connect()'s
+ * entry leaves it). */
+#define CCAP_RT_INTERRUPTED 2
 /* How long a placeholder outlives its wait's deadline (then the kernel ends
  * it with ETIMEDOUT, if nothing else did). */
 #define CCAP_Q_SPARE_MS 5000

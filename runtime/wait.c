@@ -540,8 +540,12 @@ int ccap_waiter_wait(struct ccap_waiter *w, long long until_ms)
         }
         /* the sleep holds no lock: the nap may be a cancellation point */
         pthread_mutex_unlock(&P.lock);
-        ccap_nap_sleep(w->nap, poll && poll_end < until_ms ? poll_end : until_ms); /* interrupted: re-check */
+        int rc = ccap_nap_sleep(w->nap, poll && poll_end < until_ms ? poll_end : until_ms);
         pthread_mutex_lock(&P.lock);
+        if (rc == -EINTR) {
+            woke = w->woke | CCAP_WOKE_SIGNAL;
+            break;
+        }
     }
     w->woke = 0;
     pthread_mutex_unlock(&P.lock);

@@ -67,6 +67,7 @@ struct ccap_waiter {
 #define CCAP_WOKE_TOKEN 1  /* a token came: re-check now */
 #define CCAP_WOKE_BROKEN 2 /* the waker's connection failed: a token may be lost, re-check */
 #define CCAP_WOKE_POLL 4   /* CCAP_WAIT_POLL_MS passed while a token could be missed: re-check */
+#define CCAP_WOKE_SIGNAL 8 /* a signal handler without SA_RESTART interrupted the sleep (runtime/nap.h) */
 
 /* Registers W (W->key set) with the waker of semaphore NAME (key prefix
  * PREFIX), starting it if needed; CONF (copied) makes its connection. W
@@ -99,7 +100,8 @@ void ccap_waiter_poke_failed(struct ccap_waiter *w);
 /* Sleeps until W gets a token, its waker fails, UNTIL_MS (monotonic ms)
  * comes, or CCAP_WAIT_POLL_MS pass while W may miss a token (its waker
  * failing, or blocking without W's key, or W not armed). Returns the
- * CCAP_WOKE_* bits (cleared for the next call), 0 at UNTIL_MS. Only W's
+ * CCAP_WOKE_* bits (cleared for the next call), 0 at UNTIL_MS;
+ * CCAP_WOKE_SIGNAL when its nap was interrupted (runtime/nap.h). Only W's
  * thread calls it. It sleeps without the pool's lock: with a program's nap,
  * a cancel acts there and leaves no lock held (the caller's cleanup handler
  * calls ccap_waiter_leave). */

@@ -19,6 +19,7 @@
 #define WAIT_DOWN_NAP_MS 50     /* Redis down and the local limit full: re-check this often */
 #define WAIT_ALIVE_MS 1000      /* a queued connect: looks this often whether its descriptor is still open */
 #define WAIT_TICKET_MIN_MS 3000 /* the shortest ticket TTL (short leases) */
+#define WAIT_INTERRUPTED CCAP_WAIT_INTERRUPTED /* step(): a handler without SA_RESTART interrupted a sleep */
 
 /* One wait: what the attempts carry from one to the next. */
 struct ccap_wait {
@@ -32,7 +33,7 @@ struct ccap_wait {
     bool left_queue; /* the last attempt left the queue */
     bool joined;     /* W is registered with the waker */
     bool unjoinable; /* no waker for W: poll */
-    int flags;       /* CCAP_WAIT_PROGRAM: how the thread that runs it now waits */
+    int flags;       /* CCAP_WAIT_PROGRAM, CCAP_WAIT_INTR: how the thread that runs it now waits */
     int fail_errno;
     long long start, deadline, last_ms; /* monotonic ms; LAST_MS: the last attempt's end */
     struct ccap_sem_req q;
@@ -330,17 +331,18 @@ static int attempt(struct ccap_wait *ws)
     return rc;
 }
 
-/* Sleeps until UNTIL (monotonic ms) or a kick. Returns 0: a signal
- * handler that interrupted it changes nothing (the caller re-checks). */
+/* Sleeps until UNTIL (monotonic ms) or a kick. Returns 0, or
+ * WAIT_INTERRUPTED when a handler without SA_RESTART interrupted it and the
+ * wait is to end on that (CCAP_WAIT_INTR); other interruptions are
+ * restarted as SA_RESTART would. */
 static int nap(struct ccap_wait *ws, long long until)
 {
-    ccap_nap_sleep(&ws->nap, until);
-    return 0;
+    return ccap_nap_sleep(&ws->nap, until) == -EINTR && (ws->flags & CCAP_WAIT_INTR) ? WAIT_INTERRUPTED : 0;
 }
 
 /* An attempt failed with Redis down: on_redis_down decides. Returns 1
- * granted locally, -errno to fail, or 0 (after a nap if MAY_NAP) to try
- * again. */
+ * granted locally, -errno to fail, or 0 (after a nap if NAP) to try again,
+ * WAIT_INTERRUPTED if that nap was. */
 static int redis_down(struct ccap_wait *ws, bool may_nap)
 {
     long long t = ccap_now_ms();
@@ -426,8 +428,8 @@ static bool gone(struct ccap_wait *ws)
 
 /* Sleeps until the next re-check: a token, a failed waker, the rate's next
  * slot, the earliest lease end, the ticket's refresh, or the deadline.
- * Returns 0. In a program's thread the nap has a timerfd: its sleeps are the
- * program's (runtime/nap.h). */
+ * Returns 0, or WAIT_INTERRUPTED (see nap). In a program's thread the nap
+ * has a timerfd: its sleeps are the program's (runtime/nap.h). */
 static int block(struct ccap_wait *ws)
 {
     long long until = ws->deadline, t = ws->last_ms;
@@ -455,13 +457,16 @@ static int block(struct ccap_wait *ws)
         if (ws->alive && ccap_now_ms() + WAIT_ALIVE_MS < until)
             slice = ccap_now_ms() + WAIT_ALIVE_MS;
         woke = ccap_waiter_wait(&ws->w, slice);
-        if (woke || slice >= until || gone(ws))
+        if ((woke & CCAP_WOKE_SIGNAL) && (ws->flags & CCAP_WAIT_INTR))
+            return WAIT_INTERRUPTED;
+        if ((woke & ~CCAP_WOKE_SIGNAL) || slice >= until || gone(ws))
             return 0;
     }
 }
 
 /* One pass of a wait: an attempt, then (if BLOCK) the sleep until the next
- * re-check. Returns 1 granted, -errno to end, 0 to go on. */
+ * re-check. Returns 1 granted, -errno to end, 0 to go on, WAIT_INTERRUPTED
+ * (the wait still in progress). */
 static int step(struct ccap_wait *ws, bool block_ok)
 {
     int rc;
@@ -520,8 +525,8 @@ static void wait_cancelled(void *arg)
     ccap_nap_unwound();
 }
 
-/* Steps WS until it ends, FLAGS saying how this thread waits. Returns as
- * step (never 0). */
+/* Steps WS until it ends or is interrupted, FLAGS saying how this thread
+ * waits. Returns as step (never 0). */
 static int run(struct ccap_wait *ws, int flags)
 {
     int rc;
@@ -541,7 +546,7 @@ int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cc
 
     wait_init(&ws, s, sem, p, mode);
     waits_add(&ws);
-    rc = run(&ws, flags);
+    rc = run(&ws, flags & ~CCAP_WAIT_INTR);
     return wait_end(&ws, rc);
 }
 
@@ -581,9 +586,17 @@ int ccap_rt_wait_resume(struct ccap_wait *ws, int flags)
 {
     int rc = run(ws, flags);
 
+    if (rc == WAIT_INTERRUPTED)
+        return CCAP_WAIT_INTERRUPTED; /* still in progress: the caller hands it on or abandons it */
     rc = wait_end(ws, rc);
     free(ws);
     return rc;
+}
+
+void ccap_rt_wait_abandon(struct ccap_wait *ws)
+{
+    wait_end(ws, -EINTR);
+    free(ws);
 }
 
 void ccap_rt_wait_cancel(unsigned long long id)

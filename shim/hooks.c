@@ -68,8 +68,8 @@ static int real_close(int fd)
         struct ccap_ticket t_;                                                                                      \
         int saved_ = errno, rc_;                                                                                    \
         GUARDED(rc_ = ccap_rt_connect_pre(fd, sa, len, may_queue, &t_));                                            \
-        if (rc_ < 0 || rc_ == CCAP_RT_QUEUED) {                                                                     \
-            errno = rc_ < 0 ? -rc_ : EINPROGRESS;                                                                   \
+        if (rc_ < 0 || rc_ == CCAP_RT_QUEUED || rc_ == CCAP_RT_INTERRUPTED) {                                       \
+            errno = rc_ < 0 ? -rc_ : rc_ == CCAP_RT_QUEUED ? EINPROGRESS : EINTR;                                   \
             return -1;                                                                                              \
         }                                                                                                           \
         errno = saved_;                                                                                             \
@@ -86,7 +86,7 @@ EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
         return REAL(connect)(fd, sa, len);
     CANCEL_POINT();
     FIRST_NEED();
-    if (ccap_q_maybe(fd)) { /* a queued connect: EALREADY, or its failure once */
+    if (ccap_q_maybe(fd)) { /* a queued connect: EALREADY (a blocking one waits), or its failure once */
         int q;
         GUARDED(q = ccap_q_connect(fd));
         if (q < 0) {
