@@ -144,8 +144,27 @@ int ccap_nap_sleep(struct ccap_nap *n, long long until_ms)
     return fd >= 0 ? fd_sleep(n, fd, until_ms) : cond_sleep(n, until_ms);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
+#define UNWOUND_STACK (32 * 1024) /* more than the frames of a wait's sleep */
+#define HANDLER_STACK 2048        /* the handler's own frames, above this one */
+
+/* glibc reaches a cleanup handler by a longjmp of its own that ASan does not
+ * see: the frames it left (the sleep's, below the handler) keep their red
+ * zones, which the handler's own calls (and ASan's own before the unwinding
+ * goes on) would be taken for overflowing. */
+static __attribute__((noinline)) void unpoison_below(void)
+{
+    char here;
+    __asan_unpoison_memory_region(&here - UNWOUND_STACK, UNWOUND_STACK + HANDLER_STACK);
+}
+#else
+static void unpoison_below(void) {}
+#endif
+
 void ccap_nap_unwinding(void)
 {
+    unpoison_below();
     if (ccap_rt.hooks.inside)
         ccap_rt.hooks.inside(1);
 }
