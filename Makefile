@@ -108,11 +108,16 @@ LIBCONFIG_A := $(call static_lib,config,libconfig)
 SHIM_LIBS   := -Wl,--exclude-libs,ALL $(HIREDIS_A) $(BUILD)/libconfig-shim.a -ldl -pthread
 
 # libconfig.a (PIE code in Debian) reaches stdin/stdout/stderr directly; those
-# references are renamed to the shim's hidden ones (shim/lcstdio.c).
-$(BUILD)/libconfig-shim.a: $(LIBCONFIG_A)
+# references are renamed to the shim's hidden ones (shim/lcstdio.c). Its
+# allocations, locale calls and exit go through core/lcalloc.c: libconfig
+# does not check its mallocs, and a parse that runs out of memory must fail,
+# not crash the host (core/lcalloc.h).
+LC_RENAMED := malloc calloc realloc free newlocale uselocale freelocale exit
+$(BUILD)/libconfig-shim.a: $(LIBCONFIG_A) Makefile
 	@mkdir -p $(@D)
 	objcopy --redefine-sym stdin=ccap_lc_stdin --redefine-sym stdout=ccap_lc_stdout \
-	    --redefine-sym stderr=ccap_lc_stderr $< $@
+	    --redefine-sym stderr=ccap_lc_stderr --redefine-sym __strdup=ccap_lc_strdup \
+	    $(foreach f,$(LC_RENAMED),--redefine-sym $(f)=ccap_lc_$(f)) $< $@
 
 $(BUILD)/libconncap.so: $(CORE_OBJ) $(RT_OBJ) $(SHIM_OBJ) shim/exports.map $(BUILD)/libconfig-shim.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,--version-script=shim/exports.map -Wl,-z,relro,-z,now -o $@ \

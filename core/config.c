@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <libconfig.h>
 #include <limits.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 
 #include "conftext.h"
 #include "env.h"
+#include "lcalloc.h"
 #include "log.h"
 
 /* What a loader needs to hand out messages and look semaphores up. */
@@ -1090,18 +1092,33 @@ static int parse(const struct ccap_conf_text *t, config_t *lc, char *err, size_t
     return -EINVAL;
 }
 
-/* Validates the expanded text T into CFG, which takes T's file names. */
+/* Validates the expanded text T into CFG, which takes T's file names.
+ * libconfig's parse runs under a guard (core/lcalloc.h): in the shim, an
+ * allocation of libconfig's that fails ends it with -ENOMEM, every block it
+ * made freed, instead of a NULL dereference inside libconfig. */
 static int load_parsed(const char *path, struct ccap_conf_text *t, struct ccap_config *cfg, char *err, size_t errlen)
 {
     struct ctx c = { .path = path, .text = t, .note = &cfg->password_note, .err = err, .errlen = errlen };
+    struct ccap_lc_guard g;
     config_t lc;
-    config_init(&lc);
-    int rc = parse(t, &lc, err, errlen);
-    if (rc == 0)
-        rc = load_top(&c, config_root_setting(&lc), cfg);
+    volatile int rc; /* set after the guard's setjmp */
+
+    ccap_lc_guard_begin(&g);
+    if (setjmp(g.jb) == 0) {
+        config_init(&lc);
+        rc = parse(t, &lc, err, errlen);
+        ccap_lc_guard_disarm(&g);
+        if (rc == 0)
+            rc = load_top(&c, config_root_setting(&lc), cfg);
+        config_destroy(&lc);
+    } else {
+        rc = g.why; /* LC is half built: never read, its blocks freed below */
+        if (rc == -EIO && err && errlen)
+            snprintf(err, errlen, "%s: cannot parse (libconfig's scanner failed)", path);
+    }
+    ccap_lc_guard_end(&g);
     if (rc == -ENOMEM && err && errlen)
         snprintf(err, errlen, "%s: out of memory", path);
-    config_destroy(&lc);
     free(c.sem_order);
     cfg->files = t->files; /* the rules point into it */
     cfg->n_files = t->n_files;
