@@ -54,9 +54,14 @@ int ccap_rt_permit_attach(int fd, struct ccap_permit *p)
      * (under the table lock) */
     bool local = p->flags & CCAP_PERMIT_LOCAL;
     int lease_ms = p->lease_ms;
-    if (ccap_ptab_attach(fd, p) < 0) {
-        ccap_log(CCAP_LOG_WARN, "descriptor %d is beyond the permit table: not counted", fd);
-        return -EBADF;
+    int rc = ccap_ptab_attach(fd, p);
+    if (rc < 0) {
+        if (rc == -EBADF)
+            ccap_log(CCAP_LOG_WARN, "descriptor %d is beyond the permit table: not counted", fd);
+        else
+            ccap_log(CCAP_LOG_WARN, "descriptor %d: %s: its permit goes back, the connect is not counted", fd,
+                     strerror(-rc));
+        return rc;
     }
     if (ccap_rt.hooks.permit_taken && !local)
         ccap_rt.hooks.permit_taken(lease_ms);
