@@ -572,7 +572,7 @@ static int load_url(struct ctx *c, const config_setting_t *r, struct ccap_redis_
     }
     take_url(rc_out, &u);
     free_url(&u);
-    return 0;
+    return rc_out->host || rc_out->socket ? 0 : -ENOMEM; /* the default host could not be copied */
 }
 
 /* What TLS cannot go with: a Unix socket, or redis:// with a redis.tls group. */
