@@ -146,8 +146,13 @@ $(BUILD)/progs/secureprobe: tests/progs/secureprobe.c $(BUILD)/libconncap.so
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< -L$(BUILD) -lconncap -Wl,-rpath,$(abspath $(BUILD)) -pthread
 
+# A preloaded allocator that fails on purpose (tests/integration/lifecycle_nomem.sh).
+$(BUILD)/lib/libfailalloc.so: tests/lib/failalloc.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(filter-out $(SANFLAGS),$(CFLAGS)) $(LDFLAGS) -shared -fvisibility=hidden -o $@ $< -ldl
+
 # What the tests run; one goal, so an up-to-date build prints nothing.
-test-build: all $(UNITS) $(PROGS)
+test-build: all $(UNITS) $(PROGS) $(BUILD)/lib/libfailalloc.so
 
 test:
 	@sh mk/deps.sh test
