@@ -550,25 +550,46 @@ int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct cc
     return wait_end(&ws, rc);
 }
 
-int ccap_rt_wait_start(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, struct ccap_wait **out)
+/* FIRST (on the caller's stack, in the list of waits, never joined to a
+ * waker: step(false) does not sleep) becomes a heap copy, swapped into the
+ * list under its lock, so that an exec's ccap_rt_waits_drop or a cancel sees
+ * one or the other. Its nap is made afresh (a condition is not copied).
+ * Returns the copy, or NULL (out of memory: FIRST is left as it is). */
+static struct ccap_wait *to_heap(struct ccap_wait *first)
 {
     struct ccap_wait *ws = malloc(sizeof *ws);
+
+    if (!ws)
+        return NULL;
+    pthread_mutex_lock(&waits_lock);
+    memcpy(ws, first, sizeof *ws);
+    ccap_nap_init(&ws->nap);
+    ws->heap = true;
+    for (struct ccap_wait **pp = &waits_head; *pp; pp = &(*pp)->next) {
+        if (*pp == first) {
+            *pp = ws;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&waits_lock);
+    ccap_nap_destroy(&first->nap);
+    return ws;
+}
+
+int ccap_rt_wait_start(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, struct ccap_wait **out)
+{
+    struct ccap_wait first;
     int rc;
 
+    /* a permit free at the first attempt (the usual case) costs no
+     * allocation: only a wait that goes on moves to the heap */
     *out = NULL;
-    if (!ws)
-        return ccap_rt_wait_for_permit(s, sem, p, CCAP_WAIT_BLOCK, CCAP_WAIT_PROGRAM);
-    wait_init(ws, s, sem, p, CCAP_WAIT_BLOCK);
-    ws->heap = true;
-    waits_add(ws);
-    rc = step(ws, false);
-    if (rc != 0) {
-        rc = wait_end(ws, rc);
-        free(ws);
-        return rc;
-    }
-    *out = ws;
-    return 0;
+    wait_init(&first, s, sem, p, CCAP_WAIT_BLOCK);
+    waits_add(&first);
+    rc = step(&first, false);
+    if (rc == 0 && !(*out = to_heap(&first)))
+        rc = run(&first, CCAP_WAIT_PROGRAM); /* out of memory: it waits here */
+    return rc == 0 ? 0 : wait_end(&first, rc);
 }
 
 unsigned long long ccap_rt_wait_id(const struct ccap_wait *ws)

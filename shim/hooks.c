@@ -75,7 +75,8 @@ static int real_close(int fd)
         errno = saved_;                                                                                             \
         __typeof__(call) r_ = call;                                                                                 \
         int e_ = errno;                                                                                             \
-        GUARDED(ccap_rt_connect_post(fd, &t_, (ok) ? 0 : -1, e_));                                                  \
+        if (t_.permit) /* else nothing to undo */                                                                   \
+            GUARDED(ccap_rt_connect_post(fd, &t_, (ok) ? 0 : -1, e_));                                              \
         errno = e_;                                                                                                 \
         return r_;                                                                                                  \
     } while (0)
@@ -151,10 +152,11 @@ static void q_forget(int fd)
  * the table and never released. */
 int ccap_shim_close(int fd, int (*real)(int))
 {
-    if (ccap_q_maybe(fd) || ccap_ptab_maybe(fd))
+    bool tracked = ccap_ptab_maybe(fd);
+    if (tracked || ccap_q_maybe(fd))
         CANCEL_POINT();
     q_forget(fd);
-    if (!ccap_ptab_maybe(fd))
+    if (!tracked)
         return close_untracked(fd, real);
     int saved = errno, rc, e;
     struct ccap_permit *p;
