@@ -27,6 +27,9 @@ out=$(one 1000000000 from) || h_fail "without a failure: $out"
 calls=$(awk '$1 == "first" { print $4 }' <<<"$out")
 [ "$calls" -gt 20 ] || h_fail "the connect made $calls allocations: is the allocator preloaded? ($out)"
 h_note "a first connect makes $calls allocations"
+# the configuration's parse (libconfig's C-locale override) leaves the
+# connecting thread's own locale in force
+grep -qx 'locale kept' <<<"$out" || h_fail "the first connect changed the thread's locale ($out)"
 last=$((calls + 5))
 bad=()
 declare -A seen

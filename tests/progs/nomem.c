@@ -4,7 +4,9 @@
  * Arms the allocator so that its Nth call from the connect on fails (once)
  * or every call from the Nth on (from), connects, disarms it, and prints
  * "first RC ERRNO CALLS MS" (CALLS: the allocator's calls during the
- * connect); then connects again on a new socket: "second RC ERRNO"; then,
+ * connect), and "locale kept" or "locale changed": whether the thread's
+ * own locale (uselocale) is still in force after the connect, which loaded
+ * the configuration; then connects again on a new socket: "second RC ERRNO"; then,
  * with every allocation failing, closes both and exits ("closing"): the
  * releases and the exit's flush meet no memory at all. Output is written
  * with write(2): nothing of its own allocates while armed. Runs without the
@@ -12,6 +14,7 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <locale.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +55,9 @@ int main(int argc, char **argv)
     *(void **)&arm = dlsym(RTLD_DEFAULT, "failalloc_arm");
     *(void **)&count = dlsym(RTLD_DEFAULT, "failalloc_count");
     int fd = socket(AF_INET, SOCK_STREAM, 0), fd2;
+    locale_t mine = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+    if (mine)
+        uselocale(mine);
     long long t0 = now_ms();
     if (arm)
         arm(n, strcmp(argv[4], "once") == 0);
@@ -59,7 +65,8 @@ int main(int argc, char **argv)
     long calls = count ? count() : -1;
     if (arm)
         arm(0, 0);
-    len = snprintf(line, sizeof line, "first %d %s %ld %lld\n", rc, e ? ename(e) : "-", calls, now_ms() - t0);
+    len = snprintf(line, sizeof line, "first %d %s %ld %lld\nlocale %s\n", rc, e ? ename(e) : "-", calls,
+                   now_ms() - t0, uselocale((locale_t)0) == mine ? "kept" : "changed");
     if (write(1, line, (size_t)len) < 0)
         return 1;
     fd2 = socket(AF_INET, SOCK_STREAM, 0);
