@@ -111,11 +111,16 @@ LIBCONFIG_A := $(call static_lib,config,libconfig)
 SHIM_LIBS   := -Wl,--exclude-libs,ALL $(HIREDIS_A) $(BUILD)/libconfig-shim.a -ldl -pthread
 
 # libconfig.a (PIE code in Debian) reaches stdin/stdout/stderr directly; those
-# references are renamed to the shim's hidden ones (shim/lcstdio.c).
-$(BUILD)/libconfig-shim.a: $(LIBCONFIG_A)
+# references are renamed to the shim's hidden ones (shim/lcstdio.c). Its
+# allocations, locale calls and exit go through core/lcalloc.c: libconfig
+# does not check its mallocs, and a parse that runs out of memory must fail,
+# not crash the host (core/lcalloc.h).
+LC_RENAMED := malloc calloc realloc free newlocale uselocale freelocale exit
+$(BUILD)/libconfig-shim.a: $(LIBCONFIG_A) Makefile
 	@mkdir -p $(@D)
 	objcopy --redefine-sym stdin=ccap_lc_stdin --redefine-sym stdout=ccap_lc_stdout \
-	    --redefine-sym stderr=ccap_lc_stderr $< $@
+	    --redefine-sym stderr=ccap_lc_stderr --redefine-sym __strdup=ccap_lc_strdup \
+	    $(foreach f,$(LC_RENAMED),--redefine-sym $(f)=ccap_lc_$(f)) $< $@
 
 $(BUILD)/libconncap.so: $(CORE_OBJ) $(RT_OBJ) $(SHIM_OBJ) shim/exports.map $(BUILD)/libconfig-shim.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,--version-script=shim/exports.map -Wl,-z,relro,-z,now -o $@ \
@@ -144,8 +149,13 @@ $(BUILD)/progs/secureprobe: tests/progs/secureprobe.c $(BUILD)/libconncap.so
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< -L$(BUILD) -lconncap -Wl,-rpath,$(abspath $(BUILD)) -pthread
 
+# A preloaded allocator that fails on purpose (tests/integration/lifecycle_nomem.sh).
+$(BUILD)/lib/libfailalloc.so: tests/lib/failalloc.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(filter-out $(SANFLAGS),$(CFLAGS)) $(LDFLAGS) -shared -fvisibility=hidden -o $@ $< -ldl
+
 # What the tests run; one goal, so an up-to-date build prints nothing.
-test-build: all $(UNITS) $(PROGS)
+test-build: all $(UNITS) $(PROGS) $(BUILD)/lib/libfailalloc.so
 
 test:
 	@sh mk/deps.sh test

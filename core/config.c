@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <libconfig.h>
 #include <limits.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "conftext.h"
 #include "env.h"
 #include "fileset.h"
+#include "lcalloc.h"
 #include "log.h"
 
 /* What a loader needs to hand out messages and look semaphores up. */
@@ -585,7 +587,7 @@ static int load_url(struct ctx *c, const config_setting_t *r, struct ccap_redis_
     }
     take_url(rc_out, &u);
     free_url(&u);
-    return 0;
+    return rc_out->host || rc_out->socket ? 0 : -ENOMEM; /* the default host could not be copied */
 }
 
 /* What TLS cannot go with: a Unix socket, or redis:// with a redis.tls group. */
@@ -1110,18 +1112,35 @@ static int parse(const struct ccap_conf_text *t, config_t *lc, char *err, size_t
     return -EINVAL;
 }
 
-/* Validates the expanded text T into CFG, which takes T's file names. */
+/* Validates the expanded text T into CFG, which takes T's file names.
+ * libconfig's parse runs under a guard (core/lcalloc.h): in the shim, an
+ * allocation of libconfig's that fails ends it with -ENOMEM, every block it
+ * made freed, instead of a NULL dereference inside libconfig. */
 static int load_parsed(struct ctx *c, struct ccap_conf_text *t, struct ccap_config *cfg)
 {
+    struct ccap_lc_guard g;
     config_t lc;
-    config_init(&lc);
+    volatile int rc; /* set after the guard's setjmp */
+
     c->text = t;
     c->note = &cfg->password_note;
     c->secret_note = &cfg->secret_note;
-    int rc = parse(t, &lc, c->err, c->errlen);
-    if (rc == 0)
-        rc = load_top(c, config_root_setting(&lc), cfg);
-    config_destroy(&lc);
+    ccap_lc_guard_begin(&g);
+    if (setjmp(g.jb) == 0) {
+        config_init(&lc);
+        rc = parse(t, &lc, c->err, c->errlen);
+        ccap_lc_guard_disarm(&g);
+        if (rc == 0)
+            rc = load_top(c, config_root_setting(&lc), cfg);
+        config_destroy(&lc);
+    } else {
+        rc = g.why; /* LC is half built: never read, its blocks freed below */
+        if (rc == -EIO && c->err && c->errlen)
+            snprintf(c->err, c->errlen, "%s: cannot parse (libconfig's scanner failed)", c->path);
+    }
+    ccap_lc_guard_end(&g);
+    if (rc == -ENOMEM && c->err && c->errlen)
+        snprintf(c->err, c->errlen, "%s: out of memory", c->path);
     free(c->sem_order);
     c->sem_order = NULL;
     cfg->files = t->files; /* the rules point into it */

@@ -132,6 +132,8 @@ int ccap_file_read(const char *path, size_t cap, char **out, size_t *len, struct
         size = cap + 1;
     char *buf = malloc(size + 1);
     int rc = buf ? read_all(fd, cap, &buf, size, len, why, whylen) : -ENOMEM;
+    if (rc == -ENOMEM && why && whylen)
+        snprintf(why, whylen, "out of memory");
     close(fd);
     if (rc < 0) {
         free(buf);

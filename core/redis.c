@@ -606,8 +606,8 @@ int ccap_node_read(struct ccap_redis *r, struct ccap_node *n, const char *cmd, l
     if (!n->ctx)
         return read_failed(r, n, cmd, -EIO, "not connected");
     for (;;) {
-        if (redisReaderGetReply(n->ctx->reader, &rep) != REDIS_OK)
-            return read_failed(r, n, cmd, -EIO,
+        if (redisReaderGetReply(n->ctx->reader, &rep) != REDIS_OK) /* out of memory is ours, not the server's */
+            return read_failed(r, n, cmd, n->ctx->reader->err == REDIS_ERR_OOM ? -ENOMEM : -EIO,
                                n->ctx->reader->errstr[0] ? n->ctx->reader->errstr : "protocol error");
         if (rep) {
             *out = rep;

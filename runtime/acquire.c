@@ -54,9 +54,14 @@ int ccap_rt_permit_attach(int fd, struct ccap_permit *p)
      * (under the table lock) */
     bool local = p->flags & CCAP_PERMIT_LOCAL;
     int lease_ms = p->lease_ms;
-    if (ccap_ptab_attach(fd, p) < 0) {
-        ccap_log(CCAP_LOG_WARN, "descriptor %d is beyond the permit table: not counted", fd);
-        return -EBADF;
+    int rc = ccap_ptab_attach(fd, p);
+    if (rc < 0) {
+        if (rc == -EBADF)
+            ccap_log(CCAP_LOG_WARN, "descriptor %d is beyond the permit table: not counted", fd);
+        else
+            ccap_log(CCAP_LOG_WARN, "descriptor %d: %s: its permit goes back, the connect is not counted", fd,
+                     strerror(-rc));
+        return rc;
     }
     if (ccap_rt.hooks.permit_taken && !local)
         ccap_rt.hooks.permit_taken(lease_ms);
@@ -80,13 +85,15 @@ static int wait_mode(const struct ccap_config *cfg, int fd, bool may_queue, bool
     }
 }
 
+#define QUEUED 2      /* the connect goes on in the queue: EINPROGRESS */
+#define INTERRUPTED 3 /* a blocking connect interrupted by a signal goes on in the queue: EINTR */
+
 /* A non-blocking connect that is to queue: one attempt here; with no permit
  * free its wait goes on in the queue (runtime/queued.c). When the queue
  * cannot take it (no descriptor or thread to be had) it fails at once with
  * CFG's nonblocking_errno, its ticket given back: a non-blocking connect
  * never waits in the program's thread (an event loop holding the permits
- * would wait on itself). Returns as ccap_rt_wait_for_permit, or 2 when
- * queued. */
+ * would wait on itself). Returns as ccap_rt_wait_for_permit, or QUEUED. */
 static int queue_or_wait(const struct ccap_config *cfg, const struct ccap_sem_conf *s, size_t sem,
                          struct ccap_permit *p, int fd, const struct sockaddr *sa, socklen_t len)
 {
@@ -97,14 +104,45 @@ static int queue_or_wait(const struct ccap_config *cfg, const struct ccap_sem_co
         return rc;
     rc = ccap_q_enqueue(fd, sa, len, p, ws, s->wait_timeout_ms + CCAP_Q_SPARE_MS);
     if (rc == 0)
-        return 2;
+        return QUEUED;
     ccap_log(CCAP_LOG_WARN,
              "connect of descriptor %d to a destination of %s cannot be queued (%s): it fails at once "
              "with %s",
              fd, s->name, strerror(-rc), ccap_errno_name(cfg->nonblocking_errno));
     ccap_rt_wait_cancel(ccap_rt_wait_id(ws));
-    ccap_rt_wait_resume(ws); /* ends at once, leaving the queue */
+    ccap_rt_wait_resume(ws, CCAP_WAIT_PROGRAM); /* ends at once, leaving the queue */
     return -cfg->nonblocking_errno;
+}
+
+/* A blocking connect (or a TCP Fast Open send, !MAY_QUEUE) waits in this
+ * thread, its sleeps the program's: a cancel ends the thread there, its
+ * ticket released. A signal handler installed without SA_RESTART makes a real
+ * blocking connect fail with EINTR while the connection goes on
+ * asynchronously; here the wait goes on the same way, in the queue, with
+ * its ticket and place (the descriptor then is a queued connect: poll tells
+ * when it connects, connect() again waits for it as a real one does).
+ * Returns as ccap_rt_wait_for_permit, or INTERRUPTED; -EINTR, the ticket
+ * released and nothing sent, when the wait cannot go on that way (a Fast Open
+ * send carries data, or the queue cannot take it). */
+static int wait_here(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd,
+                     const struct sockaddr *sa, socklen_t len, bool may_queue)
+{
+    struct ccap_wait *ws;
+    int rc = ccap_rt_wait_start(s, sem, p, &ws);
+
+    if (rc == 0)
+        rc = ccap_rt_wait_resume(ws, CCAP_WAIT_PROGRAM | CCAP_WAIT_INTR);
+    if (rc != CCAP_WAIT_INTERRUPTED)
+        return rc;
+    rc = may_queue ? ccap_q_enqueue(fd, sa, len, p, ws, s->wait_timeout_ms + CCAP_Q_SPARE_MS) : -EMSGSIZE;
+    if (rc == 0)
+        return INTERRUPTED;
+    if (may_queue)
+        ccap_log(CCAP_LOG_WARN,
+                 "connect of descriptor %d interrupted, cannot go on queued (%s): it fails with EINTR", fd,
+                 strerror(-rc));
+    ccap_rt_wait_abandon(ws);
+    return -EINTR;
 }
 
 int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, bool may_queue, struct ccap_ticket *t)
@@ -131,11 +169,17 @@ int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, bool m
     if (!p)
         return 0;
     bool queue;
-    int mode = wait_mode(cfg, fd, may_queue, &queue);
-    int rc =
-        queue ? queue_or_wait(cfg, s, rule->sem, p, fd, sa, len) : ccap_rt_wait_for_permit(s, rule->sem, p, mode);
-    if (rc == 2)
+    int mode = wait_mode(cfg, fd, may_queue, &queue), rc;
+    if (queue)
+        rc = queue_or_wait(cfg, s, rule->sem, p, fd, sa, len);
+    else if (mode == CCAP_WAIT_BLOCK)
+        rc = wait_here(s, rule->sem, p, fd, sa, len, may_queue);
+    else
+        rc = ccap_rt_wait_for_permit(s, rule->sem, p, mode, CCAP_WAIT_PROGRAM);
+    if (rc == QUEUED)
         return CCAP_RT_QUEUED;
+    if (rc == INTERRUPTED)
+        return CCAP_RT_INTERRUPTED;
     if (rc < 0) {
         free(p);
         return rc;

@@ -57,8 +57,7 @@ int ccap_rt_self_pid(void)
 bool ccap_rt_own_fd_begin(unsigned lo, unsigned hi)
 {
     (void)lo;
-    if (!atomic_load_explicit(&stateful, memory_order_relaxed) ||
-        !ccap_rt_own_fd_maybe(hi))
+    if (!ccap_rt_own_fd_maybe(hi))
         return false;
     /* A vfork child has a descriptor table of its own: nothing to guard, and
      * it must never take (and maybe die holding) its parent's lock. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include "clock.h"
 #include "log.h"
+#include "nap.h"
 #include "park.h"
 #include "queued.h"
 #include "rt_int.h"
@@ -23,8 +24,11 @@
 #define Q_ALIASES 8   /* numbers of one queued socket in this process (dup) */
 #define Q_REGS 16     /* epoll sets one number is in */
 #define Q_POLL_EXTRA 8 /* eventfds one poll call adds at most */
+#define Q_RECHECK_MS 1000 /* a connect() waiting on a queued descriptor looks again this often */
 
 enum { Q_QUEUED, Q_FAILED };
+
+struct q_sleeper;
 
 /* One queued connect. Under qlock, but for the thread's own fields. */
 struct q_ent {
@@ -45,7 +49,18 @@ struct q_ent {
     struct ccap_permit *permit;
     struct sockaddr_storage sa;
     socklen_t salen;
+    struct q_sleeper *sleepers; /* threads in connect() on a blocking number of it */
     struct q_ent *next;
+};
+
+/* A thread in connect() again on a blocking queued descriptor (a connect a
+ * signal interrupted): it waits as a real blocking connect waits for its
+ * connection, on a nap of its own (runtime/nap.h: signals and cancellation
+ * as connect()'s). On its entry's list under qlock. */
+struct q_sleeper {
+    struct ccap_nap nap;
+    struct q_ent *e; /* the entry it waits on; NULL once that wait ended */
+    struct q_sleeper *next;
 };
 
 struct q_reg {
@@ -302,8 +317,32 @@ static void unlink_ent(struct q_ent *e)
         }
 }
 
+/* E's wait ended (granted, failed) or E goes: every thread waiting in
+ * connect() on it looks again. Under qlock. */
+static void kick_sleepers(struct q_ent *e)
+{
+    for (struct q_sleeper *s = e->sleepers; s; s = s->next) {
+        s->e = NULL;
+        ccap_nap_kick(&s->nap);
+    }
+    e->sleepers = NULL;
+}
+
+/* S off its entry's list, if it is still on one. Under qlock. */
+static void sleeper_off(struct q_sleeper *s)
+{
+    for (struct q_sleeper **pp = s->e ? &s->e->sleepers : NULL; pp && *pp; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    }
+    s->e = NULL;
+}
+
 static void free_ent(struct q_ent *e)
 {
+    kick_sleepers(e);
     while (e->nfds > 0)
         drop_alias(e, 0);
     close_if(&e->real, e->rdev, e->rino);
@@ -444,6 +483,7 @@ static void fail_in_place(struct q_ent *e, int err)
     if (ph >= 0)
         ccap_park_fail(ph);
     wake(e);
+    kick_sleepers(e);
     close_own(&e->efd);
 }
 
@@ -481,22 +521,20 @@ static void restore(struct q_ent *e)
     wake(e);
 }
 
-/* Starts E's real connect, non-blocking whatever the program's flags (a
- * blocking socket would make the connect a wait, with the queue locked),
- * which stay as they are: the socket is "connecting" as the program's
- * first connect() said. Returns 0 (in progress, or connected at once), or
- * -1 with errno. Under qlock. */
+/* Starts E's real connect without waiting for it. A blocking socket (a
+ * connect a signal interrupted, queued since) is non-blocking for the call
+ * only: its connection then goes on as a real interrupted one's does.
+ * Returns 0 or -errno. Under qlock. */
 static int start_connect(struct q_ent *e)
 {
-    int fl = fcntl(e->real, F_GETFL), rc, err;
+    int fl = fcntl(e->real, F_GETFL), rc;
+    bool blocking = fl >= 0 && !(fl & O_NONBLOCK);
 
-    if (fl >= 0 && !(fl & O_NONBLOCK))
+    if (blocking)
         fcntl(e->real, F_SETFL, fl | O_NONBLOCK);
-    rc = connect(e->real, (struct sockaddr *)&e->sa, e->salen) == 0 || errno == EINPROGRESS ? 0 : -1;
-    err = errno;
-    if (fl >= 0 && !(fl & O_NONBLOCK))
+    rc = connect(e->real, (struct sockaddr *)&e->sa, e->salen) == 0 || errno == EINPROGRESS ? 0 : -errno;
+    if (blocking)
         fcntl(e->real, F_SETFL, fl);
-    errno = err;
     return rc;
 }
 
@@ -507,6 +545,7 @@ static int start_connect(struct q_ent *e)
 static struct ccap_permit *grant(struct q_ent *e)
 {
     struct ccap_permit *p = e->permit;
+    int rc;
 
     for (int i = e->nfds - 1; i >= 0; i--)
         if (!is_file(e->fds[i], e->qdev, e->qino))
@@ -519,8 +558,8 @@ static struct ccap_permit *grant(struct q_ent *e)
         return p;
     }
     copy_flags(e->fds[0], e->real);
-    if (start_connect(e) != 0) {
-        fail_in_place(e, errno); /* EADDRNOTAVAIL, ENETUNREACH...: the socket keeps no error of it */
+    if ((rc = start_connect(e)) < 0) {
+        fail_in_place(e, -rc); /* EADDRNOTAVAIL, ENETUNREACH...: the socket keeps no error of it */
         return p;
     }
     bool taken = false;
@@ -533,13 +572,14 @@ static struct ccap_permit *grant(struct q_ent *e)
     if (taken)
         p = NULL;
     wake(e);
+    kick_sleepers(e);
     return p;
 }
 
 static void *q_thread(void *arg)
 {
     struct q_ent *e = arg;
-    int rc = ccap_rt_wait_resume(e->ws);
+    int rc = ccap_rt_wait_resume(e->ws, 0); /* a thread of the shim's: no signal, no cancel */
     struct ccap_permit *give_back = NULL;
 
     pthread_mutex_lock(&qlock);
@@ -657,44 +697,82 @@ int ccap_q_enqueue(int fd, const struct sockaddr *sa, socklen_t len, struct ccap
     return 0;
 }
 
-/* A blocking connect() again on queued FD (entry E; the program cleared
- * O_NONBLOCK) waits, as on a connecting socket, until the queued connect
- * ends -- the permit came and the real socket, connecting, is on FD; it
- * failed; FD was closed -- or the socket's SO_SNDTIMEO passes. Returns
- * FD's entry then (NULL: FD is not the queue's any more), or NULL with
- * *TIMED_OUT set. Under qlock (released while waiting). */
-static struct q_ent *wait_queued(int fd, struct q_ent *e, bool *timed_out)
+/* The thread of S was cancelled while it waited in connect(): off its
+ * entry's list (the queued connect goes on, as a real connect whose thread
+ * was cancelled goes on), before it unwinds into the program. */
+static void sleeper_cancelled(void *arg)
+{
+    struct q_sleeper *s = arg;
+
+    ccap_nap_unwinding();
+    pthread_mutex_lock(&qlock);
+    sleeper_off(s);
+    pthread_mutex_unlock(&qlock);
+    ccap_nap_destroy(&s->nap);
+    ccap_nap_unwound();
+}
+
+/* The end of a wait on queued FD's entry E bounded by the real socket's
+ * SO_SNDTIMEO (monotonic ms), or -1: none. Under qlock. */
+static long long sndtimeo_end(const struct q_ent *e)
 {
     struct timeval tv = { 0, 0 };
     socklen_t l = sizeof tv;
-    long long end = -1;
-
-    *timed_out = false;
-    if (getsockopt(e->real, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) == 0 && (tv.tv_sec > 0 || tv.tv_usec > 0))
-        end = ccap_now_ms() + tv.tv_sec * 1000LL + tv.tv_usec / 1000;
-    while (e && e->state == Q_QUEUED) {
-        long long t = ccap_now_ms(), slice = t + 1000; /* a second at most: the entry is looked up again */
-        if (end >= 0 && t >= end) {
-            *timed_out = true;
-            return NULL;
-        }
-        if (end >= 0 && end < slice)
-            slice = end;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += (slice - t) / 1000;
-        ts.tv_nsec += ((slice - t) % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&qdone, &qlock, &ts);
-        e = lookup(fd);
-    }
-    return e;
+    if (e->real < 0 || getsockopt(e->real, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) != 0 || (tv.tv_sec <= 0 && tv.tv_usec <= 0))
+        return -1;
+    return ccap_now_ms() + tv.tv_sec * 1000LL + tv.tv_usec / 1000;
 }
 
-static bool is_blocking(int fd)
+/* connect() again on blocking FD while it is queued: waits until its wait
+ * ended, as a real blocking connect waits (signals and cancellation as
+ * connect()'s, runtime/nap.h), until FD is gone, or until the socket's
+ * SO_SNDTIMEO passes. Returns 0, -EINTR, or -EALREADY (SO_SNDTIMEO). */
+static int sleep_on(int fd)
+{
+    struct q_sleeper s = { .e = NULL };
+    volatile int rc = 0; /* set inside pthread_cleanup_push's setjmp region */
+    volatile long long end = -2; /* read from the entry at the first look */
+
+    ccap_nap_init(&s.nap);
+    if (ccap_nap_use_fd(&s.nap) < 0)
+        ccap_log(CCAP_LOG_DEBUG, "no timerfd for a connect() on queued descriptor %d: no signal ends its wait", fd);
+    pthread_cleanup_push(sleeper_cancelled, &s);
+    for (;;) {
+        pthread_mutex_lock(&qlock);
+        struct q_ent *e = lookup(fd);
+        if (!e || e->state != Q_QUEUED) {
+            pthread_mutex_unlock(&qlock);
+            break;
+        }
+        if (end == -2)
+            end = sndtimeo_end(e);
+        long long t = ccap_now_ms(), until = t + Q_RECHECK_MS;
+        if (end >= 0 && t >= end) {
+            pthread_mutex_unlock(&qlock);
+            rc = -EALREADY;
+            break;
+        }
+        if (end >= 0 && end < until)
+            until = end;
+        s.e = e;
+        s.next = e->sleepers;
+        e->sleepers = &s;
+        pthread_mutex_unlock(&qlock);
+        int r = ccap_nap_sleep(&s.nap, until);
+        pthread_mutex_lock(&qlock);
+        sleeper_off(&s);
+        pthread_mutex_unlock(&qlock);
+        if (r == -EINTR) {
+            rc = -EINTR;
+            break;
+        }
+    }
+    pthread_cleanup_pop(0);
+    ccap_nap_destroy(&s.nap);
+    return rc;
+}
+
+static bool blocking(int fd)
 {
     int fl = fcntl(fd, F_GETFL);
     return fl >= 0 && !(fl & O_NONBLOCK);
@@ -704,16 +782,20 @@ int ccap_q_connect(int fd)
 {
     int rc = 0, v;
     socklen_t l = sizeof v;
-    bool timed_out = false;
 
     if (foreign())
         return 0;
     pthread_mutex_lock(&qlock);
     struct q_ent *e = lookup(fd);
-    if (e && e->state == Q_QUEUED && is_blocking(fd))
-        e = wait_queued(fd, e, &timed_out);
-    if (timed_out || (e && e->state == Q_QUEUED)) {
-        rc = -EALREADY; /* non-blocking; or blocking, and SO_SNDTIMEO passed */
+    if (e && e->state == Q_QUEUED && blocking(fd)) {
+        pthread_mutex_unlock(&qlock);
+        if ((rc = sleep_on(fd)) < 0)
+            return rc;
+        pthread_mutex_lock(&qlock);
+        e = lookup(fd);
+    }
+    if (e && e->state == Q_QUEUED) {
+        rc = -EALREADY;
     } else if (e && e->err) {
         rc = -e->err; /* reported once, as the kernel reports a connect's error */
         e->err = 0;
@@ -1060,7 +1142,8 @@ void ccap_q_fork_child(void)
                 close(f);
             }
         }
-        e->permit = NULL; /* the parent's */
+        e->permit = NULL;   /* the parent's */
+        e->sleepers = NULL; /* threads of the parent's */
         free_ent(e);
     }
     q_head = NULL;

@@ -63,10 +63,12 @@ int ccap_q_enqueue(int fd, const struct sockaddr *sa, socklen_t len, struct ccap
 /* connect() again on FD: -EALREADY while queued; the failure's errno once
  * after it failed; 0 when FD is not (any more) the queue's: go on (after a
  * failure reported, the program's own socket is back on FD first). A
- * blocking FD (O_NONBLOCK cleared while queued) first waits, as a blocking
- * connect on a connecting socket does, until the queued connect ends (0:
- * the real socket is on FD, connecting; the caller's connect waits for it)
- * or the socket's SO_SNDTIMEO passes (-EALREADY). */
+ * blocking FD (O_NONBLOCK cleared while queued, or a connect a signal
+ * interrupted, queued since) first waits while it is queued, as connect()
+ * again on a real connecting blocking socket waits for the connection:
+ * -EINTR when a signal handler installed without SA_RESTART interrupts that
+ * wait, -EALREADY when the socket's SO_SNDTIMEO passes; a cancel ends the
+ * thread there, the queued connect going on (runtime/nap.h). */
 int ccap_q_connect(int fd);
 
 /* shutdown() of FD: a queued connect ends (its ticket goes back) and the

@@ -42,14 +42,16 @@ void ccap_rt_release_kept(const char *sem, int i, const char *holder, bool renew
 {
     bool send = !ccap_breaker_open();
     struct ccap_sem_rel rel = { holder, i >= 0 ? ccap_rt.cfg->sems[i].limit : -1, ccap_rt_audit_maxlen(), renewed };
+    size_t kept = ccap_redis_deferred(ccap_rt.redis);
     int rc = ccap_sem_release_defer(ccap_rt.redis, ccap_rt.cfg->redis.key_prefix, sem, &rel, until, send);
-    if (rc < 0 && send) { /* kept (but for -ENOMEM): sent again when redis answers */
+    if (rc == -ENOMEM && ccap_redis_deferred(ccap_rt.redis) <= kept) {
+        /* not even kept (no memory to): the permit stays in Redis until its lease ends */
+        ccap_log(CCAP_LOG_WARN, "release of %s not sent (out of memory): it expires with its lease", holder);
+    } else if (rc < 0 && send) { /* kept: sent again when redis answers */
         ccap_breaker_note(rc);
-        ccap_log(CCAP_LOG_INFO, "release of %s not sent (%s): %s", holder, strerror(-rc),
-                 rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
+        ccap_log(CCAP_LOG_INFO, "release of %s not sent (%s): sent again when redis answers", holder, strerror(-rc));
     } else if (!send) { /* the circuit was open already: the same, told the same way */
-        ccap_log(CCAP_LOG_INFO, "release of %s not sent (redis down): %s", holder,
-                 rc == -ENOMEM ? "it expires with its lease" : "sent again when redis answers");
+        ccap_log(CCAP_LOG_INFO, "release of %s not sent (redis down): sent again when redis answers", holder);
     }
     ccap_rt_note_use(i);
     if (rc < 0 || !send || ccap_redis_epochs(ccap_rt.redis) != ccap_rt.epochs_seen)

@@ -2,7 +2,11 @@
 /* Layering: the shim calls this; the runtime calls core, and the shim only
  * through struct ccap_rt_hooks. Every call is made with the shim's guard
  * held (shim/shim.h: ccap_guard), on which core's own libc calls -- that
- * pass through the shim's hooks -- rely. */
+ * pass through the shim's hooks -- rely, and, in a program's thread, with
+ * cancellation disabled: pthread_cancel never ends a thread inside the
+ * runtime (a lock held, half a Redis command written). Only a wait's sleeps
+ * act on a cancel (runtime/nap.h), each with a cleanup handler that undoes
+ * the wait. */
 #ifndef CCAP_RUNTIME_H
 #define CCAP_RUNTIME_H
 
@@ -26,6 +30,13 @@ struct ccap_rt_hooks {
     /* starts FN(ARG) as a thread of the shim's own (guarded, no signals);
      * true if it started: the runtime's own threads (the waker) */
     bool (*spawn)(void *(*fn)(void *), void *arg);
+    /* A wait's sleep in a program's thread (runtime/nap.h): OUTSIDE gives
+     * the thread back to the program until INSIDE(what OUTSIDE returned) --
+     * no guard, so a signal handler's calls meanwhile are the program's, and
+     * the program's cancellation state, so a cancel acts there. OUTSIDE
+     * returns -1 (nothing changed) in a thread of the shim's. */
+    int (*outside)(void);
+    void (*inside)(int back);
 };
 
 /* Installs HOOKS. No I/O, no locks, no allocation: safe in a constructor.
@@ -93,13 +104,20 @@ void ccap_rt_kick(void);
  * connect (which the queue makes when the permit comes). Under "wait" it
  * waits as a blocking one; under "fail" it fails at once (after one Redis
  * round trip) with nonblocking_errno. Returns 0 to go on with the real
- * connect, CCAP_RT_QUEUED, or -errno to fail it without any SYN: the
- * configured on_timeout errno when no permit came in time (nonblocking_errno
- * under "wait" and "fail"), -ECONNREFUSED when Redis is down and
- * on_redis_down is "closed". Unmatched destinations cost a rule scan: no
- * Redis call, no lock. A socket that already holds a permit (connect called
- * again) takes no second one. Thread-safe. */
+ * connect, CCAP_RT_QUEUED, CCAP_RT_INTERRUPTED, or -errno to fail it
+ * without any SYN: the configured on_timeout errno when no permit came in
+ * time (nonblocking_errno under "wait" and "fail"), -ECONNREFUSED when
+ * Redis is down and on_redis_down is "closed". Unmatched destinations cost
+ * a rule scan: no Redis call, no lock. A socket that already holds a permit
+ * (connect called again) takes no second one. Thread-safe. */
 #define CCAP_RT_QUEUED 1
+/* A blocking connect whose wait a signal handler installed without
+ * SA_RESTART interrupted: the hook returns -1/EINTR without the real connect,
+ * and the connect goes on in the queue, as a real one goes on after EINTR
+ * (runtime/acquire.c). A cancel in the wait unwinds the thread (its ticket
+ * released, the socket untouched: as a cancel acted upon on connect()'s
+ * entry leaves it). */
+#define CCAP_RT_INTERRUPTED 2
 /* How long a placeholder outlives its wait's deadline (then the kernel ends
  * it with ETIMEDOUT, if nothing else did). */
 #define CCAP_Q_SPARE_MS 5000

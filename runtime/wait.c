@@ -224,7 +224,7 @@ static void wake_all(struct ccap_wait_lane *l, int bits)
 {
     for (struct ccap_waiter *w = l->head; w; w = w->next) {
         w->woke |= bits;
-        pthread_cond_signal(&w->cv);
+        ccap_nap_kick(w->nap);
     }
 }
 
@@ -318,7 +318,7 @@ static void deliver(struct ccap_wait_lane *l, int rc, const char *key)
             if (strcmp(w->key, key) == 0) {
                 w->woke |= CCAP_WOKE_TOKEN;
                 w->armed = false;
-                pthread_cond_signal(&w->cv);
+                ccap_nap_kick(w->nap);
             }
         }
         return;
@@ -458,8 +458,8 @@ static int arm_locked(struct ccap_waiter *w, char *poke, size_t pokelen)
     return 0;
 }
 
-int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, const char *prefix, const char *name,
-                     char *poke, size_t pokelen)
+int ccap_waiter_join(struct ccap_waiter *w, struct ccap_nap *nap, const struct ccap_redis_conf *conf,
+                     const char *prefix, const char *name, char *poke, size_t pokelen)
 {
     struct ccap_redis *spare = NULL;
     struct ccap_wait_lane *l;
@@ -481,7 +481,11 @@ int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, 
         ccap_wait_conn_put(spare, true);
         return l ? -ENOMEM : -EAGAIN;
     }
-    cond_init(&w->cv);
+    if (!nap) {
+        ccap_nap_init(&w->own);
+        nap = &w->own;
+    }
+    w->nap = nap;
     w->lane = l;
     w->next = l->head;
     l->head = w;
@@ -534,7 +538,14 @@ int ccap_waiter_wait(struct ccap_waiter *w, long long until_ms)
             woke = CCAP_WOKE_POLL;
             break;
         }
-        cond_wait_until(&w->cv, poll && poll_end < until_ms ? poll_end : until_ms);
+        /* the sleep holds no lock: the nap may be a cancellation point */
+        pthread_mutex_unlock(&P.lock);
+        int rc = ccap_nap_sleep(w->nap, poll && poll_end < until_ms ? poll_end : until_ms);
+        pthread_mutex_lock(&P.lock);
+        if (rc == -EINTR) {
+            woke = w->woke | CCAP_WOKE_SIGNAL;
+            break;
+        }
     }
     w->woke = 0;
     pthread_mutex_unlock(&P.lock);
@@ -551,7 +562,8 @@ void ccap_waiter_leave(struct ccap_waiter *w)
         }
     }
     pthread_mutex_unlock(&P.lock);
-    pthread_cond_destroy(&w->cv);
+    if (w->nap == &w->own)
+        ccap_nap_destroy(&w->own);
 }
 
 void ccap_waiter_nudge(struct ccap_waiter *w)
@@ -560,7 +572,7 @@ void ccap_waiter_nudge(struct ccap_waiter *w)
     for (struct ccap_waiter *x = w->lane ? w->lane->head : NULL; x; x = x->next) {
         if (x == w) {
             w->woke |= CCAP_WOKE_TOKEN;
-            pthread_cond_signal(&w->cv);
+            ccap_nap_kick(w->nap);
             break;
         }
     }

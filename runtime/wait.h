@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include "nap.h"
 #include "redis.h"
 
 /* A connect that finds no permit free queues a ticket in Redis
@@ -58,24 +59,28 @@ struct ccap_waiter {
     int woke;                    /* CCAP_WOKE_* bits not yet seen by the waiter */
     bool armed;                  /* wants KEY in the waker's BLPOP (join, arm; a token ends it) */
     bool in_block;               /* KEY is in the waker's pending (or next) BLPOP */
-    pthread_cond_t cv;
+    struct ccap_nap *nap;        /* what it sleeps on, kicked by the waker: the caller's, or OWN */
+    struct ccap_nap own;
     struct ccap_wait_lane *lane;
     struct ccap_waiter *next;
 };
 #define CCAP_WOKE_TOKEN 1  /* a token came: re-check now */
 #define CCAP_WOKE_BROKEN 2 /* the waker's connection failed: a token may be lost, re-check */
 #define CCAP_WOKE_POLL 4   /* CCAP_WAIT_POLL_MS passed while a token could be missed: re-check */
+#define CCAP_WOKE_SIGNAL 8 /* a signal handler without SA_RESTART interrupted the sleep (runtime/nap.h) */
 
 /* Registers W (W->key set) with the waker of semaphore NAME (key prefix
- * PREFIX), starting it if needed; CONF (copied) makes its connection.
+ * PREFIX), starting it if needed; CONF (copied) makes its connection. W
+ * sleeps on NAP (the caller's, made with ccap_nap_init, outliving the
+ * registration), or with NAP NULL on a nap of its own (no timerfd).
  * Returns 1 when the caller must push one token to the poke list written to
  * POKE (POKELEN bytes) -- with LPUSH on a connection of its own, not
  * waiting for the waker -- or call ccap_waiter_poke_failed if it cannot;
  * 0 when not; -ENOMEM or -EAGAIN (no waker: no memory, no thread, all
  * CCAP_WAIT_LANES taken) when W is not registered (the caller re-checks on
  * its own). Thread-safe; no I/O. */
-int ccap_waiter_join(struct ccap_waiter *w, const struct ccap_redis_conf *conf, const char *prefix, const char *name,
-                     char *poke, size_t pokelen);
+int ccap_waiter_join(struct ccap_waiter *w, struct ccap_nap *nap, const struct ccap_redis_conf *conf,
+                     const char *prefix, const char *name, char *poke, size_t pokelen);
 
 /* Before W (joined) sleeps again after a token: a token disarms its waiter
  * (the waker's next BLPOP leaves its key out: a woken waiter usually takes
@@ -95,8 +100,11 @@ void ccap_waiter_poke_failed(struct ccap_waiter *w);
 /* Sleeps until W gets a token, its waker fails, UNTIL_MS (monotonic ms)
  * comes, or CCAP_WAIT_POLL_MS pass while W may miss a token (its waker
  * failing, or blocking without W's key, or W not armed). Returns the
- * CCAP_WOKE_* bits (cleared for the next call), 0 at UNTIL_MS. Only W's
- * thread calls it. */
+ * CCAP_WOKE_* bits (cleared for the next call), 0 at UNTIL_MS;
+ * CCAP_WOKE_SIGNAL when its nap was interrupted (runtime/nap.h). Only W's
+ * thread calls it. It sleeps without the pool's lock: with a program's nap,
+ * a cancel acts there and leaves no lock held (the caller's cleanup handler
+ * calls ccap_waiter_leave). */
 int ccap_waiter_wait(struct ccap_waiter *w, long long until_ms);
 
 /* Unregisters W (joined). Its key stays in a pending BLPOP until the waker's

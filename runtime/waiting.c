@@ -1,13 +1,16 @@
 /* waiting.c -- a connect's wait for a permit: fair queue, tokens from the process's waker, rate, deadline, on_redis_down. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "breaker.h"
 #include "clock.h"
 #include "log.h"
+#include "nap.h"
 #include "rt_int.h"
 #include "sem.h"
 #include "wait.h"
@@ -16,6 +19,7 @@
 #define WAIT_DOWN_NAP_MS 50     /* Redis down and the local limit full: re-check this often */
 #define WAIT_ALIVE_MS 1000      /* a queued connect: looks this often whether its descriptor is still open */
 #define WAIT_TICKET_MIN_MS 3000 /* the shortest ticket TTL (short leases) */
+#define WAIT_INTERRUPTED CCAP_WAIT_INTERRUPTED /* step(): a handler without SA_RESTART interrupted a sleep */
 
 /* One wait: what the attempts carry from one to the next. */
 struct ccap_wait {
@@ -29,11 +33,13 @@ struct ccap_wait {
     bool left_queue; /* the last attempt left the queue */
     bool joined;     /* W is registered with the waker */
     bool unjoinable; /* no waker for W: poll */
+    int flags;       /* CCAP_WAIT_PROGRAM, CCAP_WAIT_INTR: how the thread that runs it now waits */
     int fail_errno;
     long long start, deadline, last_ms; /* monotonic ms; LAST_MS: the last attempt's end */
     struct ccap_sem_req q;
     struct ccap_sem_result res;
     struct ccap_waiter w;
+    struct ccap_nap nap;   /* every sleep of the wait; the waker kicks it */
     atomic_bool execd;     /* an exec or exit released P's holder id (ccap_rt_waits_drop) */
     atomic_bool cancelled; /* ccap_rt_wait_cancel: the descriptor is gone */
     unsigned long long id; /* for ccap_rt_wait_cancel (never reused) */
@@ -65,15 +71,6 @@ static void waits_remove(struct ccap_wait *ws)
         }
     }
     pthread_mutex_unlock(&waits_lock);
-}
-
-static void sleep_ms(long long ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-    if (ms > 0)
-        while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-        }
 }
 
 /* How long a waiter's ticket lives unless refreshed: about a lease. A live
@@ -244,6 +241,11 @@ void ccap_rt_waits_fork_parent(void)
 void ccap_rt_waits_fork_child(void)
 {
     pthread_mutex_init(&waits_lock, NULL);
+    for (struct ccap_wait *ws = waits_head; ws; ws = ws->next) {
+        int fd = atomic_exchange(&ws->nap.fd, -1);
+        if (fd >= 0)
+            close(fd); /* the child's copy of a waiting thread's timerfd */
+    }
     waits_head = NULL; /* the waiting threads stayed in the parent */
 }
 
@@ -299,6 +301,7 @@ static void wait_init(struct ccap_wait *ws, const struct ccap_sem_conf *s, size_
     int wait_ms;
 
     memset(ws, 0, sizeof *ws);
+    ccap_nap_init(&ws->nap);
     ws->cfg = ccap_rt_config();
     ws->s = s;
     ws->sem = sem;
@@ -360,9 +363,19 @@ static int attempt(struct ccap_wait *ws)
     return rc;
 }
 
+/* Sleeps until UNTIL (monotonic ms) or a kick. Returns 0, or
+ * WAIT_INTERRUPTED when a handler without SA_RESTART interrupted it and the
+ * wait is to end on that (CCAP_WAIT_INTR); other interruptions are
+ * restarted as SA_RESTART would. */
+static int nap(struct ccap_wait *ws, long long until)
+{
+    return ccap_nap_sleep(&ws->nap, until) == -EINTR && (ws->flags & CCAP_WAIT_INTR) ? WAIT_INTERRUPTED : 0;
+}
+
 /* An attempt failed with Redis down: on_redis_down decides. Returns 1
- * granted locally, -errno to fail, or 0 (after a nap if NAP) to try again. */
-static int redis_down(struct ccap_wait *ws, bool nap)
+ * granted locally, -errno to fail, or 0 (after a nap if NAP) to try again,
+ * WAIT_INTERRUPTED if that nap was. */
+static int redis_down(struct ccap_wait *ws, bool may_nap)
 {
     long long t = ccap_now_ms();
     int rc = down_grant(ws->s, ws->sem, ws->p);
@@ -373,8 +386,8 @@ static int redis_down(struct ccap_wait *ws, bool nap)
                  ws->s->local_limit, ws->s->name, t - ws->start, ccap_errno_name(ws->fail_errno));
         return -ws->fail_errno;
     }
-    if (rc == 0 && nap)
-        sleep_ms(ws->deadline - t < WAIT_DOWN_NAP_MS ? ws->deadline - t : WAIT_DOWN_NAP_MS);
+    if (rc == 0 && may_nap)
+        rc = nap(ws, ws->deadline - t < WAIT_DOWN_NAP_MS ? ws->deadline : t + WAIT_DOWN_NAP_MS);
     return rc;
 }
 
@@ -422,7 +435,7 @@ static void join(struct ccap_wait *ws)
     }
     rc = ccap_sem_wake_key(ws->w.key, sizeof ws->w.key, prefix, ws->s->name, ws->p->holder);
     if (rc >= 0)
-        rc = ccap_waiter_join(&ws->w, &ws->cfg->redis, prefix, ws->s->name, poke, sizeof poke);
+        rc = ccap_waiter_join(&ws->w, &ws->nap, &ws->cfg->redis, prefix, ws->s->name, poke, sizeof poke);
     if (rc < 0) {
         ccap_log(CCAP_LOG_DEBUG, "no waker for %s (%s): it re-checks every %d ms", ws->p->holder, strerror(-rc),
                  CCAP_WAIT_POLL_MS);
@@ -446,11 +459,14 @@ static bool gone(struct ccap_wait *ws)
 }
 
 /* Sleeps until the next re-check: a token, a failed waker, the rate's next
- * slot, the earliest lease end, the ticket's refresh, or the deadline. */
-static void block(struct ccap_wait *ws)
+ * slot, the earliest lease end, the ticket's refresh, or the deadline.
+ * Returns 0, or WAIT_INTERRUPTED (see nap). In a program's thread the nap
+ * has a timerfd: its sleeps are the program's (runtime/nap.h). */
+static int block(struct ccap_wait *ws)
 {
     long long until = ws->deadline, t = ws->last_ms;
     long long refresh = t + ws->q.ticket_ttl_ms * 2LL / 3;
+    int woke;
 
     if (ws->res.retry_ms > 0 && t + ws->res.retry_ms < until)
         until = t + ws->res.retry_ms;
@@ -458,25 +474,31 @@ static void block(struct ccap_wait *ws)
         until = t + ws->res.wake_ms + 1;
     if (refresh < until)
         until = refresh;
+    if ((ws->flags & CCAP_WAIT_PROGRAM) && ccap_nap_use_fd(&ws->nap) < 0)
+        ccap_log(CCAP_LOG_DEBUG, "no timerfd for %s: signals and cancellation wait for its end", ws->p->holder);
     if (!ws->unjoinable)
         join(ws);
     if (!ws->joined) {
         t = ccap_now_ms();
-        sleep_ms((until < t + CCAP_WAIT_POLL_MS ? until : t + CCAP_WAIT_POLL_MS) - t);
+        int rc = nap(ws, until < t + CCAP_WAIT_POLL_MS ? until : t + CCAP_WAIT_POLL_MS);
         gone(ws);
-        return;
+        return rc;
     }
     for (;;) {
         long long slice = until;
         if (ws->alive && ccap_now_ms() + WAIT_ALIVE_MS < until)
             slice = ccap_now_ms() + WAIT_ALIVE_MS;
-        if (ccap_waiter_wait(&ws->w, slice) || slice >= until || gone(ws))
-            return;
+        woke = ccap_waiter_wait(&ws->w, slice);
+        if ((woke & CCAP_WOKE_SIGNAL) && (ws->flags & CCAP_WAIT_INTR))
+            return WAIT_INTERRUPTED;
+        if ((woke & ~CCAP_WOKE_SIGNAL) || slice >= until || gone(ws))
+            return 0;
     }
 }
 
 /* One pass of a wait: an attempt, then (if BLOCK) the sleep until the next
- * re-check. Returns 1 granted, -errno to end, 0 to go on. */
+ * re-check. Returns 1 granted, -errno to end, 0 to go on, WAIT_INTERRUPTED
+ * (the wait still in progress). */
 static int step(struct ccap_wait *ws, bool block_ok)
 {
     int rc;
@@ -499,9 +521,7 @@ static int step(struct ccap_wait *ws, bool block_ok)
             return 0; /* one last attempt, leaving the queue */
         return refuse(ws);
     }
-    if (block_ok)
-        block(ws);
-    return 0;
+    return block_ok ? block(ws) : 0;
 }
 
 /* The end of wait WS with result RC: its holder id released if Redis may
@@ -526,40 +546,93 @@ static int wait_end(struct ccap_wait *ws, int rc)
         renew_holder_id(p); /* out of the list: an exit reads the id no more */
     if (ws->joined)
         ccap_waiter_leave(&ws->w);
+    ws->joined = false;
+    ccap_nap_destroy(&ws->nap); /* nobody kicks it now: out of the list and the waker */
     return rc;
 }
 
-int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int mode)
+/* A program's thread was cancelled in one of WS's sleeps (the only points
+ * where its cancellation is enabled): the wait ends as a failed one -- out of
+ * the process's list and its waker, its ticket released -- and its permit,
+ * never granted, is freed, before the thread unwinds on into the program's
+ * own cleanup handlers. */
+static void wait_cancelled(void *arg)
+{
+    struct ccap_wait *ws = arg;
+
+    ccap_nap_unwinding();
+    wait_end(ws, -ECANCELED);
+    free(ws->p);
+    if (ws->heap)
+        free(ws);
+    ccap_nap_unwound();
+}
+
+/* Steps WS until it ends or is interrupted, FLAGS saying how this thread
+ * waits. Returns as step (never 0). */
+static int run(struct ccap_wait *ws, int flags)
+{
+    int rc;
+
+    ws->flags = flags;
+    pthread_cleanup_push(wait_cancelled, ws);
+    while ((rc = step(ws, true)) == 0) {
+    }
+    pthread_cleanup_pop(0);
+    return rc;
+}
+
+int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int mode, int flags)
 {
     struct ccap_wait ws;
     int rc;
 
     wait_init(&ws, s, sem, p, mode);
     waits_add(&ws);
-    while ((rc = step(&ws, true)) == 0) {
-    }
+    rc = run(&ws, flags & ~CCAP_WAIT_INTR);
     return wait_end(&ws, rc);
+}
+
+/* FIRST (on the caller's stack, in the list of waits, never joined to a
+ * waker: step(false) does not sleep) becomes a heap copy, swapped into the
+ * list under its lock, so that an exec's ccap_rt_waits_drop or a cancel sees
+ * one or the other. Its nap is made afresh (a condition is not copied).
+ * Returns the copy, or NULL (out of memory: FIRST is left as it is). */
+static struct ccap_wait *to_heap(struct ccap_wait *first)
+{
+    struct ccap_wait *ws = malloc(sizeof *ws);
+
+    if (!ws)
+        return NULL;
+    pthread_mutex_lock(&waits_lock);
+    memcpy(ws, first, sizeof *ws);
+    ccap_nap_init(&ws->nap);
+    ws->heap = true;
+    for (struct ccap_wait **pp = &waits_head; *pp; pp = &(*pp)->next) {
+        if (*pp == first) {
+            *pp = ws;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&waits_lock);
+    ccap_nap_destroy(&first->nap);
+    return ws;
 }
 
 int ccap_rt_wait_start(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, struct ccap_wait **out)
 {
-    struct ccap_wait *ws = malloc(sizeof *ws);
+    struct ccap_wait first;
     int rc;
 
+    /* a permit free at the first attempt (the usual case) costs no
+     * allocation: only a wait that goes on moves to the heap */
     *out = NULL;
-    if (!ws)
-        return ccap_rt_wait_for_permit(s, sem, p, CCAP_WAIT_BLOCK);
-    wait_init(ws, s, sem, p, CCAP_WAIT_BLOCK);
-    ws->heap = true;
-    waits_add(ws);
-    rc = step(ws, false);
-    if (rc != 0) {
-        rc = wait_end(ws, rc);
-        free(ws);
-        return rc;
-    }
-    *out = ws;
-    return 0;
+    wait_init(&first, s, sem, p, CCAP_WAIT_BLOCK);
+    waits_add(&first);
+    rc = step(&first, false);
+    if (rc == 0 && !(*out = to_heap(&first)))
+        rc = run(&first, CCAP_WAIT_PROGRAM); /* out of memory: it waits here */
+    return rc == 0 ? 0 : wait_end(&first, rc);
 }
 
 unsigned long long ccap_rt_wait_id(const struct ccap_wait *ws)
@@ -573,15 +646,21 @@ void ccap_rt_wait_watch(struct ccap_wait *ws, bool (*alive)(void *), void *arg)
     ws->alive_arg = arg;
 }
 
-int ccap_rt_wait_resume(struct ccap_wait *ws)
+int ccap_rt_wait_resume(struct ccap_wait *ws, int flags)
 {
-    int rc;
+    int rc = run(ws, flags);
 
-    while ((rc = step(ws, true)) == 0) {
-    }
+    if (rc == WAIT_INTERRUPTED)
+        return CCAP_WAIT_INTERRUPTED; /* still in progress: the caller hands it on or abandons it */
     rc = wait_end(ws, rc);
     free(ws);
     return rc;
+}
+
+void ccap_rt_wait_abandon(struct ccap_wait *ws)
+{
+    wait_end(ws, -EINTR);
+    free(ws);
 }
 
 void ccap_rt_wait_cancel(unsigned long long id)
@@ -591,6 +670,7 @@ void ccap_rt_wait_cancel(unsigned long long id)
         if (ws->id == id) {
             atomic_store(&ws->cancelled, true);
             ccap_waiter_nudge(&ws->w);
+            ccap_nap_kick(&ws->nap); /* also a wait that sleeps without a waker */
         }
     }
     pthread_mutex_unlock(&waits_lock);

@@ -13,6 +13,21 @@
  * same with nonblocking_errno; under "fail", one attempt without a ticket. */
 enum ccap_wait_mode { CCAP_WAIT_BLOCK, CCAP_WAIT_NONBLOCK, CCAP_WAIT_AT_ONCE };
 
+/* How the thread that runs a wait waits (FLAGS below). */
+/* A program's thread (its connect()): the wait's sleeps are the program's
+ * (runtime/nap.h). A pthread_cancel acts in a sleep and nowhere else: the
+ * wait then ends as a failed one, its ticket released, P freed, and the
+ * thread unwinds (the hooks' guard given back). Without it: a thread of the
+ * shim's. */
+#define CCAP_WAIT_PROGRAM 1
+/* With CCAP_WAIT_PROGRAM, a blocking connect: a signal handler installed
+ * without SA_RESTART that interrupts a sleep ends the call with -EINTR and
+ * the wait still in progress, for the caller to hand on (a real connect
+ * goes on asynchronously after EINTR) or abandon. A handler with SA_RESTART
+ * (the kernel restarts the sleep), a blocked or an ignored signal leave the
+ * wait as it is. Without it, no signal ends a wait. */
+#define CCAP_WAIT_INTR 2
+
 /* Waits for a permit of semaphore S (index SEM in the configuration in
  * force) for P, a permit named but not yet in the table, as MODE says. Each attempt is one acquire call
  * on the shared connection; in between, the thread sleeps until the
@@ -22,9 +37,10 @@ enum ccap_wait_mode { CCAP_WAIT_BLOCK, CCAP_WAIT_NONBLOCK, CCAP_WAIT_AT_ONCE };
  * max_waiters tickets fails the connect at once. Returns 1 granted (P flagged
  * CCAP_PERMIT_LOCAL when on_redis_down granted it), or -errno: on_timeout's
  * (nonblocking_errno's for a non-blocking socket), or on_redis_down's.
- * May give P a new holder id. Thread-safe; blocks up to the semaphore's
- * wait_timeout_ms. */
-int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int mode);
+ * May give P a new holder id. FLAGS: CCAP_WAIT_PROGRAM or 0 (CCAP_WAIT_INTR
+ * is ignored: no signal ends this wait). Thread-safe; blocks up to the
+ * semaphore's wait_timeout_ms. */
+int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int mode, int flags);
 
 /* The TTL of a waiter's ticket on semaphore S, unless refreshed: about a
  * lease (at least 3 s). */
@@ -37,12 +53,20 @@ struct ccap_wait;
  * a ticket in the queue when no permit is free. Returns 1 granted or -errno
  * (done, as ccap_rt_wait_for_permit), or 0 with *OUT the wait in progress:
  * its owner must end it with ccap_rt_wait_resume. Out of memory: waits in
- * the calling thread instead. Thread-safe. */
+ * the calling thread instead (a program's: CCAP_WAIT_PROGRAM). Thread-safe. */
 int ccap_rt_wait_start(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, struct ccap_wait **out);
 
-/* Goes on with WS until it ends, in any one thread: returns 1 granted or
- * -errno (-ECANCELED: cancelled, its ticket released), and frees WS. */
-int ccap_rt_wait_resume(struct ccap_wait *ws);
+/* Goes on with WS until it ends, in any one thread, FLAGS saying how that
+ * thread waits: returns 1 granted or -errno (-ECANCELED: cancelled, its
+ * ticket released), and frees WS; or, with CCAP_WAIT_INTR,
+ * CCAP_WAIT_INTERRUPTED with WS still in progress (its ticket kept), for
+ * another ccap_rt_wait_resume (in any thread) or ccap_rt_wait_abandon. */
+#define CCAP_WAIT_INTERRUPTED 2
+int ccap_rt_wait_resume(struct ccap_wait *ws, int flags);
+
+/* Ends WS (in progress) as a failed wait: its ticket released, WS freed;
+ * its permit stays the caller's. */
+void ccap_rt_wait_abandon(struct ccap_wait *ws);
 
 /* WS's id, for ccap_rt_wait_cancel (unique in the process). */
 unsigned long long ccap_rt_wait_id(const struct ccap_wait *ws);

@@ -54,6 +54,7 @@ static inline bool plain_fd(int fd, bool mine)
 }
 
 __thread int ccap_guard __attribute__((tls_model("initial-exec")));
+__thread int ccap_prog_cancel __attribute__((tls_model("initial-exec"))) = -1;
 void ccap_shim_adopt(void)
 {
     if (ccap_guard)
@@ -62,6 +63,14 @@ void ccap_shim_adopt(void)
     GUARDED(ccap_handoff_adopt());
     errno = e;
 }
+
+/* connect(), close() and a Fast Open send are cancellation points: a cancel
+ * pending when the program calls one acts here, before the shim does
+ * anything, as glibc acts on it on entry (nothing sent, nothing closed).
+ * From then on the shim's own work runs with cancellation disabled
+ * (GUARDED), so a cancel arriving later acts in a wait's sleep (with its
+ * cleanup: runtime/nap.h), or at the program's next cancellation point. */
+#define CANCEL_POINT() pthread_testcancel()
 
 /* close() must work before anything is resolved (an allocator's or another
  * library's constructor may call it first): fall back to the system call. */
@@ -80,14 +89,15 @@ static int real_close(int fd)
         struct ccap_ticket t_;                                                                                      \
         int saved_ = errno, rc_;                                                                                    \
         GUARDED(rc_ = ccap_rt_connect_pre(fd, sa, len, may_queue, &t_));                                            \
-        if (rc_ < 0 || rc_ == CCAP_RT_QUEUED) {                                                                     \
-            errno = rc_ < 0 ? -rc_ : EINPROGRESS;                                                                   \
+        if (rc_ < 0 || rc_ == CCAP_RT_QUEUED || rc_ == CCAP_RT_INTERRUPTED) {                                       \
+            errno = rc_ < 0 ? -rc_ : rc_ == CCAP_RT_QUEUED ? EINPROGRESS : EINTR;                                   \
             return -1;                                                                                              \
         }                                                                                                           \
         errno = saved_;                                                                                             \
         __typeof__(call) r_ = call;                                                                                 \
         int e_ = errno;                                                                                             \
-        GUARDED(ccap_rt_connect_post(fd, &t_, (ok) ? 0 : -1, e_));                                                  \
+        if (t_.permit) /* else nothing to undo */                                                                   \
+            GUARDED(ccap_rt_connect_post(fd, &t_, (ok) ? 0 : -1, e_));                                              \
         errno = e_;                                                                                                 \
         return r_;                                                                                                  \
     } while (0)
@@ -96,8 +106,9 @@ EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
     if (ccap_guard)
         return REAL(connect)(fd, sa, len);
+    CANCEL_POINT();
     FIRST_NEED();
-    if (ccap_q_maybe(fd)) { /* a queued connect: EALREADY, or its failure once */
+    if (ccap_q_maybe(fd)) { /* a queued connect: EALREADY (a blocking one waits), or its failure once */
         int q;
         GUARDED(q = ccap_q_connect(fd));
         if (q < 0) {
@@ -113,6 +124,7 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
     FIRST_NEED();
     if (ccap_guard || !(flags & MSG_FASTOPEN) || !sa)
         return REAL(sendto)(fd, buf, n, flags, sa, len);
+    CANCEL_POINT();
     WITH_PERMIT(fd, sa, len, false, REAL(sendto)(fd, buf, n, flags, sa, len), r_ >= 0);
 }
 
@@ -121,6 +133,7 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
     FIRST_NEED();
     if (ccap_guard || !(flags & MSG_FASTOPEN) || !m || !m->msg_name)
         return REAL(sendmsg)(fd, m, flags);
+    CANCEL_POINT();
     WITH_PERMIT(fd, m->msg_name, m->msg_namelen, false, REAL(sendmsg)(fd, m, flags), r_ >= 0);
 }
 
@@ -138,12 +151,20 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int flags)
 }
 
 /* A close of the shim's own Redis descriptor waits for any Redis call in
- * flight, so that the shim never writes to a file put on that number. */
+ * flight, so that the shim never writes to a file put on that number. That
+ * close holds the shim's Redis lock: it runs with cancellation disabled (a
+ * cancel pending acts before it, as on glibc's close). */
 static int close_untracked(int fd, int (*real)(int))
 {
+    if (!ccap_rt_own_fd_maybe((unsigned)fd))
+        return real(fd);
+    CANCEL_POINT();
+    int cs;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
     bool l = ccap_rt_own_fd_begin((unsigned)fd, (unsigned)fd);
     int rc = real(fd), e = errno;
     ccap_rt_own_fd_end(l);
+    pthread_setcancelstate(cs, NULL);
     errno = e;
     return rc;
 }
@@ -159,18 +180,21 @@ static void q_forget(int fd)
     }
 }
 
-/* close(), and the raw close of syscall(SYS_close): REAL closes. */
+/* close(), and the raw close of syscall(SYS_close): REAL closes. From
+ * forgetting the descriptor's permit to giving it back, one piece of the
+ * shim's work: no cancel can end the thread with the permit taken out of
+ * the table and never released. */
 int ccap_shim_close(int fd, int (*real)(int))
 {
+    bool tracked = ccap_ptab_maybe(fd);
+    if (tracked || ccap_q_maybe(fd))
+        CANCEL_POINT();
     q_forget(fd);
-    if (!ccap_ptab_maybe(fd))
+    if (!tracked)
         return close_untracked(fd, real);
-    int saved = errno;
+    int saved = errno, rc, e;
     struct ccap_permit *p;
-    GUARDED(p = ccap_rt_close_pre(fd));
-    errno = saved;
-    int rc = real(fd), e = errno;
-    GUARDED(ccap_rt_release(p));
+    GUARDED(p = ccap_rt_close_pre(fd); errno = saved; rc = real(fd); e = errno; ccap_rt_release(p));
     errno = e;
     return rc;
 }
@@ -198,15 +222,14 @@ EXPORT int fclose(FILE *fp)
         return REAL(fclose)(fp);
     FIRST_NEED();
     int fd = fp ? fileno(fp) : -1;
+    if (ccap_q_maybe(fd) || ccap_ptab_maybe(fd))
+        CANCEL_POINT();
     q_forget(fd);
     if (!ccap_ptab_maybe(fd))
         return REAL(fclose)(fp);
     struct ccap_permit *p;
-    int saved = errno;
-    GUARDED(p = ccap_rt_close_pre(fd));
-    errno = saved;
-    int rc = REAL(fclose)(fp), e = errno;
-    GUARDED(ccap_rt_release(p));
+    int saved = errno, rc, e;
+    GUARDED(p = ccap_rt_close_pre(fd); errno = saved; rc = REAL(fclose)(fp); e = errno; ccap_rt_release(p));
     errno = e;
     return rc;
 }

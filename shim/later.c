@@ -131,11 +131,7 @@ void ccap_later_run(void)
 {
     int e = errno;
     long long now = ccap_now_coarse_ms();
-    ccap_guard++;
-    start_due(&hb_at, now, start_heartbeat);
-    start_due(&watch_at, now, start_watch);
-    refresh();
-    ccap_guard--;
+    GUARDED(start_due(&hb_at, now, start_heartbeat); start_due(&watch_at, now, start_watch); refresh());
     errno = e;
 }
 

@@ -21,6 +21,30 @@ static void fork_child(void)
     GUARDED(ccap_q_fork_child()); /* its dup3 and close are the shim's own */
 }
 
+/* A wait's sleep in a program's thread (runtime/nap.h): the thread is the
+ * program's until inside() -- no guard (a signal handler's connect or close
+ * meanwhile is the program's, and the sleep holds nothing it could trip
+ * on), its cancellation state its own (a cancel acts in the sleep, the
+ * wait's cleanup handler undoing it). The shim's own threads: unchanged. */
+static int outside(void)
+{
+    int g = ccap_guard;
+
+    if (ccap_prog_cancel < 0)
+        return -1;
+    ccap_guard = 0;
+    pthread_setcancelstate(ccap_prog_cancel, NULL);
+    return g;
+}
+
+static void inside(int back)
+{
+    if (back < 0)
+        return;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+    ccap_guard = back;
+}
+
 static const struct ccap_rt_hooks hooks = {
     .need_heartbeat = ccap_heartbeat_start,
     .permit_taken = ccap_later_heartbeat,
@@ -28,6 +52,8 @@ static const struct ccap_rt_hooks hooks = {
     .need_watch = ccap_later_watch,
     .waiting = ccap_watch_start,
     .spawn = ccap_shim_spawn_guarded,
+    .outside = outside,
+    .inside = inside,
 };
 
 /* The shim's own file, when conncap run handed a configuration over (the
@@ -57,10 +83,7 @@ void ccap_shim_exec_end(struct ccap_exec *x)
  * the permits go back while TLS to Redis still works. */
 static void exit_tls(void)
 {
-    ccap_guard++;
-    ccap_heartbeat_stop();
-    ccap_rt_shutdown();
-    ccap_guard--;
+    GUARDED(ccap_heartbeat_stop(); ccap_rt_shutdown());
 }
 
 /* Before main, before the program can drop privileges or change its
@@ -117,10 +140,5 @@ __attribute__((visibility("default"))) int __libc_start_main(int (*main)(int, ch
  * SIGKILL leave the permits to lease expiry. */
 __attribute__((destructor)) static void ccap_shim_fini(void)
 {
-    ccap_guard++;
-    ccap_heartbeat_stop();
-    ccap_watch_stop();
-    ccap_rt_shutdown();
-    ccap_log_flush();
-    ccap_guard--;
+    GUARDED(ccap_heartbeat_stop(); ccap_watch_stop(); ccap_rt_shutdown(); ccap_log_flush());
 }

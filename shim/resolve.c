@@ -11,9 +11,7 @@
 #define NOTE(call)                                                                                                  \
     do {                                                                                                            \
         int e_ = errno, he_ = h_errno;                                                                              \
-        ccap_guard++;                                                                                               \
-        call;                                                                                                       \
-        ccap_guard--;                                                                                               \
+        GUARDED(call);                                                                                              \
         h_errno = he_;                                                                                              \
         errno = e_;                                                                                                 \
     } while (0)

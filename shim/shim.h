@@ -2,6 +2,7 @@
 #ifndef CCAP_SHIM_H
 #define CCAP_SHIM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,6 +20,11 @@
  * runtime -> core; doc/ARCHITECTURE.md): core's libc calls do reach the
  * hooks, and rely on this guard to come straight back out. */
 extern __thread int ccap_guard __attribute__((tls_model("initial-exec")));
+
+/* The program's cancellation state (PTHREAD_CANCEL_ENABLE or _DISABLE) as
+ * it was when the shim's work in this thread began; -1 in the shim's own
+ * threads, which never enter from the program. */
+extern __thread int ccap_prog_cancel __attribute__((tls_model("initial-exec")));
 
 /* The next definitions of the interposed symbols (dlsym(RTLD_NEXT): libc's,
  * or another preloaded wrapper's that comes after this library), resolved
@@ -81,13 +87,42 @@ void ccap_real_resolve(void);
  * the symbol does not exist). */
 #define CCAP_REAL(f) (CCAP_REAL_LOAD(f) ? CCAP_REAL_LOAD(f) : (ccap_real_resolve(), CCAP_REAL_LOAD(f)))
 
+/* The shim's own work begins in this thread: the guard taken and, entered
+ * from the program (the guard was not held), cancellation disabled, so that
+ * pthread_cancel never ends the thread in the middle of it (a lock held,
+ * half a Redis command written, a permit taken and not recorded). The
+ * program's state is kept in ccap_prog_cancel for the waits' sleeps, the one
+ * place where a cancel acts (runtime/nap.h). Returns what ccap_shim_leave
+ * takes (-1 when nested). */
+static inline int ccap_shim_enter(void)
+{
+    int old;
+
+    if (ccap_guard++)
+        return -1;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    ccap_prog_cancel = old;
+    return old;
+}
+
+/* Ends what ccap_shim_enter began. The guard goes first: a cancel that the
+ * restored state acts on at once (asynchronous cancellation) unwinds a
+ * thread that is the program's again. */
+static inline void ccap_shim_leave(int cs)
+{
+    ccap_guard--;
+    if (cs >= 0)
+        pthread_setcancelstate(cs, NULL);
+}
+
 /* Runs STMT as the shim's own work: with the guard held, every libc call
- * it makes passes the hooks straight to the real symbol. */
+ * it makes passes the hooks straight to the real symbol; cancellation is
+ * disabled meanwhile (ccap_shim_enter). */
 #define GUARDED(stmt)                                                                                               \
     do {                                                                                                            \
-        ccap_guard++;                                                                                               \
+        int cs_ = ccap_shim_enter();                                                                                \
         stmt;                                                                                                       \
-        ccap_guard--;                                                                                               \
+        ccap_shim_leave(cs_);                                                                                       \
     } while (0)
 
 /* close(FD) as the hooks make it, the real close being REAL (close(), or

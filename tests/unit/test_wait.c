@@ -611,10 +611,10 @@ static void test_waker_one_connection(void **state)
 
     snprintf(a.key, sizeof a.key, PFX "{u}:wake:a");
     snprintf(b.key, sizeof b.key, PFX "{u}:wake:b");
-    assert_int_equal(ccap_waiter_join(&a, &c, PFX, "u", poke, sizeof poke), 0);
+    assert_int_equal(ccap_waiter_join(&a, NULL, &c, PFX, "u", poke, sizeof poke), 0);
     wait_blocked(1);
     assert_int_equal(ccap_wait_waker_count(), 1);
-    assert_int_equal(ccap_waiter_join(&b, &c, PFX, "u", poke, sizeof poke), 1);
+    assert_int_equal(ccap_waiter_join(&b, NULL, &c, PFX, "u", poke, sizeof poke), 1);
     assert_non_null(strstr(poke, "{u}:wake:poke."));
     freeReplyObject(redisCommand(CLI, "RPUSH %s p", poke));
     freeReplyObject(redisCommand(CLI, "LPUSH %s w", b.key));
@@ -628,13 +628,13 @@ static void test_waker_one_connection(void **state)
     ccap_waiter_leave(&b);
 
     snprintf(b.key, sizeof b.key, PFX "{u}:wake:c");
-    assert_int_equal(ccap_waiter_arm(&a, poke, sizeof poke), 1);                /* the block lacks a */
-    assert_int_equal(ccap_waiter_join(&b, &c, PFX, "u", poke, sizeof poke), 0); /* a's poke is on its way */
+    assert_int_equal(ccap_waiter_arm(&a, poke, sizeof poke), 1);                      /* the block lacks a */
+    assert_int_equal(ccap_waiter_join(&b, NULL, &c, PFX, "u", poke, sizeof poke), 0); /* a's poke is on its way */
     freeReplyObject(redisCommand(CLI, "RPUSH %s p", poke));
     assert_int_equal(ccap_waiter_wait(&a, ccap_now_ms() + 100), 0);
     ccap_waiter_leave(&b);
     snprintf(b.key, sizeof b.key, PFX "{u}:wake:d");
-    assert_int_equal(ccap_waiter_join(&b, &c, PFX, "u", poke, sizeof poke), 1);
+    assert_int_equal(ccap_waiter_join(&b, NULL, &c, PFX, "u", poke, sizeof poke), 1);
     ccap_waiter_poke_failed(&b);
     assert_int_equal(ccap_waiter_wait(&b, ccap_now_ms() + 60000), CCAP_WOKE_POLL);
     ccap_waiter_leave(&b);
@@ -655,7 +655,7 @@ static void test_waker_disarms_woken(void **state)
 
     snprintf(a.key, sizeof a.key, PFX "{v}:wake:a");
     snprintf(b.key, sizeof b.key, PFX "{v}:wake:b");
-    if (ccap_waiter_join(&a, &c, PFX, "v", poke, sizeof poke) == 1) /* an earlier test's block */
+    if (ccap_waiter_join(&a, NULL, &c, PFX, "v", poke, sizeof poke) == 1) /* an earlier test's block */
         freeReplyObject(redisCommand(CLI, "RPUSH %s p", poke));
     wait_blocked(1);
     freeReplyObject(redisCommand(CLI, "LPUSH %s w", a.key));
@@ -671,7 +671,7 @@ static void test_waker_disarms_woken(void **state)
     wait_blocked(0);
 
     /* the process's next wait: no poke, one BLPOP */
-    assert_int_equal(ccap_waiter_join(&b, &c, PFX, "v", poke, sizeof poke), 0);
+    assert_int_equal(ccap_waiter_join(&b, NULL, &c, PFX, "v", poke, sizeof poke), 0);
     wait_blocked(1);
     freeReplyObject(redisCommand(CLI, "LPUSH %s w", b.key));
     assert_int_equal(ccap_waiter_wait(&b, ccap_now_ms() + 10000), CCAP_WOKE_TOKEN);
