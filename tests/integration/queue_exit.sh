@@ -2,6 +2,7 @@
 # exits normally, or is killed: each gives its ticket back (at once; at once at exit; killed: its tickets end
 # with their TTL and the next acquire sweeps them), the holder's permit is untouched, and nothing hangs.
 . "$(dirname "$0")/../lib/harness.sh"
+h_plain_only
 h_redis_start
 h_server_start 600000
 h_conf "$T/c.conf" qx 1 3000 20000 "127.0.0.1:$SRV_PORT"
