@@ -81,11 +81,11 @@ int ccap_sem_parse_int(struct ccap_redis *r, const char *what, const redisReply 
 
 int ccap_sem_parse_acquire(struct ccap_redis *r, const redisReply *rep, struct ccap_sem_result *res)
 {
-    long long g, c, l, full;
+    long long g, c, l, full, qlen = -1;
 
-    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 6) {
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || (rep->elements != 6 && rep->elements != 7)) {
         if (rep && rep->type == REDIS_REPLY_ARRAY)
-            ccap_redis_set_err(r, "redis: acquire reply: an array of %zu, not of 6", rep->elements);
+            ccap_redis_set_err(r, "redis: acquire reply: an array of %zu, not of 6 or 7", rep->elements);
         else
             ccap_redis_set_err(r, "redis: acquire reply: %s, not an array", type_name(rep));
         return -EPROTO;
@@ -95,12 +95,15 @@ int ccap_sem_parse_acquire(struct ccap_redis *r, const redisReply *rep, struct c
         ccap_sem_parse_int(r, "acquire reply: limit", rep->element[2], LLONG_MIN, LLONG_MAX, &l) ||
         ccap_sem_parse_int(r, "acquire reply: retry_ms", rep->element[3], 0, CCAP_SEM_MS_MAX, &res->retry_ms) ||
         ccap_sem_parse_int(r, "acquire reply: wake_ms", rep->element[4], -1, CCAP_SEM_MS_MAX, &res->wake_ms) ||
-        ccap_sem_parse_int(r, "acquire reply: queue_full", rep->element[5], 0, 1, &full))
+        ccap_sem_parse_int(r, "acquire reply: queue_full", rep->element[5], 0, 1, &full) ||
+        (rep->elements == 7 &&
+         ccap_sem_parse_int(r, "acquire reply: queue_len", rep->element[6], 0, INT_MAX, &qlen)))
         return -EPROTO;
     res->granted = (int)g;
     res->count = c;
     res->limit = l;
     res->queue_full = (int)full;
+    res->queue_len = qlen;
     return 0;
 }
 

@@ -30,19 +30,21 @@
 /* Every field is range-checked when the reply is parsed (see
  * ccap_sem_parse_acquire): users may add to them without overflow. */
 struct ccap_sem_result {
-    int granted;        /* 1 if this holder now holds a permit */
-    long long count;    /* holders after the call, 0..INT_MAX */
-    long long limit;    /* limit in force (override or configured): any integer, as the limit key
+    int granted;         /* 1 if this holder now holds a permit */
+    long long count;     /* holders after the call, 0..INT_MAX */
+    long long limit;     /* limit in force (override or configured): any integer, as the limit key
                          * may say (it is shown, never computed with) */
-    long long retry_ms; /* > 0 the rate or the restart grace says not yet, next slot in that many ms
+    long long retry_ms;  /* > 0 the rate or the restart grace says not yet, next slot in that many ms
                          * (0..CCAP_SEM_MS_MAX) */
-    long long wake_ms;  /* ms until the earliest lease ends (re-check then), -1 none (-1..CCAP_SEM_MS_MAX) */
-    int queue_full;     /* 1: refused at once, the queue holds max_waiters tickets (not queued) */
+    long long wake_ms;   /* ms until the earliest lease ends (re-check then), -1 none (-1..CCAP_SEM_MS_MAX) */
+    int queue_full;      /* 1: refused at once, the queue holds max_waiters tickets (not queued) */
+    long long queue_len; /* tickets in the queue after the call (0..INT_MAX), -1 unknown: the reply of a
+                          * script (function library) that does not say it */
 };
 
 /* Parses acquire.lua's reply REP: an array {granted 0|1, count, limit,
- * retry_ms, wake_ms, queue_full 0|1}, each an integer within the range its
- * field states. Returns 0 and fills *RES, or -EPROTO with R's error (R may be
+ * retry_ms, wake_ms, queue_full 0|1[, queue_len]}, each an integer within the
+ * range its field states (queue_len left out: -1). Returns 0 and fills *RES, or -EPROTO with R's error (R may be
  * NULL) saying which element was wrong and how. Pure; does not free REP. */
 int ccap_sem_parse_acquire(struct ccap_redis *r, const redisReply *rep, struct ccap_sem_result *res);
 

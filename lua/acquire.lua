@@ -433,4 +433,5 @@ do
         redis.call('PEXPIRE', mykey, string.format('%d', math.max(tonumber(ARGV[4]) or 0, 1000)))
     end
 end
-return {granted, count, limit, retry, hint, full}
+-- 7th: the tickets queued after the call (for the refusal's log line; readers take 6 too)
+return {granted, count, limit, retry, hint, full, qlen}

@@ -177,6 +177,20 @@ static int parse(long long g, long long c, long long l, long long retry, long lo
     return rc;
 }
 
+/* A 7-element reply, denied, with QLEN tickets queued. */
+static int parse_qlen(long long qlen, struct ccap_sem_result *res)
+{
+    redisReply *r = acquire_reply(0, 1, 1, 0, 0, 0);
+    int rc;
+
+    r->element = realloc(r->element, 7 * sizeof *r->element);
+    r->element[6] = int_reply(qlen);
+    r->elements = 7;
+    rc = ccap_sem_parse_acquire(NULL, r, res);
+    freeReplyObject(r);
+    return rc;
+}
+
 static void test_acquire_ranges(void **state)
 {
     struct ccap_sem_result res;
@@ -202,6 +216,15 @@ static void test_acquire_ranges(void **state)
     assert_int_equal(res.queue_full, 1);
     assert_int_equal(parse_full(0, 1, 1, 0, 0, 2, &res), -EPROTO);
     assert_int_equal(parse_full(0, 1, 1, 0, 0, -1, &res), -EPROTO);
+    /* the queue length: a 7th element, optional (a library of before it says 6) */
+    assert_int_equal(parse(0, 1, 1, 0, 0, &res), 0);
+    assert_int_equal(res.queue_len, -1);
+    assert_int_equal(parse_qlen(3, &res), 0);
+    assert_int_equal(res.queue_len, 3);
+    assert_int_equal(parse_qlen(0, &res), 0);
+    assert_int_equal(res.queue_len, 0);
+    assert_int_equal(parse_qlen(-1, &res), -EPROTO);
+    assert_int_equal(parse_qlen((long long)INT_MAX + 1, &res), -EPROTO);
 }
 
 static void test_parse_int(void **state)

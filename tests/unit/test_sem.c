@@ -1410,12 +1410,38 @@ static void test_failover_window_bounded(void **state)
     assert_int_equal(stat_of("fob", CCAP_STAT_RECLAIMED), N);
 }
 
+/* The reply names the tickets queued after the call: a newcomer counts
+ * itself, a waiter that leaves (its last attempt) does not. */
+static void test_queue_len(void **state)
+{
+    struct ccap_sem_result res;
+    struct ccap_sem_req q = { .lease_ms = 10000, .limit = 1, .ticket_ttl_ms = 10000, .wait_left_ms = 10000 };
+    (void)state;
+
+    res = acq("ql", "H", 10000, 1);
+    assert_int_equal(res.granted, 1);
+    assert_int_equal(res.queue_len, 0);
+    q.holder = "W1";
+    assert_int_equal(ccap_sem_acquire(R, PFX, "ql", &q, &res), 0);
+    assert_int_equal(res.queue_len, 1);
+    q.holder = "W2";
+    assert_int_equal(ccap_sem_acquire(R, PFX, "ql", &q, &res), 0);
+    assert_int_equal(res.granted, 0);
+    assert_int_equal(res.queue_len, 2);
+    q.flags = CCAP_SEM_LEAVE;
+    assert_int_equal(ccap_sem_acquire(R, PFX, "ql", &q, &res), 0);
+    assert_int_equal(res.queue_len, 1);
+    assert_int_equal(res.count, 1);
+    assert_int_equal(res.limit, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key),
         cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_len, setup, teardown),
         cmocka_unit_test_setup_teardown(test_release, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_expiry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_runtime_limit, setup, teardown),
