@@ -49,6 +49,15 @@ static void put_dest(char **p, char *end, const struct sockaddr *sa)
     }
 }
 
+size_t ccap_holder_dest(char *out, size_t n, const struct sockaddr *sa)
+{
+    char *o = out, *end = out + n - 1;
+
+    put_dest(&o, end, sa);
+    *o = '\0';
+    return (size_t)(o - out);
+}
+
 /* PROG as the format has it: at most CCAP_HOLDER_PROG_MAX bytes of
  * [A-Za-z0-9._+-], any other byte as '_' (so never a '/', nor the ';' and
  * ',' of the exec hand-over); "-" when empty. OUT: CCAP_HOLDER_PROG_MAX + 1. */

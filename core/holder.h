@@ -41,6 +41,11 @@ struct ccap_holder {
 size_t ccap_holder_format(char *out, size_t n, const char *host, int pid, int fd, const struct sockaddr *sa,
                           unsigned nonce, unsigned long long seq);
 
+/* Writes the destination part of an id, "a.b.c.d:port" or "[v6]:port", of
+ * SA (AF_INET or AF_INET6) into OUT (N >= 1 bytes; NUL-terminated, cut at
+ * N - 1). Returns the length written. Pure; thread-safe. */
+size_t ccap_holder_dest(char *out, size_t n, const struct sockaddr *sa);
+
 /* The same with the program PROG (made safe as the format says). Pure;
  * thread-safe. */
 size_t ccap_holder_format_prog(char *out, size_t n, const char *host, const char *prog, int pid, int fd,

@@ -229,3 +229,20 @@ void ccap_log_flush(void)
     }
     errno = saved;
 }
+
+bool ccap_log_every(struct ccap_log_every *e, long long now_ms, int interval_ms, unsigned *held)
+{
+    long long next = atomic_load_explicit(&e->next_ms, memory_order_relaxed);
+
+    if (now_ms < next || !atomic_compare_exchange_strong(&e->next_ms, &next, now_ms + interval_ms)) {
+        atomic_fetch_add_explicit(&e->held, 1, memory_order_relaxed);
+        return false;
+    }
+    *held = atomic_exchange(&e->held, 0);
+    return true;
+}
+
+unsigned ccap_log_every_take(struct ccap_log_every *e)
+{
+    return atomic_exchange(&e->held, 0);
+}

@@ -2,6 +2,7 @@
 #ifndef CCAP_LOG_H
 #define CCAP_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 enum ccap_log_level { CCAP_LOG_ERROR = 0, CCAP_LOG_WARN, CCAP_LOG_INFO, CCAP_LOG_DEBUG };
@@ -33,6 +34,25 @@ void ccap_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 void ccap_log_flush(void);
 
 #define CCAP_LOG_BURST 20
+
+/* ---- one line per interval, for a kind of line that may come in floods ----
+ * (the refusals of one semaphore): the first is written, the others within
+ * the interval only counted, and the count goes with the next one written. */
+struct ccap_log_every {
+    _Atomic long long next_ms; /* the next line may be written from then (0: at once) */
+    _Atomic unsigned held;     /* calls since the last line written that were not to write it */
+};
+
+/* True when the caller is to write its line now: the first call, or the
+ * first at or after INTERVAL_MS from the last that returned true (NOW_MS:
+ * a monotonic clock's ms); *HELD then gets the calls held back since that
+ * one. False: this call is counted as held back. Lock-free; a zeroed E is
+ * ready to use. */
+bool ccap_log_every(struct ccap_log_every *e, long long now_ms, int interval_ms, unsigned *held);
+
+/* The calls held back since E's last line, and no longer (for the report at
+ * exit). Lock-free. */
+unsigned ccap_log_every_take(struct ccap_log_every *e);
 
 /* ---- text from outside (Redis, a host name) made safe to show ----
  * The one escaper of conncap's output: the logger and the CLI use it. */

@@ -2,6 +2,7 @@
 #include "names.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -239,24 +240,38 @@ struct match_ctx {
     const struct sockaddr *sa;
     socklen_t len;
     const struct ccap_rule *best;
+    char *name; /* NULL, or where the name that gave BEST goes ("" when its address did) */
+    size_t cap;
 };
 
 static bool match_one(const char *name, void *arg)
 {
     struct match_ctx *c = arg;
     const struct ccap_rule *r = ccap_config_match(c->cfg, c->sa, c->len, &name, 1);
-    if (r && (!c->best || r < c->best))
+    if (r && (!c->best || r < c->best)) {
         c->best = r;
+        if (c->name)
+            snprintf(c->name, c->cap, "%s", name);
+    }
     return c->best == &c->cfg->rules[0]; /* nothing can come before the first rule */
 }
 
 const struct ccap_rule *ccap_names_match(const struct ccap_names *m, const struct ccap_config *cfg,
                                          const struct sockaddr *sa, socklen_t len, long long now_ms)
 {
+    return ccap_names_match_name(m, cfg, sa, len, now_ms, NULL, 0);
+}
+
+const struct ccap_rule *ccap_names_match_name(const struct ccap_names *m, const struct ccap_config *cfg,
+                                              const struct sockaddr *sa, socklen_t len, long long now_ms, char *name,
+                                              size_t cap)
+{
     struct ccap_addr a;
+    if (name && cap)
+        name[0] = '\0';
     if (!cfg || ccap_addr_from_sa(sa, len, &a) < 0)
         return NULL;
-    struct match_ctx c = { cfg, sa, len, ccap_config_match(cfg, sa, len, NULL, 0) };
+    struct match_ctx c = { cfg, sa, len, ccap_config_match(cfg, sa, len, NULL, 0), cap ? name : NULL, cap };
     if (m && !(c.best && c.best == &cfg->rules[0]))
         ccap_names_each(m, &a, now_ms, match_one, &c);
     return c.best;

@@ -61,6 +61,13 @@ size_t ccap_names_count(const struct ccap_names *m);
 const struct ccap_rule *ccap_names_match(const struct ccap_names *m, const struct ccap_config *cfg,
                                          const struct sockaddr *sa, socklen_t len, long long now_ms);
 
+/* ccap_names_match, also writing into NAME (CAP bytes, cut to fit) the host
+ * name through which the returned rule matched, or "" when it matched by
+ * SA's address (or none did). For messages: the same walk again. */
+const struct ccap_rule *ccap_names_match_name(const struct ccap_names *m, const struct ccap_config *cfg,
+                                              const struct sockaddr *sa, socklen_t len, long long now_ms, char *name,
+                                              size_t cap);
+
 /* fork(): PREPARE takes the write lock, PARENT releases it and CHILD starts
  * it afresh (the map is consistent: no writer was inside), so a child never
  * inherits it locked by a thread that does not exist there. NULL is fine. */

@@ -295,13 +295,41 @@ static void test_escapes_controls(void **state)
     assert_null(strchr(s, '\033'));
 }
 
+/* One line per interval: the first call passes, those within the interval
+ * are counted, the first after it passes with that count; take empties it. */
+static void test_every(void **state)
+{
+    struct ccap_log_every e = { 0 };
+    unsigned held = 99;
+    (void)state;
+
+    assert_true(ccap_log_every(&e, 1000, 10000, &held));
+    assert_int_equal(held, 0);
+    for (int i = 0; i < 19; i++)
+        assert_false(ccap_log_every(&e, 1000 + i * 100, 10000, &held));
+    assert_false(ccap_log_every(&e, 10999, 10000, &held));
+    assert_true(ccap_log_every(&e, 11000, 10000, &held));
+    assert_int_equal(held, 20);
+    assert_false(ccap_log_every(&e, 11001, 10000, &held));
+    assert_false(ccap_log_every(&e, 11002, 10000, &held));
+    assert_int_equal(ccap_log_every_take(&e), 2);
+    assert_int_equal(ccap_log_every_take(&e), 0);
+    assert_true(ccap_log_every(&e, 30000, 10000, &held));
+    assert_int_equal(held, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_level_parse),         cmocka_unit_test(test_format_and_levels),
-        cmocka_unit_test(test_truncation),          cmocka_unit_test(test_rate_limit),
-        cmocka_unit_test(test_threads_whole_lines), cmocka_unit_test(test_syslog_not_stderr),
-        cmocka_unit_test(test_escapes_controls),    cmocka_unit_test(test_flush_and_fork),
+        cmocka_unit_test(test_level_parse),
+        cmocka_unit_test(test_format_and_levels),
+        cmocka_unit_test(test_truncation),
+        cmocka_unit_test(test_rate_limit),
+        cmocka_unit_test(test_threads_whole_lines),
+        cmocka_unit_test(test_syslog_not_stderr),
+        cmocka_unit_test(test_escapes_controls),
+        cmocka_unit_test(test_flush_and_fork),
+        cmocka_unit_test(test_every),
     };
     return cmocka_run_group_tests(tests, capture, restore);
 }
