@@ -98,7 +98,7 @@ static int queue_or_wait(const struct ccap_config *cfg, const struct ccap_sem_co
                          struct ccap_permit *p, int fd, const struct sockaddr *sa, socklen_t len)
 {
     struct ccap_wait *ws;
-    int rc = ccap_rt_wait_start(s, sem, p, &ws);
+    int rc = ccap_rt_wait_start(s, sem, p, sa, len, &ws);
 
     if (rc != 0)
         return rc;
@@ -128,7 +128,7 @@ static int wait_here(const struct ccap_sem_conf *s, size_t sem, struct ccap_perm
                      const struct sockaddr *sa, socklen_t len, bool may_queue)
 {
     struct ccap_wait *ws;
-    int rc = ccap_rt_wait_start(s, sem, p, &ws);
+    int rc = ccap_rt_wait_start(s, sem, p, sa, len, &ws);
 
     if (rc == 0)
         rc = ccap_rt_wait_resume(ws, CCAP_WAIT_PROGRAM | CCAP_WAIT_INTR);
@@ -175,7 +175,7 @@ int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, bool m
     else if (mode == CCAP_WAIT_BLOCK)
         rc = wait_here(s, rule->sem, p, fd, sa, len, may_queue);
     else
-        rc = ccap_rt_wait_for_permit(s, rule->sem, p, mode, CCAP_WAIT_PROGRAM);
+        rc = ccap_rt_wait_for_permit(s, rule->sem, p, sa, len, mode, CCAP_WAIT_PROGRAM);
     if (rc == QUEUED)
         return CCAP_RT_QUEUED;
     if (rc == INTERRUPTED)

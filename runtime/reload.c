@@ -554,6 +554,15 @@ const struct ccap_rule *ccap_live_match(const struct ccap_config *cfg, const str
     return ccap_names_match(atomic_load(&live.names), cfg, sa, len, ccap_now_coarse_ms());
 }
 
+void ccap_live_match_name(const struct ccap_config *cfg, const struct sockaddr *sa, socklen_t len, char *name,
+                          size_t cap)
+{
+    if (cap)
+        name[0] = '\0';
+    if (cfg && cfg->has_names)
+        ccap_names_match_name(atomic_load(&live.names), cfg, sa, len, ccap_now_coarse_ms(), name, cap);
+}
+
 /* The config, if it has host-name rules: the one to record names for. */
 static const struct ccap_config *recording(const char *node)
 {

@@ -61,6 +61,13 @@ int ccap_live_init(struct ccap_config *_Atomic *slot, const struct ccap_boot_see
  * Thread-safe; a read lock at most. */
 const struct ccap_rule *ccap_live_match(const struct ccap_config *cfg, const struct sockaddr *sa, socklen_t len);
 
+/* Writes into NAME (CAP bytes) the host name through which a connect to SA
+ * matches its rule under CFG, as ccap_live_match would find it now, or ""
+ * when the rule matches SA's address (or no rule matches, or CFG has no
+ * host-name rules). Never waits for a lookup. For messages. Thread-safe. */
+void ccap_live_match_name(const struct ccap_config *cfg, const struct sockaddr *sa, socklen_t len, char *name,
+                          size_t cap);
+
 /* A program's getaddrinfo(NODE, ..., hints with AI_FLAGS) returned RES:
  * records NODE (normalised) for each AF_INET/AF_INET6 address in RES when
  * the configuration has host-name rules. Numeric hosts and names that are

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include "config.h"
+#include "log.h"
 #include "permit.h"
 #include "redis.h"
 #include "runtime.h"
@@ -13,17 +14,18 @@
 /* The runtime's per-process state (state.c). One instance; its fields are
  * reset in a fork child by ccap_rt_state_fork_child. */
 struct ccap_rt_state {
-    struct ccap_rt_hooks hooks;      /* the shim's callbacks */
-    struct ccap_config *_Atomic cfg; /* NULL: not usable, pass everything through; swapped by reload.c */
-    pthread_mutex_t rlock;           /* serialises use of the Redis connection and the breaker */
-    struct ccap_redis *redis;        /* the shared connection (created at the first load) */
-    atomic_int *local_used;          /* per semaphore index, permits granted locally (on_redis_down) */
-    atomic_int *held;                /* per semaphore index, permits in this process's table (permit.h) */
-    unsigned *sem_epoch;             /* per semaphore index, the failover epoch of its master acted on
+    struct ccap_rt_hooks hooks;         /* the shim's callbacks */
+    struct ccap_config *_Atomic cfg;    /* NULL: not usable, pass everything through; swapped by reload.c */
+    pthread_mutex_t rlock;              /* serialises use of the Redis connection and the breaker */
+    struct ccap_redis *redis;           /* the shared connection (created at the first load) */
+    atomic_int *local_used;             /* per semaphore index, permits granted locally (on_redis_down) */
+    atomic_int *held;                   /* per semaphore index, permits in this process's table (permit.h) */
+    unsigned *sem_epoch;                /* per semaphore index, the failover epoch of its master acted on
                                       * (failover.c; under rlock) */
-    long long *sem_used_ms;          /* per semaphore index, its last grant or release (coarse ms) */
-    unsigned epochs_seen;            /* ccap_redis_epochs when failover.c last looked at them all */
-    atomic_bool shutting_down;       /* exit began: the heartbeat stops */
+    long long *sem_used_ms;             /* per semaphore index, its last grant or release (coarse ms) */
+    struct ccap_log_every *refusal_log; /* per semaphore index, its refusals' log lines (waiting.c) */
+    unsigned epochs_seen;               /* ccap_redis_epochs when failover.c last looked at them all */
+    atomic_bool shutting_down;          /* exit began: the heartbeat stops */
 };
 extern struct ccap_rt_state ccap_rt;
 

@@ -185,6 +185,12 @@ int ccap_rt_heartbeat(void);
  * non-owner. */
 void ccap_rt_shutdown(void);
 
+/* The end of the process image (exit, exec): reports the refusals whose log
+ * line was held back (one line per semaphore per interval) and no later line
+ * counted, then the lines the log's rate limit held back (ccap_log_flush).
+ * Preserves errno. */
+void ccap_rt_log_flush(void);
+
 /* The counter of permits of semaphore SEM this process holds, for a
  * permit's held field (permit.h), or NULL (no such semaphore, or no usable
  * configuration). Loads the configuration if needed. Thread-safe. */

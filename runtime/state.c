@@ -50,16 +50,20 @@ static int start(struct ccap_config *cfg, const struct ccap_boot_seed *seed)
     ccap_rt.held = calloc(ccap_live_sem_slots(cfg), sizeof(*ccap_rt.held));
     ccap_rt.sem_epoch = calloc(ccap_live_sem_slots(cfg), sizeof(*ccap_rt.sem_epoch));
     ccap_rt.sem_used_ms = calloc(ccap_live_sem_slots(cfg), sizeof(*ccap_rt.sem_used_ms));
-    if (!ccap_rt.redis || !ccap_rt.local_used || !ccap_rt.held || !ccap_rt.sem_epoch || !ccap_rt.sem_used_ms) {
+    ccap_rt.refusal_log = calloc(ccap_live_sem_slots(cfg), sizeof(*ccap_rt.refusal_log));
+    if (!ccap_rt.redis || !ccap_rt.local_used || !ccap_rt.held || !ccap_rt.sem_epoch || !ccap_rt.sem_used_ms ||
+        !ccap_rt.refusal_log) {
         ccap_redis_free(ccap_rt.redis);
         free(ccap_rt.local_used);
         free(ccap_rt.held);
         free(ccap_rt.sem_epoch);
         free(ccap_rt.sem_used_ms);
+        free(ccap_rt.refusal_log);
         ccap_rt.redis = NULL;
         ccap_rt.local_used = ccap_rt.held = NULL;
         ccap_rt.sem_epoch = NULL;
         ccap_rt.sem_used_ms = NULL;
+        ccap_rt.refusal_log = NULL;
         return -ENOMEM;
     }
     ccap_rt_ident_init();
@@ -179,4 +183,7 @@ void ccap_rt_state_fork_child(void)
     if (ccap_rt.held && ccap_rt.cfg) /* the child holds none of its parent's permits */
         for (size_t i = 0; i < ccap_rt.cfg->n_sems; i++)
             atomic_store(&ccap_rt.held[i], 0);
+    if (ccap_rt.refusal_log && ccap_rt.cfg) /* the parent's refusals are the parent's to report */
+        for (size_t i = 0; i < ccap_rt.cfg->n_sems; i++)
+            ccap_rt.refusal_log[i] = (struct ccap_log_every){ 0 };
 }

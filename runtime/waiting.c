@@ -1,6 +1,8 @@
 /* waiting.c -- a connect's wait for a permit: fair queue, tokens from the process's waker, rate, deadline, on_redis_down. */
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -9,8 +11,10 @@
 #include <unistd.h>
 #include "breaker.h"
 #include "clock.h"
+#include "holder.h"
 #include "log.h"
 #include "nap.h"
+#include "reload.h"
 #include "rt_int.h"
 #include "sem.h"
 #include "wait.h"
@@ -20,6 +24,7 @@
 #define WAIT_ALIVE_MS 1000      /* a queued connect: looks this often whether its descriptor is still open */
 #define WAIT_TICKET_MIN_MS 3000 /* the shortest ticket TTL (short leases) */
 #define WAIT_INTERRUPTED CCAP_WAIT_INTERRUPTED /* step(): a handler without SA_RESTART interrupted a sleep */
+#define REFUSAL_LOG_MS 10000 /* a semaphore's refusals: one line this often, the others counted in it */
 
 /* One wait: what the attempts carry from one to the next. */
 struct ccap_wait {
@@ -35,6 +40,8 @@ struct ccap_wait {
     bool unjoinable; /* no waker for W: poll */
     int flags;       /* CCAP_WAIT_PROGRAM, CCAP_WAIT_INTR: how the thread that runs it now waits */
     int fail_errno;
+    struct sockaddr_in6 dest; /* the connect's destination (an AF_INET one fits too), for its log line */
+    socklen_t dest_len;
     long long start, deadline, last_ms; /* monotonic ms; LAST_MS: the last attempt's end */
     struct ccap_sem_req q;
     struct ccap_sem_result res;
@@ -296,7 +303,8 @@ static int poke_waker(const char *key)
 static atomic_ullong wait_ids;
 
 /* MODE: how a connect waits (enum ccap_wait_mode, waiting.h). */
-static void wait_init(struct ccap_wait *ws, const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int mode)
+static void wait_init(struct ccap_wait *ws, const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p,
+                      const struct sockaddr *sa, socklen_t len, int mode)
 {
     int wait_ms;
 
@@ -307,10 +315,12 @@ static void wait_init(struct ccap_wait *ws, const struct ccap_sem_conf *s, size_
     ws->sem = sem;
     ws->p = p;
     ws->id = atomic_fetch_add(&wait_ids, 1) + 1;
+    ws->dest_len = len < sizeof ws->dest ? len : sizeof ws->dest;
+    memcpy(&ws->dest, sa, ws->dest_len);
     wait_ms = mode == CCAP_WAIT_AT_ONCE ? 0 : s->wait_timeout_ms;
     ws->at_once = mode == CCAP_WAIT_AT_ONCE;
     ws->fail_errno = mode == CCAP_WAIT_AT_ONCE || mode == CCAP_WAIT_NONBLOCK ? ws->cfg->nonblocking_errno
-                                                                            : ws->cfg->on_timeout_errno;
+                                                                             : ws->cfg->on_timeout_errno;
     ws->start = ccap_now_ms();
     ws->deadline = ws->start + wait_ms;
     ws->q = (struct ccap_sem_req){ .holder = p->holder,
@@ -391,22 +401,61 @@ static int redis_down(struct ccap_wait *ws, bool may_nap)
     return rc;
 }
 
+/* Logs the refusal of WS's connect: WHAT (why), its destination (with the
+ * host name its rule matched by, when it did by one), the holders, limit
+ * and queue length of Redis's last reply, then how the connect fails (THEN,
+ * and the errno). At most one line per semaphore per REFUSAL_LOG_MS: the
+ * refusals held back meanwhile are counted in the next line ("(N more
+ * since)"), or at exit and exec (ccap_rt_log_flush). */
+static void log_refusal(struct ccap_wait *ws, const char *what, const char *then)
+{
+    const struct sockaddr *sa = (const struct sockaddr *)&ws->dest;
+    char dest[INET6_ADDRSTRLEN + 16], name[256], queue[24] = "?", more[48] = "";
+    unsigned held = 0;
+
+    if (ccap_rt.refusal_log &&
+        !ccap_log_every(&ccap_rt.refusal_log[ws->sem], ccap_now_coarse_ms(), REFUSAL_LOG_MS, &held))
+        return;
+    ccap_holder_dest(dest, sizeof dest, sa);
+    ccap_live_match_name(ws->cfg, sa, ws->dest_len, name, sizeof name);
+    if (ws->res.queue_len >= 0)
+        snprintf(queue, sizeof queue, "%lld", ws->res.queue_len);
+    if (held)
+        snprintf(more, sizeof more, " (%u more since)", held);
+    ccap_log(CCAP_LOG_WARN, "%s for %s%s%s%s: holders %lld/%lld, queue %s: %s with %s%s", what, dest,
+             name[0] ? " (" : "", name, name[0] ? ")" : "", ws->res.count, ws->res.limit, queue, then,
+             ccap_errno_name(ws->fail_errno), more);
+}
+
+void ccap_rt_log_flush(void)
+{
+    const struct ccap_config *cfg = ccap_rt.cfg;
+
+    for (size_t i = 0; ccap_rt.refusal_log && cfg && i < cfg->n_sems; i++) {
+        unsigned n = ccap_log_every_take(&ccap_rt.refusal_log[i]);
+        if (n)
+            ccap_log(CCAP_LOG_WARN, "%u more refusals of %s since its last line (one line per %d s)", n,
+                     cfg->sems[i].name, REFUSAL_LOG_MS / 1000);
+    }
+    ccap_log_flush();
+}
+
 /* Redis said no at the deadline: logs, and counts the timeout unless the
  * connect was not to wait (the acquire counted it as denied, and a second
  * round trip would stall its event loop). Returns -fail_errno. */
 static int refuse(struct ccap_wait *ws)
 {
     const struct ccap_sem_conf *s = ws->s;
+    char what[CCAP_SEM_NAME_MAX + 64];
 
     if (ws->at_once) {
-        ccap_log(CCAP_LOG_WARN,
-                 "no permit of %s free: non-blocking connect fails at once with %s (nonblocking = \"fail\")",
-                 s->name, ccap_errno_name(ws->fail_errno));
+        snprintf(what, sizeof what, "no permit of %s free (nonblocking = \"fail\")", s->name);
+        log_refusal(ws, what, "non-blocking connect fails at once");
         return -ws->fail_errno;
     }
     report_timeout(s, ws->p->holder, ccap_now_ms() - ws->start);
-    ccap_log(CCAP_LOG_WARN, "no permit of %s within %d ms: connect fails with %s", s->name, s->wait_timeout_ms,
-             ccap_errno_name(ws->fail_errno));
+    snprintf(what, sizeof what, "no permit of %s within %d ms", s->name, s->wait_timeout_ms);
+    log_refusal(ws, what, "connect fails");
     return -ws->fail_errno;
 }
 
@@ -414,8 +463,10 @@ static int refuse(struct ccap_wait *ws)
  * (load is shed, not piled up; acquire.lua counted it). Returns -fail_errno. */
 static int shed(struct ccap_wait *ws)
 {
-    ccap_log(CCAP_LOG_WARN, "queue of %s full (max_waiters %d): connect fails at once with %s", ws->s->name,
-             ws->s->max_waiters, ccap_errno_name(ws->fail_errno));
+    char what[CCAP_SEM_NAME_MAX + 64];
+
+    snprintf(what, sizeof what, "queue of %s full (max_waiters %d)", ws->s->name, ws->s->max_waiters);
+    log_refusal(ws, what, "connect fails at once");
     return -ws->fail_errno;
 }
 
@@ -582,12 +633,13 @@ static int run(struct ccap_wait *ws, int flags)
     return rc;
 }
 
-int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int mode, int flags)
+int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p,
+                            const struct sockaddr *sa, socklen_t len, int mode, int flags)
 {
     struct ccap_wait ws;
     int rc;
 
-    wait_init(&ws, s, sem, p, mode);
+    wait_init(&ws, s, sem, p, sa, len, mode);
     waits_add(&ws);
     rc = run(&ws, flags & ~CCAP_WAIT_INTR);
     return wait_end(&ws, rc);
@@ -619,7 +671,8 @@ static struct ccap_wait *to_heap(struct ccap_wait *first)
     return ws;
 }
 
-int ccap_rt_wait_start(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, struct ccap_wait **out)
+int ccap_rt_wait_start(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, const struct sockaddr *sa,
+                       socklen_t len, struct ccap_wait **out)
 {
     struct ccap_wait first;
     int rc;
@@ -627,7 +680,7 @@ int ccap_rt_wait_start(const struct ccap_sem_conf *s, size_t sem, struct ccap_pe
     /* a permit free at the first attempt (the usual case) costs no
      * allocation: only a wait that goes on moves to the heap */
     *out = NULL;
-    wait_init(&first, s, sem, p, CCAP_WAIT_BLOCK);
+    wait_init(&first, s, sem, p, sa, len, CCAP_WAIT_BLOCK);
     waits_add(&first);
     rc = step(&first, false);
     if (rc == 0 && !(*out = to_heap(&first)))

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 #include "config.h"
 #include "permit.h"
 
@@ -29,7 +30,9 @@ enum ccap_wait_mode { CCAP_WAIT_BLOCK, CCAP_WAIT_NONBLOCK, CCAP_WAIT_AT_ONCE };
 #define CCAP_WAIT_INTR 2
 
 /* Waits for a permit of semaphore S (index SEM in the configuration in
- * force) for P, a permit named but not yet in the table, as MODE says. Each attempt is one acquire call
+ * force) for P, a permit named but not yet in the table, of a connect to SA
+ * (LEN bytes; AF_INET or AF_INET6: its refusal's log line names it), as
+ * MODE says. Each attempt is one acquire call
  * on the shared connection; in between, the thread sleeps until the
  * process's waker hands it a token (runtime/wait.h), the rate's next slot,
  * the earliest lease end, its ticket's refresh (at 2/3 of its TTL, about a
@@ -40,7 +43,8 @@ enum ccap_wait_mode { CCAP_WAIT_BLOCK, CCAP_WAIT_NONBLOCK, CCAP_WAIT_AT_ONCE };
  * May give P a new holder id. FLAGS: CCAP_WAIT_PROGRAM or 0 (CCAP_WAIT_INTR
  * is ignored: no signal ends this wait). Thread-safe; blocks up to the
  * semaphore's wait_timeout_ms. */
-int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int mode, int flags);
+int ccap_rt_wait_for_permit(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p,
+                            const struct sockaddr *sa, socklen_t len, int mode, int flags);
 
 /* The TTL of a waiter's ticket on semaphore S, unless refreshed: about a
  * lease (at least 3 s). */
@@ -54,7 +58,8 @@ struct ccap_wait;
  * (done, as ccap_rt_wait_for_permit), or 0 with *OUT the wait in progress:
  * its owner must end it with ccap_rt_wait_resume. Out of memory: waits in
  * the calling thread instead (a program's: CCAP_WAIT_PROGRAM). Thread-safe. */
-int ccap_rt_wait_start(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, struct ccap_wait **out);
+int ccap_rt_wait_start(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, const struct sockaddr *sa,
+                       socklen_t len, struct ccap_wait **out);
 
 /* Goes on with WS until it ends, in any one thread, FLAGS saying how that
  * thread waits: returns 1 granted or -errno (-ECANCELED: cancelled, its

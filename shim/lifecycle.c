@@ -65,7 +65,7 @@ char *const *ccap_shim_exec_begin(char *const *envp, struct ccap_exec *x)
     char *const *env;
     GUARDED(ccap_q_exec_pre(); env = ccap_handoff_exec_pre(envp, x);
             x->config_fd = ccap_boot_exec_pre(env, self[0] ? self : NULL));
-    ccap_log_flush(); /* this image's last word, if the exec succeeds */
+    GUARDED(ccap_rt_log_flush()); /* this image's last word, if the exec succeeds */
     return env;
 }
 
@@ -140,5 +140,5 @@ __attribute__((visibility("default"))) int __libc_start_main(int (*main)(int, ch
  * SIGKILL leave the permits to lease expiry. */
 __attribute__((destructor)) static void ccap_shim_fini(void)
 {
-    GUARDED(ccap_heartbeat_stop(); ccap_watch_stop(); ccap_rt_shutdown(); ccap_log_flush());
+    GUARDED(ccap_heartbeat_stop(); ccap_watch_stop(); ccap_rt_shutdown(); ccap_rt_log_flush());
 }

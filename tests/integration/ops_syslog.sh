@@ -60,6 +60,6 @@ pid=$(cat "$T/client.pid")
 h_note "received: $(cat "$T/syslog.txt")"
 [ ! -s "$T/stderr.3" ] || h_fail "log = syslog wrote to stderr: $(cat "$T/stderr.3")"
 # <12> is facility user (1) * 8 + warning (4); the tag names the program's pid
-grep -Eq "^<12>.* conncap\[$pid\]: warn: no permit of api within [0-9]+ ms: connect fails with ETIMEDOUT$" "$T/syslog.txt" ||
+grep -Eq "^<12>.* conncap\[$pid\]: warn: no permit of api within [0-9]+ ms for 127\.0\.0\.1:$SRV_PORT: holders 0/0, queue 0: connect fails with ETIMEDOUT$" "$T/syslog.txt" ||
     h_fail "no syslog line from pid $pid: $(cat "$T/syslog.txt")"
 echo ok

@@ -15,7 +15,7 @@ WAIT_S=5 h_wait_for h_holders_is api 1 || h_fail "first client got no permit"
 
 pids=()
 for i in 1 2 3 4 5 6; do
-    run "$PROGS/hold" 127.0.0.1 "$SRV_PORT" 0 >"$T/w$i.out" 7>&- &
+    run "$PROGS/hold" 127.0.0.1 "$SRV_PORT" 0 >"$T/w$i.out" 2>"$T/w$i.err" 7>&- &
     pids+=($!)
 done
 # four are refused at once: done long before their 20 s wait would end
@@ -25,6 +25,9 @@ for f in "$T"/w*.out; do
     set -- $(head -1 "$f")
     [ "${1:-}" = error ] || continue
     awk -v ms="$3" 'BEGIN { exit !(ms < 3000) }' || h_fail "a refusal took $3 ms: not at once"
+    # its line: semaphore, destination, holders/limit and the queue that refused it, the errno
+    want="warn: queue of api full (max_waiters 2) for 127.0.0.1:$SRV_PORT: holders 1/1, queue 2: connect fails at once with EAGAIN"
+    grep -qF "$want" "${f%.out}.err" || h_fail "$f: no line \"$want\": $(cat "${f%.out}.err")"
 done
 [ "$(h_rcli zcard 'conncap:{api}:queue')" -eq 2 ] || h_fail "queue holds $(h_rcli zcard 'conncap:{api}:queue'), not 2"
 [ "$(cat "$T"/w*.out | grep -c '^connected')" -eq 0 ] || h_fail "a waiter connected while the holder held"
