@@ -71,7 +71,7 @@ void ccap_handoff_record(void);
 
 /* True while a recorded handoff waits to be adopted: one relaxed atomic
  * load, for every hook's fast path. */
-extern atomic_bool ccap_handoff_pending;
+extern atomic_bool ccap_handoff_pending __attribute__((visibility("hidden")));
 static inline bool ccap_handoff_waiting(void)
 {
     return atomic_load_explicit(&ccap_handoff_pending, memory_order_relaxed);

@@ -39,7 +39,8 @@ enum {
  * (runtime/permit.c owns it; exported for the inline hint below). */
 #define CCAP_PTAB_CHUNK_BITS 10
 typedef _Atomic(struct ccap_permit *) ccap_ptab_slot;
-extern _Atomic(ccap_ptab_slot *) ccap_ptab_chunks[CCAP_PTAB_MAX_FD >> CCAP_PTAB_CHUNK_BITS];
+extern _Atomic(ccap_ptab_slot *) ccap_ptab_chunks[CCAP_PTAB_MAX_FD >> CCAP_PTAB_CHUNK_BITS]
+    __attribute__((visibility("hidden")));
 
 /* Lock-free hint: true if FD may hold a permit. False is definite, so
  * close() of an untracked descriptor costs two loads and no lock.

@@ -30,11 +30,12 @@
  * the queue is its parent's. */
 
 /* Entries live now (queued or failed, not yet closed). */
-extern atomic_int ccap_q_live;
+extern atomic_int ccap_q_live __attribute__((visibility("hidden")));
 /* Descriptor numbers that refer to a placeholder, or are the queue's own
  * descriptors (their close by the program reaches ccap_q_forget): a bit each. */
 #define CCAP_Q_MAX_FD (1 << 20)
-extern _Atomic unsigned long ccap_q_bits[CCAP_Q_MAX_FD / (8 * sizeof(unsigned long))];
+extern _Atomic unsigned long ccap_q_bits[CCAP_Q_MAX_FD / (8 * sizeof(unsigned long))]
+    __attribute__((visibility("hidden")));
 
 /* True when some descriptor is queued or failed in queue. */
 static inline bool ccap_q_any(void)

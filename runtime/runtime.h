@@ -84,7 +84,7 @@ void ccap_rt_claim(void);
 bool ccap_rt_own_fd_begin(unsigned lo, unsigned hi);
 /* The lowest number the shim's Redis descriptor may have (INT32_MAX before
  * any state): a range ending below it is the program's alone. */
-extern atomic_int ccap_rt_own_fd_low;
+extern atomic_int ccap_rt_own_fd_low __attribute__((visibility("hidden")));
 static inline bool ccap_rt_own_fd_maybe(unsigned hi)
 {
     return hi >= (unsigned)atomic_load_explicit(&ccap_rt_own_fd_low, memory_order_relaxed);

@@ -9,6 +9,7 @@
 #include "handoff.h"
 #include "queued.h"
 #include "shim.h"
+#include "fast.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -31,27 +32,6 @@
             ccap_shim_adopt();                                                                                      \
         ccap_later_poll();                                                                                          \
     } while (0)
-
-/* True when a hook on descriptor FD has nothing to do but the real call:
- * nothing owed (no handoff to adopt, no thread due), FD neither queued nor
- * counted, and below the shim's own descriptors. A few loads, no call, no
- * clock: the fast path of close, dup and fcntl on the program's files. */
-static inline bool nothing_owed(void)
-{
-    return !atomic_load_explicit(&ccap_later_at, memory_order_relaxed) && !ccap_handoff_waiting() && !ccap_q_any();
-}
-
-/* FD neither counted nor (if MINE) possibly the shim's own descriptor: a
- * call that only reads FD (dup's source, fcntl) cannot hurt the latter. */
-static inline bool untracked_fd(int fd, bool mine)
-{
-    return !ccap_ptab_maybe(fd) && !(mine && ccap_rt_own_fd_maybe((unsigned)fd));
-}
-
-static inline bool plain_fd(int fd, bool mine)
-{
-    return nothing_owed() && untracked_fd(fd, mine);
-}
 
 __thread int ccap_guard __attribute__((tls_model("initial-exec")));
 __thread int ccap_prog_cancel __attribute__((tls_model("initial-exec"))) = -1;
@@ -119,7 +99,18 @@ EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
     WITH_PERMIT(fd, sa, len, true, REAL(connect)(fd, sa, len), r_ == 0);
 }
 
-EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa, socklen_t len)
+/* The Fast Open sends: a send without MSG_FASTOPEN, nothing owed, is only
+ * the real call (SEND_FAST: loaded first, a tail call). */
+#define SEND_FAST(fn, flags, args, slow)                                                                            \
+    do {                                                                                                            \
+        __typeof__(ccap_real.fn) real_ = LOAD(fn);                                                                  \
+        if (__builtin_expect(real_ && !(flags & MSG_FASTOPEN) && nothing_owed(), 1))                                \
+            return real_ args;                                                                                      \
+        return slow args;                                                                                           \
+    } while (0)
+
+static __attribute__((noinline)) ssize_t sendto_slow(int fd, const void *buf, size_t n, int flags,
+                                                     const struct sockaddr *sa, socklen_t len)
 {
     FIRST_NEED();
     if (ccap_guard || !(flags & MSG_FASTOPEN) || !sa)
@@ -128,7 +119,12 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
     WITH_PERMIT(fd, sa, len, false, REAL(sendto)(fd, buf, n, flags, sa, len), r_ >= 0);
 }
 
-EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa, socklen_t len)
+{
+    SEND_FAST(sendto, flags, (fd, buf, n, flags, sa, len), sendto_slow);
+}
+
+static __attribute__((noinline)) ssize_t sendmsg_slow(int fd, const struct msghdr *m, int flags)
 {
     FIRST_NEED();
     if (ccap_guard || !(flags & MSG_FASTOPEN) || !m || !m->msg_name)
@@ -137,17 +133,27 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
     WITH_PERMIT(fd, m->msg_name, m->msg_namelen, false, REAL(sendmsg)(fd, m, flags), r_ >= 0);
 }
 
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+    SEND_FAST(sendmsg, flags, (fd, m, flags), sendmsg_slow);
+}
+
 /* The kernel sends the messages one by one: the first one's msg_name is the
  * destination the Fast Open connect goes to, and sendmmsg fails (-1) only
  * when that first message failed; once it is sent the socket is connected
  * and the others need no permit. */
-EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int flags)
+static __attribute__((noinline)) int sendmmsg_slow(int fd, struct mmsghdr *v, unsigned n, int flags)
 {
     FIRST_NEED();
     if (ccap_guard || !(flags & MSG_FASTOPEN) || !v || !n || !v[0].msg_hdr.msg_name)
         return REAL(sendmmsg)(fd, v, n, flags);
     WITH_PERMIT(fd, v[0].msg_hdr.msg_name, v[0].msg_hdr.msg_namelen, false, REAL(sendmmsg)(fd, v, n, flags),
                 r_ >= 1);
+}
+
+EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int flags)
+{
+    SEND_FAST(sendmmsg, flags, (fd, v, n, flags), sendmmsg_slow);
 }
 
 /* A close of the shim's own Redis descriptor waits for any Redis call in
@@ -215,9 +221,9 @@ EXPORT int close(int fd)
     return close_slow(fd);
 }
 
-EXPORT int fclose(FILE *fp)
+/* glibc closes the descriptor inside fclose without calling close(). */
+static __attribute__((noinline)) int fclose_slow(FILE *fp)
 {
-    /* glibc closes the descriptor inside fclose without calling close(). */
     if (ccap_guard)
         return REAL(fclose)(fp);
     FIRST_NEED();
@@ -232,6 +238,14 @@ EXPORT int fclose(FILE *fp)
     GUARDED(p = ccap_rt_close_pre(fd); errno = saved; rc = REAL(fclose)(fp); e = errno; ccap_rt_release(p));
     errno = e;
     return rc;
+}
+
+EXPORT int fclose(FILE *fp)
+{
+    int (*f)(FILE *) = LOAD(fclose);
+    if (__builtin_expect(f && fp && plain_fd(fileno_unlocked(fp), true), 1))
+        return f(fp);
+    return fclose_slow(fp);
 }
 
 /* After a successful dup: NEWFD shares OLDFD's permit; whatever NEWFD held
@@ -392,7 +406,7 @@ static int close_range_as_asked(unsigned lo, unsigned hi, int flags)
     return rc;
 }
 
-EXPORT int close_range(unsigned first, unsigned last, int flags)
+static __attribute__((noinline)) int close_range_slow(unsigned first, unsigned last, int flags)
 {
     FIRST_NEED();
     if (ccap_guard || (flags & CLOSE_RANGE_CLOEXEC))
@@ -404,6 +418,15 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
     }
     after_close_range(first, last);
     return 0;
+}
+
+/* One plain descriptor (the range of a single number) is only the real call. */
+EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+    int (*c)(unsigned, unsigned, int) = LOAD(close_range);
+    if (c && first == last && first <= INT32_MAX && plain_fd((int)first, true))
+        return c(first, last, flags);
+    return close_range_slow(first, last, flags);
 }
 
 EXPORT void closefrom(int lowfd)

@@ -9,13 +9,24 @@
 #include "queued.h"
 #include "runtime.h"
 #include "shim.h"
+#include "fast.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define REAL CCAP_REAL
 
 /* Each hook: a descriptor that is not the queue's (ccap_q_maybe: one load
- * while nothing is queued) goes straight to the real call; otherwise one
- * call of runtime/queued.c, its -errno made errno. */
+ * while nothing is queued) goes straight to the real call (Q_FAST: loaded
+ * first, a tail call, no register saved); otherwise, out of line (Q_CALL),
+ * one call of runtime/queued.c, its -errno made errno. */
+#define Q_FAST(fn, fd, args, slow)                                                                                  \
+    do {                                                                                                            \
+        __typeof__(ccap_real.fn) real_ = CCAP_REAL_LOAD(fn);                                                        \
+        if (__builtin_expect(real_ && (!ccap_q_maybe(fd) || ccap_guard), 1))                                        \
+            return real_ args;                                                                                      \
+        return slow args;                                                                                           \
+    } while (0)
+#define SLOW static __attribute__((noinline))
+
 #define Q_CALL(fd, real_call, q_call)                                                                               \
     do {                                                                                                            \
         if (ccap_guard || !ccap_q_maybe(fd))                                                                        \
@@ -29,30 +40,50 @@
         return rc_;                                                                                                 \
     } while (0)
 
-EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+SLOW int setsockopt_slow(int fd, int level, int name, const void *val, socklen_t len)
 {
     Q_CALL(fd, REAL(setsockopt)(fd, level, name, val, len), ccap_q_setsockopt(fd, level, name, val, len));
 }
 
-EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+    Q_FAST(setsockopt, fd, (fd, level, name, val, len), setsockopt_slow);
+}
+
+SLOW int getsockopt_slow(int fd, int level, int name, void *val, socklen_t *len)
 {
     Q_CALL(fd, REAL(getsockopt)(fd, level, name, val, len), ccap_q_getsockopt(fd, level, name, val, len));
 }
 
-EXPORT int getsockname(int fd, struct sockaddr *sa, socklen_t *len)
+EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+    Q_FAST(getsockopt, fd, (fd, level, name, val, len), getsockopt_slow);
+}
+
+SLOW int getsockname_slow(int fd, struct sockaddr *sa, socklen_t *len)
 {
     Q_CALL(fd, REAL(getsockname)(fd, sa, len), ccap_q_getsockname(fd, sa, len));
 }
 
-EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+EXPORT int getsockname(int fd, struct sockaddr *sa, socklen_t *len)
+{
+    Q_FAST(getsockname, fd, (fd, sa, len), getsockname_slow);
+}
+
+SLOW int epoll_ctl_slow(int epfd, int op, int fd, struct epoll_event *ev)
 {
     Q_CALL(fd, REAL(epoll_ctl)(epfd, op, fd, ev), ccap_q_epoll_ctl(epfd, op, fd, ev));
+}
+
+EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+    Q_FAST(epoll_ctl, fd, (epfd, op, fd, ev), epoll_ctl_slow);
 }
 
 /* A shutdown of a connecting socket disconnects it: a queued connect ends,
  * the program's socket is back on the number, unconnected, and the shutdown
  * is done (a valid HOW). */
-EXPORT int shutdown(int fd, int how)
+SLOW int shutdown_slow(int fd, int how)
 {
     if (!ccap_guard && ccap_q_maybe(fd) && how >= SHUT_RD && how <= SHUT_RDWR) {
         int e = errno, done;
@@ -62,6 +93,11 @@ EXPORT int shutdown(int fd, int how)
             return 0;
     }
     return REAL(shutdown)(fd, how);
+}
+
+EXPORT int shutdown(int fd, int how)
+{
+    Q_FAST(shutdown, fd, (fd, how), shutdown_slow);
 }
 
 /* New epoll descriptors are remembered: a swap re-registers its number in
@@ -244,7 +280,7 @@ static int sys_close(int fd)
 EXPORT long hook_syscall(long nr, long a, long b, long c, long d, long e, long f) __asm__("syscall");
 EXPORT long hook_syscall(long nr, long a, long b, long c, long d, long e, long f)
 {
-    if (__builtin_expect(nr == SYS_close, 0) && !ccap_guard)
+    if (__builtin_expect(nr == SYS_close, 0) && !plain_fd((int)a, true) && !ccap_guard)
         return ccap_shim_close((int)a, sys_close);
     return next_syscall(nr, a, b, c, d, e, f);
 }
@@ -258,7 +294,7 @@ EXPORT long syscall(long nr, ...)
     for (int i = 0; i < 6; i++)
         a[i] = va_arg(ap, long);
     va_end(ap);
-    if (nr == SYS_close && !ccap_guard)
+    if (nr == SYS_close && !plain_fd((int)a[0], true) && !ccap_guard)
         return ccap_shim_close((int)a[0], sys_close);
     return next_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

@@ -75,7 +75,9 @@ struct ccap_real {
     void *(*dlopen)(const char *, int);
     void *(*dlmopen)(long, const char *, int);
 };
-extern struct ccap_real ccap_real;
+/* Hidden, as every shared variable the hooks read: one PC-relative load, no
+ * address from the GOT first (a declaration is default visibility unless said). */
+extern struct ccap_real ccap_real __attribute__((visibility("hidden")));
 
 /* Resolves every entry of ccap_real not resolved yet. Lock-free; safe from
  * any thread, before main, and again. */
@@ -191,7 +193,7 @@ void ccap_later_forget(void);
 /* Starts what is due. For ccap_later_poll. */
 void ccap_later_run(void);
 /* The CLOCK_MONOTONIC_COARSE ms when a thread is owed, 0 when none. */
-extern _Atomic long long ccap_later_at;
+extern _Atomic long long ccap_later_at __attribute__((visibility("hidden")));
 
 /* In every hook, outside the guard: one relaxed load when nothing is owed. */
 static inline void ccap_later_poll(void)
