@@ -74,15 +74,11 @@ _Atomic unsigned long ccap_q_bits[CCAP_Q_MAX_FD / (8 * sizeof(unsigned long))];
 static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t qdone = PTHREAD_COND_INITIALIZER; /* a queued connect ended, or lost a number */
 static struct q_ent *q_head;
-/* The epoll descriptors the process made and still has, however many
- * (a selector per thread or per client is common). Under qlock. */
-struct q_epoll {
-    int fd;
-    dev_t dev;
-    ino_t ino;
-};
-static struct q_epoll *epolls;
-static int n_epolls, cap_epolls;
+/* The numbers epoll sets were made on (ccap_q_epoll_created), however
+ * many (a selector per thread or per client is common), and the highest of
+ * them + 1: what a swap scans. */
+_Atomic unsigned long ccap_q_epoll_bits[CCAP_Q_MAX_FD / (8 * sizeof(unsigned long))];
+static atomic_int epoll_top;
 
 #define BITW (8 * sizeof(unsigned long))
 
@@ -138,34 +134,24 @@ static void close_if(int *fd, dev_t dev, ino_t ino)
 
 /* ---- epoll sets ---- */
 
-void ccap_q_epoll_created(int epfd)
+void ccap_q_epoll_new_number(int epfd)
 {
-    struct stat st;
+    int top = atomic_load(&epoll_top);
 
-    if (epfd < 0 || foreign() || fstat(epfd, &st) != 0)
-        return;
-    pthread_mutex_lock(&qlock);
-    int k = 0;
-    for (int i = 0; i < n_epolls; i++) /* drop the ones gone, and an older entry of this number */
-        if (epolls[i].fd != epfd && is_file(epolls[i].fd, epolls[i].dev, epolls[i].ino))
-            epolls[k++] = epolls[i];
-    n_epolls = k;
-    if (n_epolls == cap_epolls) {
-        int cap = cap_epolls ? 2 * cap_epolls : 16;
-        struct q_epoll *bigger = realloc(epolls, (size_t)cap * sizeof *bigger);
-        if (bigger) {
-            epolls = bigger;
-            cap_epolls = cap;
-        }
+    atomic_fetch_or(&ccap_q_epoll_bits[(unsigned)epfd / BITW], 1UL << ((unsigned)epfd % BITW));
+    while (top <= epfd && !atomic_compare_exchange_weak(&epoll_top, &top, epfd + 1)) {
     }
-    if (n_epolls < cap_epolls)
-        epolls[n_epolls++] = (struct q_epoll){ epfd, st.st_dev, st.st_ino };
-    else
-        ccap_log(CCAP_LOG_WARN,
-                 "out of memory: epoll descriptor %d not remembered; a queued connect in it may "
-                 "report its unconnected socket",
-                 epfd);
-    pthread_mutex_unlock(&qlock);
+}
+
+/* Whether number FD is an epoll set now (the number may be another file's
+ * since: it was remembered when a set was made on it). */
+static bool is_epoll(int fd)
+{
+    static const char want[] = "anon_inode:[eventpoll]";
+    char path[48], link[sizeof want];
+
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    return readlink(path, link, sizeof link) == (ssize_t)sizeof want - 1 && !memcmp(link, want, sizeof want - 1);
 }
 
 /* Reads EPFD's registrations of number FD for file ST (the one FD refers
@@ -247,9 +233,13 @@ static int regs_of(int fd, struct q_reg *r)
 
     if (fstat(fd, &st) != 0)
         return 0;
-    for (int i = 0; i < n_epolls; i++)
-        if (is_file(epolls[i].fd, epolls[i].dev, epolls[i].ino) && in_set(epolls[i].fd, fd) != 0)
-            regs_in(epolls[i].fd, fd, &st, r, &n, Q_REGS);
+    int top = atomic_load(&epoll_top);
+    for (int w = 0; w * (int)BITW < top; w++)
+        for (unsigned long b = atomic_load_explicit(&ccap_q_epoll_bits[w], memory_order_relaxed); b; b &= b - 1) {
+            int ep = w * (int)BITW + __builtin_ctzl(b);
+            if (ep != fd && is_epoll(ep) && in_set(ep, fd) != 0)
+                regs_in(ep, fd, &st, r, &n, Q_REGS);
+        }
     return n;
 }
 

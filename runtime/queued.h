@@ -109,8 +109,27 @@ int ccap_q_getsockname(int fd, struct sockaddr *sa, socklen_t *len);
 
 /* epoll_ctl on a queued FD, serialised with its swaps. */
 int ccap_q_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
-/* A new epoll descriptor EPFD: the swaps look in it for their numbers. */
-void ccap_q_epoll_created(int epfd);
+
+/* The numbers an epoll set was made on (a bit each, never cleared): a swap
+ * looks in each of them that is an epoll set still (the program may have
+ * added a socket to one before connecting it). */
+extern _Atomic unsigned long ccap_q_epoll_bits[CCAP_Q_MAX_FD / (8 * sizeof(unsigned long))]
+    __attribute__((visibility("hidden")));
+/* ccap_q_epoll_created's slow part: the first epoll set on number EPFD. */
+void ccap_q_epoll_new_number(int epfd);
+
+/* A new epoll descriptor EPFD (epoll_create, epoll_create1): remembered by
+ * its number, lock-free, no system call; a number seen before costs one
+ * load. Any thread, guarded or not; preserves errno. */
+static inline void ccap_q_epoll_created(int epfd)
+{
+    const unsigned w = 8 * sizeof(unsigned long);
+    if (epfd >= 0 && epfd < CCAP_Q_MAX_FD &&
+        !(atomic_load_explicit(&ccap_q_epoll_bits[(unsigned)epfd / w], memory_order_relaxed) >>
+              ((unsigned)epfd % w) &
+          1))
+        ccap_q_epoll_new_number(epfd);
+}
 
 /* poll/ppoll with some queued descriptor in FDS: as ppoll(FDS, N, TMO,
  * MASK), woken when one of them is swapped (an eventfd of the queue's added

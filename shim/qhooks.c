@@ -104,11 +104,7 @@ EXPORT int shutdown(int fd, int how)
  * every set it is in (the program may add a socket before connecting). */
 static int epoll_made(int epfd)
 {
-    if (epfd >= 0 && !ccap_guard) {
-        int e = errno;
-        GUARDED(ccap_q_epoll_created(epfd));
-        errno = e;
-    }
+    ccap_q_epoll_created(epfd);
     return epfd;
 }
 
