@@ -9,10 +9,13 @@
  * bench mem PORT N                   holds N connections to PORT; prints VmRSS before and after
  * bench handoff PORT N HOLD_US       2 processes (this program again) take turns on a permit
  *                                    of limit 1: prints "CONNECTED_NS CLOSED_NS" per turn
- * bench hook CALL N                  N x one call the shim interposes for queued connects
- *                                    (setsockopt getsockopt getsockname epoll_ctl poll ppoll
- *                                    select pselect shutdown syscall fcntl dup+close dup2) on
- *                                    a socket that is not queued nor counted; prints ns/op
+ * bench hook CALL N                  N x one call the shim interposes (setsockopt getsockopt
+ *                                    getsockname epoll_ctl poll ppoll __poll_chk __ppoll_chk
+ *                                    select pselect shutdown syscall fcntl dup2 dup3 sendto
+ *                                    sendmsg sendmmsg), or a pair of them (dup+close
+ *                                    dup+close_range dup+syscall_close dup+fclose
+ *                                    epoll_create1+close), on a socket that is not queued nor
+ *                                    counted; prints ns/op
  * Timed parts sit between CALLGRIND_TOGGLE_COLLECT marks: run under
  * valgrind --tool=callgrind --collect-atstart=no, only they are counted.
  */
@@ -31,6 +34,7 @@
 #include <sys/select.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +42,9 @@
 #include <hiredis/hiredis.h>
 
 extern char **environ;
+/* glibc's checked poll/ppoll (what _FORTIFY_SOURCE calls poll/ppoll with). */
+int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask, size_t fdslen);
 
 static long long now_ns(void)
 {
@@ -243,6 +250,8 @@ static void hook_call(char c, int s, int ep)
     struct timespec z = { 0, 0 };
     struct timeval tz = { 0, 0 };
     struct epoll_event ev = { .events = EPOLLIN };
+    struct iovec iov = { .iov_base = &v, .iov_len = 1 };
+    struct mmsghdr mm = { .msg_hdr = { .msg_iov = &iov, .msg_iovlen = 1 } };
     fd_set r;
 
     switch (c) {
@@ -259,6 +268,16 @@ static void hook_call(char c, int s, int ep)
     case 'f': fcntl(s, F_GETFL); break;
     case 'D': close(dup(s)); break;
     case '2': dup2(s, s + 1); break;
+    case '3': dup3(s, s + 1, 0); break;
+    case 't': sendto(s, &v, 1, MSG_NOSIGNAL | MSG_DONTWAIT, NULL, 0); break; /* EPIPE: not connected */
+    case 'm': sendmsg(s, &mm.msg_hdr, MSG_NOSIGNAL | MSG_DONTWAIT); break;
+    case 'M': sendmmsg(s, &mm, 1, MSG_NOSIGNAL | MSG_DONTWAIT); break;
+    case 'k': __poll_chk(&p, 1, 0, sizeof p); break;
+    case 'K': __ppoll_chk(&p, 1, &z, NULL, sizeof p); break;
+    case 'R': v = dup(s); close_range((unsigned)v, (unsigned)v, 0); break;
+    case 'C': syscall(SYS_close, dup(s)); break;
+    case 'F': fclose(fdopen(dup(s), "r")); break;
+    case 'E': close(epoll_create1(0)); break;
     }
 }
 
@@ -266,8 +285,10 @@ static int do_hook(const char *call, int n)
 {
     static const char *const names[] = { "setsockopt", "getsockopt", "getsockname", "epoll_ctl", "poll",
                                          "ppoll", "select", "pselect", "shutdown", "syscall", "fcntl",
-                                         "dup+close", "dup2" };
-    static const char codes[] = "sgnepPxXdyfD2";
+                                         "dup+close", "dup2", "dup3", "sendto", "sendmsg", "sendmmsg",
+                                         "__poll_chk", "__ppoll_chk", "dup+close_range", "dup+syscall_close",
+                                         "dup+fclose", "epoll_create1+close" };
+    static const char codes[] = "sgnepPxXdyfD23tmMkKRCFE";
     int s = socket(AF_INET, SOCK_STREAM, 0), ep = epoll_create1(0), k = -1;
     struct epoll_event ev = { .events = EPOLLIN };
 
