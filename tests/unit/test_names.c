@@ -193,6 +193,11 @@ static struct ccap_config *load(const char *text)
     return cfg;
 }
 
+/* With NAMED set (one thread only), match() also writes the host name it
+ * found its rule by into LAST_NAME ("" by address). */
+static bool named;
+static char last_name[256];
+
 static const struct ccap_rule *match(struct ccap_names *m, const struct ccap_config *cfg, const char *ip, int port,
                                      long long now)
 {
@@ -211,12 +216,46 @@ static const struct ccap_rule *match(struct ccap_names *m, const struct ccap_con
         s6->sin6_port = htons((uint16_t)port);
         len = sizeof *s6;
     }
+    if (named) /* the same walk, and the name it found its rule by */
+        return ccap_names_match_name(m, cfg, (struct sockaddr *)&ss, len, now, last_name, sizeof last_name);
     return ccap_names_match(m, cfg, (struct sockaddr *)&ss, len, now);
 }
 
 static int rule_no(const struct ccap_config *cfg, const struct ccap_rule *r)
 {
     return r ? (int)(r - cfg->rules) : -1;
+}
+
+/* The name a rule matched by, for messages: "" when the address did. */
+static void test_matched_name(void **state)
+{
+    (void)state;
+    struct ccap_config *cfg = load("semaphores = ( { name = \"a\"; limit = 1; }, { name = \"b\"; limit = 1; } );\n"
+                                   "rules = (\n"
+                                   "  { semaphore = \"a\"; match = ( \"10.0.0.1:443\" ); },\n"
+                                   "  { semaphore = \"b\"; match = ( \"*.partner.test\" ); }\n"
+                                   ");\n");
+    struct ccap_names *m = ccap_names_new(64);
+    named = true;
+    add(m, "10.0.0.1", "api.partner.test", 0, 1000);
+    add(m, "10.0.0.2", "other.test", 0, 1000);
+    add(m, "10.0.0.2", "web.partner.test", 0, 1000);
+    assert_int_equal(rule_no(cfg, match(m, cfg, "10.0.0.1", 443, 1)), 0); /* by address, first */
+    assert_string_equal(last_name, "");
+    assert_int_equal(rule_no(cfg, match(m, cfg, "10.0.0.1", 80, 1)), 1);
+    assert_string_equal(last_name, "api.partner.test");
+    assert_int_equal(rule_no(cfg, match(m, cfg, "10.0.0.2", 80, 1)), 1);
+    assert_string_equal(last_name, "web.partner.test");
+    assert_int_equal(rule_no(cfg, match(m, cfg, "10.0.0.3", 80, 1)), -1);
+    assert_string_equal(last_name, "");
+    char small[4] = "xyz";
+    struct sockaddr_in a4 = { .sin_family = AF_INET, .sin_port = htons(80) };
+    inet_pton(AF_INET, "10.0.0.2", &a4.sin_addr);
+    assert_non_null(ccap_names_match_name(m, cfg, (struct sockaddr *)&a4, sizeof a4, 1, small, sizeof small));
+    assert_string_equal(small, "web"); /* cut to fit */
+    named = false;
+    ccap_names_free(m);
+    ccap_config_free(cfg);
 }
 
 static void test_precedence(void **state)
@@ -365,7 +404,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_add_and_lookup), cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_expiry),         cmocka_unit_test(test_bounded_eviction),
-        cmocka_unit_test(test_precedence),     cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_matched_name),   cmocka_unit_test(test_precedence),
+        cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
