@@ -1,7 +1,9 @@
 /* bench.c -- the timed loops behind bench/run.sh: one program, one mode per figure. */
 /*
  * bench listen PORTFILE              accept and close connections forever (backlog 4096)
- * bench conn PORT N                  N x (socket, connect, close) to PORT; prints ns/op
+ * bench conn PORT N [SETTLE_MS]      N x (socket, connect, close) to PORT; prints ns/op. With
+ *                                    SETTLE_MS, the warm-up connect is followed by a sleep and
+ *                                    another: the threads the first one owes have started
  * bench close N ROUNDS               ROUNDS x (dup /dev/null N times, then close them, timed)
  * bench floor SOCK PORT N K          N x (K x EVALSHA of "return 1" on Redis at SOCK, then
  *                                    socket, connect, close to PORT): the floor
@@ -93,13 +95,23 @@ static int do_listen(const char *portfile)
     }
 }
 
-static int do_conn(int port, int n)
+static void conn_once(const struct sockaddr_in *a)
 {
-    struct sockaddr_in a = loopback(port);
-    int w = socket(AF_INET, SOCK_STREAM, 0); /* warm-up: the shim loads its configuration */
-    if (connect(w, (struct sockaddr *)&a, sizeof(a)) != 0)
+    int w = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(w, (const struct sockaddr *)a, sizeof(*a)) != 0)
         die("connect");
     close(w);
+}
+
+static int do_conn(int port, int n, int settle_ms)
+{
+    struct sockaddr_in a = loopback(port);
+    conn_once(&a); /* warm-up: the shim loads its configuration */
+    if (settle_ms > 0) {
+        struct timespec ts = { settle_ms / 1000, (settle_ms % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+        conn_once(&a); /* what came due starts here, outside the timed part */
+    }
     long long t0 = now_ns();
     CALLGRIND_TOGGLE_COLLECT;
     for (int i = 0; i < n; i++) {
@@ -312,8 +324,8 @@ int main(int argc, char **argv)
     const char *m = argc > 1 ? argv[1] : "";
     if (!strcmp(m, "listen") && argc == 3)
         return do_listen(argv[2]);
-    if (!strcmp(m, "conn") && argc == 4)
-        return do_conn(atoi(argv[2]), atoi(argv[3]));
+    if (!strcmp(m, "conn") && (argc == 4 || argc == 5))
+        return do_conn(atoi(argv[2]), atoi(argv[3]), argc == 5 ? atoi(argv[4]) : 0);
     if (!strcmp(m, "close") && argc == 4)
         return do_close(atoi(argv[2]), atoi(argv[3]));
     if (!strcmp(m, "floor") && argc == 6)
