@@ -346,11 +346,11 @@ do
     -- lowered under the holders). Nothing clears it: readers show it only
     -- while the live holders reach the limit (cli/ops.c), and the next time
     -- the semaphore fills, its grant sets it anew.
-    local lim_s = tostring(limit)
+    -- (tostring of a number is a %.14g: made only when written or compared)
     if fresh and count == limit then
-        redis.call('HSET', stats, 'full_since', now_s, 'full_limit', lim_s)
+        redis.call('HSET', stats, 'full_since', now_s, 'full_limit', tostring(limit))
     elseif granted == 0 and count >= limit then
-        local g = redis.call('HMGET', stats, 'full_since', 'full_limit')
+        local g, lim_s = redis.call('HMGET', stats, 'full_since', 'full_limit'), tostring(limit)
         if not g[1] or g[2] ~= lim_s then redis.call('HSET', stats, 'full_since', now_s, 'full_limit', lim_s) end
     end
     -- waiters: only a caller that was refused (or may have been: it waited,
