@@ -20,8 +20,10 @@
 # EVALSHA, EVAL, ZREM: Redis counts a command run inside a script again
 # under its own name, so those are left out of the sum and given apart);
 # INFO and CONFIG are the harness's own, left out. Two shapes: 8 processes
-# (as the pairs/s row) and one (a serial loop); ROUNDS interleaved rounds,
-# the fastest of each row (the others only add other programs' preemption).
+# (as the pairs/s row) and one (a serial loop); SHIM_PAIRS_ROUNDS (5)
+# interleaved rounds, the fastest of each row (the others only add other
+# programs' preemption); redis-server runs SCHED_FIFO when it may (chrt), so
+# that a call is less often preempted midway by the machine's other work.
 # Why the pattern matters (bench/RESULTS.md, "The 4x of issue 26"): the usec
 # Redis counts per call grow when it idles between calls, so the rows are
 # only comparable when driven alike.
@@ -66,12 +68,13 @@ shim_pairs_run() {
 }
 
 shim_pairs_rows() {
-    local main_sock=$REDIS_SOCK main_pid=$REDIS_PID rounds=${SHIM_PAIRS_ROUNDS:-3} shape np n r kind line
+    local main_sock=$REDIS_SOCK main_pid=$REDIS_PID rounds=${SHIM_PAIRS_ROUNDS:-5} shape np n r kind line
     if ! command -v node >/dev/null || ! [ -d bench/node_modules/redis-semaphore ]; then
         command -v npm >/dev/null && (cd bench && npm install --no-audit --no-fund --loglevel=error >/dev/null 2>&1)
     fi
     [ -d bench/node_modules/redis-semaphore ] || { row "shim pairs (issue 26)" "needs node and npm redis-semaphore" "" ""; return; }
     h_redis_start shimpairs
+    chrt -f -a -p 1 "$REDIS_PID" 2>/dev/null || echo "shim_pairs: redis-server not SCHED_FIFO (figures include scheduling)" >&2
     local pf="$T/sp.port"
     "$B/bench" listen "$pf" >/dev/null 2>&1 &
     _pids+=("$!")
@@ -80,7 +83,7 @@ shim_pairs_rows() {
     SP_SHA=$(node -e 'const t = require("fs").readFileSync("bench/node_modules/redis-semaphore/lib/semaphore/acquire/lua.js", "utf8");
         process.stdout.write(t.match(/createEval\)\(`([^`]*)`/)[1])' | redis-cli -s "$REDIS_SOCK" -x script load)
     [ ${#SP_SHA} = 40 ] || { row "shim pairs" "redis-semaphore's acquire script not found" "" ""; return; }
-    for shape in "8 400" "1 2000"; do
+    for shape in "8 1500" "1 3000"; do
         set -- $shape
         np=$1 n=$2
         cat >"$T/sp.conf" <<CONF
