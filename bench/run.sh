@@ -58,7 +58,8 @@ instr() {
     valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$out" "$@" >/dev/null 2>&1 || { echo -1; return; }
     awk '/^(summary|totals):/ {print $2; exit}' "$out"
 }
-# ROWS=name,...: only those sections (core: rows 1-6; scale, fleet: bench/scale.sh); all by default
+# ROWS=name,...: only those sections (core: rows 1-6; scale, fleet: bench/scale.sh; shim: bench/shim_pairs.sh;
+# cli: bench/cli_scale.sh; waiters: bench/waiters.sh; shortlived: bench/shortlived.sh); all by default
 only() { [ -z "${ROWS:-}" ] || [[ ",$ROWS," == *",$1,"* ]]; }
 rows=()
 . bench/lib.sh
@@ -174,12 +175,16 @@ fi
 only scale && scale_rows
 only fleet && scale_fleet
 
+# Redis time per pair through the real shim, the direct calls and redis-semaphore in one pattern (issue 26)
+. bench/shim_pairs.sh
+only shim && shim_pairs_rows
+
 # 7. the CLI at 100,000 holders and 10,000 waiters: its longest Redis call
-while IFS= read -r l; do rows+=("$l"); done < <(bash bench/cli_scale.sh)
+only cli && while IFS= read -r l; do rows+=("$l"); done < <(bash bench/cli_scale.sh)
 
 # 8. sleeping waiters: Redis commands, CPU and connections (bench/waiters.sh)
 . bench/waiters.sh
-waiters_rows 15
+only waiters && waiters_rows 15
 
 echo
 load=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -191,5 +196,4 @@ printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..62})" "$(printf -- '-%.0s' {1.
 printf '%s\n' "${rows[@]}"
 
 # short-lived processes: a section of its own (bench/shortlived.sh)
-echo
-bash bench/shortlived.sh
+only shortlived && { echo; bash bench/shortlived.sh; }

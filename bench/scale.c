@@ -8,7 +8,9 @@
  * longest plain ZCARD of the same phase (one command's floor and noise).
  * "pairs" prints "ours redis_semaphore counter" in us of Redis time per pair,
  * the fastest of 5 interleaved rounds of N pairs each: ours as the shim
- * calls them (acquire.lua with its queue keys and a ticket TTL, release.lua);
+ * calls them (acquire.lua with its queue keys and a ticket TTL, release.lua),
+ * as FCALLs of the function library, loaded first as `conncap setup` does
+ * (until issue 26 this row ran EVALSHA, without the library's key check);
  * redis-semaphore's acquire script (ZREMRANGEBYSCORE, ZCARD, ZADD, PEXPIRE)
  * then its release (ZREM); the counter script (GET, INCR, EXPIRE) then DECR.
  * A command run inside a script is counted by Redis twice (in the script's
@@ -303,6 +305,7 @@ static void case_pairs(int n)
         "if c < tonumber(ARGV[2]) then redis.call('INCR', KEYS[1]) redis.call('EXPIRE', KEYS[1], 30) return 1 end return 0";
     static const char *const rs_names[] = { "evalsha", "zrem", NULL }, *const ctr_names[] = { "evalsha", "decr",
                                                                                               NULL };
+    run("FUNCTION LOAD REPLACE %s", ccap_function_library());
     redisReply *a = cmd("SCRIPT LOAD %s", rs), *b = cmd("SCRIPT LOAD %s", ctr);
     double best[3] = { 1e9, 1e9, 1e9 };
     for (int r = 0; r < 5; r++) {

@@ -6,15 +6,16 @@
 # (ccap_lua_NAME_fn, "conncap_NAME_<version>"), and all of them as one
 # Redis 7 function library, ccap_lua_library (loaded by `conncap setup`,
 # run with FCALL). The library and its functions are named after
-# ccap_lua_version, the first 12 hex digits of the SHA1 of the scripts: a
-# build runs only the code it was built with, and libraries of two builds
+# ccap_lua_version, the first 12 hex digits of the SHA1 of the scripts and
+# of this file (the library's own code below): a build runs only the code it
+# was built with, and libraries of two builds
 # can be loaded side by side during a rolling upgrade. Each function first
 # checks that its keys are those its script's header names ("-- KEYS[i]
 # <prefix>{name}:SUFFIX"), of one semaphore: a caller that may only FCALL
 # cannot point a function at another key (the limit, the audit stream).
 # Usage: mk/embed-lua.sh OUT.c acquire.lua release.lua ...
 out=$1; shift
-ver=$(cat "$@" | sha1sum | cut -c1-12)
+ver=$(cat "$@" "$0" | sha1sum | cut -c1-12)
 # The suffixes of FILE's keys, in order, as a Lua list: 'holders', 'limit', ...
 suffixes() {
   grep -o 'KEYS\[[0-9]*\] *<prefix>{name}:[a-z]*' "$1" |
@@ -42,26 +43,47 @@ sha() { text "$1" | sha1sum | cut -c1-40; }
     printf -- '-- conncap function library %s, built from lua/*.lua by mk/embed-lua.sh\n' "$ver"
     cat <<'LUA'
 -- Why KEYS are not those of one semaphore ("<prefix>{name}:" then SUFFIX[i]), or nil.
-local function conncap_bad_keys(keys, suffix)
-    if #keys < 1 or #keys > #suffix then
-        return 'ERR conncap: ' .. #keys .. ' keys, not 1..' .. #suffix
+-- Every FCALL runs it. OK remembers, by first key, the keys found good
+-- (base .. ':' .. SUFFIX[i] for every i), so that a call of a semaphore seen
+-- before compares KEYS with them: interned strings, compared without a
+-- string made (the full check made one per key, about a tenth of a pair's
+-- Redis time). At most OK_MAX first keys; then it starts afresh.
+local OK_MAX = 256
+local function conncap_bad_keys(keys, suffix, ok)
+    local n = #keys
+    local want = ok[keys[1] or '']
+    if want and n <= #suffix then
+        local i = 2
+        while i <= n and keys[i] == want[i] do i = i + 1 end
+        if i > n then return nil end
+    end
+    if n < 1 or n > #suffix then
+        return 'ERR conncap: ' .. n .. ' keys, not 1..' .. #suffix
     end
     local base = string.sub(keys[1], 1, -(#suffix[1] + 2))
     if string.sub(base, -1) ~= '}' or not string.find(base, '{', 1, true) then
         return 'ERR conncap: the first key is not <prefix>{name}:' .. suffix[1]
     end
-    for i = 1, #keys do
+    for i = 1, n do
         if keys[i] ~= base .. ':' .. suffix[i] then
             return 'ERR conncap: key ' .. i .. ' is not <prefix>{name}:' .. suffix[i]
         end
     end
+    if ok[0] >= OK_MAX then
+        for k in pairs(ok) do ok[k] = nil end
+        ok[0] = 0
+    end
+    want = {}
+    for i = 1, #suffix do want[i] = base .. ':' .. suffix[i] end
+    ok[keys[1]], ok[0] = want, ok[0] + 1
     return nil
 end
 LUA
     for f in "$@"; do
       n=$(basename "$f" .lua)
+      printf 'local conncap_%s_suffix, conncap_%s_ok = {%s}, {[0] = 0}\n' "$n" "$n" "$(suffixes "$f")"
       printf 'local function conncap_%s(KEYS, ARGV)\n' "$n"
-      printf 'local bad = conncap_bad_keys(KEYS, {%s})\n' "$(suffixes "$f")"
+      printf 'local bad = conncap_bad_keys(KEYS, conncap_%s_suffix, conncap_%s_ok)\n' "$n" "$n"
       printf 'if bad then return redis.error_reply(bad) end\n'
       cat "$f"
       printf 'end\nredis.register_function(%sconncap_%s_%s%s, conncap_%s)\n' "'" "$n" "$ver" "'" "$n"

@@ -386,6 +386,38 @@ static void test_functions(void **state)
         freeReplyObject(rep);
     }
     assert_int_equal(cli_int("EXISTS " PFX "{fn}:other " PFX "{x}:holders fn:holders"), 0);
+    /* the library remembers the key sets it found good (mk/embed-lua.sh):
+     * a first key seen before does not let other keys through, more keys
+     * than the script's are refused, fewer pass, and so it stays once
+     * the memo started afresh (256 first keys) */
+    const char *more[] = { "FCALL", ccap_script_function(CCAP_SCRIPT_RELEASE), "8", PFX "{fn}:holders",
+                           PFX "{fn}:stats", PFX "{fn}:since", PFX "{fn}:audit", PFX "{fn}:limit",
+                           PFX "{fn}:queue", PFX "{fn}:qexp", PFX "{fn}:qexp", "h" };
+    rep = redisCommandArgv(CLI, 12, more, NULL);
+    assert_int_equal(rep->type, REDIS_REPLY_ERROR);
+    assert_non_null(strstr(rep->str, "ERR conncap: 8 keys, not 1..7"));
+    freeReplyObject(rep);
+    const char *fewer[] = { "FCALL", ccap_script_function(CCAP_SCRIPT_RELEASE), "1", PFX "{fn}:holders", "h" };
+    rep = redisCommandArgv(CLI, 5, fewer, NULL); /* past the check (then the script needs its queue key) */
+    assert_true(rep->type != REDIS_REPLY_ERROR || !strstr(rep->str, "ERR conncap: "));
+    freeReplyObject(rep);
+    for (int round = 0; round < 2; round++) {
+        const char *av[] = {
+            "FCALL", ccap_script_function(CCAP_SCRIPT_ACQUIRE), "3", PFX "{fn}:holders", PFX "{fn}:limit",
+            PFX "{fn}:since", "h", "1000", "100000"
+        };
+        rep = redisCommandArgv(CLI, 9, av, NULL);
+        assert_int_equal(rep->type, REDIS_REPLY_ERROR);
+        assert_non_null(strstr(rep->str, "ERR conncap: key 3 is not <prefix>{name}:stats"));
+        freeReplyObject(rep);
+        for (int i = 0; i < 300; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "m%d", i);
+            assert_int_equal(acq(name, "a", 10000, 1).granted, 1);
+        }
+    }
+    assert_int_equal(acq("fn", "d", 10000, 1).granted, 1);
+    assert_int_equal(t_release(R, PFX, "fn", "d"), 1);
 
     cli_ok("FUNCTION FLUSH");
     assert_int_equal(acq("fn", "c", 10000, 1).granted, 1);
