@@ -33,6 +33,7 @@ struct ccap_wait {
     bool left_queue; /* the last attempt left the queue */
     bool joined;     /* W is registered with the waker */
     bool unjoinable; /* no waker for W: poll */
+    bool sleep_next; /* the last attempt was refused, its sleep not taken yet (step without BLOCK) */
     int flags;       /* CCAP_WAIT_PROGRAM, CCAP_WAIT_INTR: how the thread that runs it now waits */
     int fail_errno;
     long long start, deadline, last_ms; /* monotonic ms; LAST_MS: the last attempt's end */
@@ -521,6 +522,8 @@ static int step(struct ccap_wait *ws, bool block_ok)
             return 0; /* one last attempt, leaving the queue */
         return refuse(ws);
     }
+    if (!block_ok)
+        ws->sleep_next = true; /* the resumed wait sleeps first: an attempt now would be refused again */
     return block_ok ? block(ws) : 0;
 }
 
@@ -576,7 +579,11 @@ static int run(struct ccap_wait *ws, int flags)
 
     ws->flags = flags;
     pthread_cleanup_push(wait_cancelled, ws);
-    while ((rc = step(ws, true)) == 0) {
+    rc = 0;
+    if (ws->sleep_next && !atomic_load(&ws->cancelled) && !atomic_load(&ws->execd))
+        rc = block(ws); /* (cancelled, or its id released: step ends it or goes on at once) */
+    ws->sleep_next = false;
+    while (rc == 0 && (rc = step(ws, true)) == 0) {
     }
     pthread_cleanup_pop(0);
     return rc;
