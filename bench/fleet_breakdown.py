@@ -74,8 +74,8 @@ def main(path):
     kinds = collections.Counter(classify(e) for e in events)
     grants = sum(1 for e in events if e["cmd"] != "BLPOP" and e.get("ok") and classify(e) == "acquire")
     by_release = sum(len(e.get("granted", ())) for e in events if classify(e) == "release")
-    grants += by_release
     refused = kinds["acquire"] - grants
+    grants += by_release
     n = max(grants, 1)
     print("connects (grants) %d; per connect: %s" % (grants, ", ".join("%s %.2f" % (k, v / n) for k, v in kinds.most_common())))
     print("acquires refused per grant %.2f; pokes (a client's LPUSH) per connect %.2f" % (refused / n, kinds["LPUSH"] / n))
