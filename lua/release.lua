@@ -79,13 +79,14 @@ if qlen0 > 0 then
 
     -- Admits queued waiter W (grant hash GRANTS) if it takes grants and the
     -- LIVE holders are below its limit (LKEY, the limit key, else the one it
-    -- queued with); see the header. T: the server's TIME. Returns true if so.
+    -- queued with); see the header. T: the server's TIME. Returns its lease
+    -- if so, else nil.
     local function grant(w, grants, lkey, live, now, t)
         local g = redis.call('HGET', grants, w)
-        if not g then return false end
+        if not g then return nil end
         local lease, lim = string.match(g, '^(%d+) (%d+)$')
         lease, lim = tonumber(lease), lkey or tonumber(lim)
-        if not lease or lease <= 0 or not lim or live >= lim then return false end
+        if not lease or lease <= 0 or not lim or live >= lim then return nil end
         local arrival = tonumber(redis.call('ZSCORE', KEYS[6], w)) or (now * 1000)
         local holders = KEYS[1]
         redis.call('ZADD', holders, string.format('%d', now + lease), w)
@@ -114,15 +115,19 @@ if qlen0 > 0 then
             redis.call('XADD', KEYS[4], 'MAXLEN', '~', audit_max, '*', 'event', 'acquire', 'holder', w,
                        'wait_ms', wait_ms, 'count', live + 1, 'limit', lim, 'by', 'release')
         end
-        return true
+        return lease
     end
     local qexp, wbase = KEYS[7], string.sub(KEYS[6], 1, -6) .. 'wake:'
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    -- HOLDER's ticket (a waiter giving up): not a leaving holder's, which
+    -- has none (at most a spent token of its own, expiring by itself)
     local left = redis.call('ZREM', queue, holder)
-    redis.call('ZREM', qexp, holder)
-    redis.call('DEL', wbase .. holder)
-    if left == 1 and KEYS[10] then redis.call('HDEL', KEYS[10], holder) end
+    if left == 1 then
+        redis.call('ZREM', qexp, holder)
+        redis.call('DEL', wbase .. holder)
+        if KEYS[10] then redis.call('HDEL', KEYS[10], holder) end
+    end
     local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now, 'LIMIT', 0, 50)
     if #dead > 0 then
         local wake = {}
@@ -148,14 +153,16 @@ if qlen0 > 0 then
             local grants = KEYS[10]
             if grants then grants = may_grant(holders, KEYS[9], now) and grants end
             for _, w in ipairs(redis.call('ZRANGE', queue, 0, math.min(freed, top) - 1)) do
-                local e = tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)
-                local tok = 'w'
-                if grants and grant(w, grants, lkey, live, now, t) then
+                -- a token lives as long as the ticket, a grant's as its lease
+                local tok, ttl = 'w', grants and grant(w, grants, lkey, live, now, t)
+                if ttl then
                     tok, live = 'g', live + 1
+                else
+                    ttl = (tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)) - now
                 end
                 redis.call('LPUSH', wbase .. w, tok)
                 redis.call('LTRIM', wbase .. w, 0, 0)
-                redis.call('PEXPIRE', wbase .. w, string.format('%d', math.max(1, e - now)))
+                redis.call('PEXPIRE', wbase .. w, string.format('%d', math.max(1, ttl)))
             end
         end
     end
