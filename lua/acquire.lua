@@ -420,6 +420,8 @@ do
         if takes_grants and KEYS[12] and rate <= 0 then
             redis.call('HSET', KEYS[12], holder, ARGV[2] .. ' ' .. string.format('%d', tonumber(ARGV[3]) or 0))
             qkeys[3] = KEYS[12]
+        elseif queued and KEYS[12] then
+            redis.call('HDEL', KEYS[12], holder) -- no longer (a rate set by a reload, a waiter polling)
         end
         for _, k in ipairs(qkeys) do
             if redis.call('PTTL', k) < ticket_ttl then redis.call('PEXPIRE', k, string.format('%d', ticket_ttl)) end

@@ -78,15 +78,16 @@ if qlen0 > 0 then
     end
 
     -- Admits queued waiter W (grant hash GRANTS) if it takes grants and the
-    -- LIVE holders are below its limit (LKEY, the limit key, else the one it
-    -- queued with); see the header. T: the server's TIME. Returns its lease
+    -- LIVE holders, with the places of the AHEAD waiters woken before it,
+    -- are below its limit (LKEY, the limit key, else the one it queued
+    -- with); see the header. T: the server's TIME. Returns its lease
     -- if so, else nil.
-    local function grant(w, grants, lkey, live, now, t)
+    local function grant(w, grants, lkey, live, ahead, now, t)
         local g = redis.call('HGET', grants, w)
         if not g then return nil end
         local lease, lim = string.match(g, '^(%d+) (%d+)$')
         lease, lim = tonumber(lease), lkey or tonumber(lim)
-        if not lease or lease <= 0 or not lim or live >= lim then return nil end
+        if not lease or lease <= 0 or not lim or live + ahead >= lim then return nil end
         local arrival = tonumber(redis.call('ZSCORE', KEYS[6], w)) or (now * 1000)
         local holders = KEYS[1]
         redis.call('ZADD', holders, string.format('%d', now + lease), w)
@@ -152,12 +153,16 @@ if qlen0 > 0 then
         if freed > 0 and top > 0 then
             local grants = KEYS[10]
             if grants then grants = may_grant(holders, KEYS[9], now) and grants end
+            -- AHEAD: waiters woken, not granted, ahead of the next one: their
+            -- places are kept (the FIFO rule, as acquire.lua counts them)
+            local ahead = 0
             for _, w in ipairs(redis.call('ZRANGE', queue, 0, math.min(freed, top) - 1)) do
                 -- a token lives as long as the ticket, a grant's as its lease
-                local tok, ttl = 'w', grants and grant(w, grants, lkey, live, now, t)
+                local tok, ttl = 'w', grants and grant(w, grants, lkey, live, ahead, now, t)
                 if ttl then
                     tok, live = 'g', live + 1
                 else
+                    ahead = ahead + 1
                     ttl = (tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)) - now
                 end
                 redis.call('LPUSH', wbase .. w, tok)

@@ -1530,6 +1530,22 @@ static void test_release_grant_rules(void **state)
     assert_int_equal(rel("g5", "B", 2), 1);
     assert_true(has_holder("g5", "W")); /* now below it */
     assert_int_equal(n_holders("g5"), 1);
+    /* FIFO: a waiter only woken (an older shim's) keeps its place ahead of a
+     * granted one; here the releaser's limit (3) is above theirs (2) */
+    assert_int_equal(acq("g6", "A", 10000, 2).granted, 1);
+    assert_int_equal(acq("g6", "B", 10000, 2).granted, 1);
+    assert_int_equal(queue_up("g6", "OLD", 10000, 2, false, 0).granted, 0);
+    assert_int_equal(queue_up("g6", "NEW", 10000, 2, true, 0).granted, 0);
+    cli_ok("ZADD " PFX "{g6}:queue 1 DEAD"); /* a dead ticket at the head: one more place freed */
+    cli_ok("ZADD " PFX "{g6}:qexp 1 DEAD");
+    assert_int_equal(rel("g6", "A", 3), 1);
+    assert_false(has_holder("g6", "NEW"));
+    assert_string_equal(token_of("g6", "OLD", tok, sizeof tok), CCAP_SEM_TOKEN_WAKE);
+    assert_string_equal(token_of("g6", "NEW", tok, sizeof tok), CCAP_SEM_TOKEN_WAKE);
+    assert_int_equal(acq_wait("g6", "OLD", 2, 5, 1000).granted, 1); /* its place was kept */
+    /* a waiter that stops taking grants (a rate set by a reload) loses its entry */
+    assert_int_equal(queue_up("g6", "NEW", 10000, 2, false, 0).granted, 0);
+    assert_int_equal(cli_int("HEXISTS " PFX "{g6}:grant NEW"), 0);
 }
 
 int main(void)
