@@ -46,7 +46,6 @@
 -- no wake list either (at most a spent token of its own, which expires by
 -- itself).
 local holders, holder = KEYS[1], ARGV[1]
-
 local removed = redis.call('ZREM', holders, holder)
 -- released counter, acquire time, audit --
 if removed == 1 then
