@@ -5,9 +5,10 @@ Usage: FLEET_MONITOR=/tmp/mon.txt FLEET_ITERS=10 bash bench/scale.sh fleet
        python3 bench/fleet_breakdown.py /tmp/mon.txt
 MONITOR shows each command when Redis runs it, those a script runs as
 "[db lua]" right after it; so a script's outcome is read from its calls:
-an acquire (10 keys) granted makes a ZADD on :holders, a release (7 keys)
-that removed a holder a HINCRBY released; a wake-up is a LPUSH "w" on a
-:wake: list. Prints, per connect: the commands clients sent by kind,
+an acquire (10-12 keys, the second :limit) granted makes a ZADD on
+:holders, a release (7 or 10 keys, the second :stats) that removed a holder
+a HINCRBY released; a wake-up is a LPUSH "w" on a :wake: list, a grant by a
+release a LPUSH "g" (the waiter holds its permit from then on). Prints, per connect: the commands clients sent by kind,
 acquires refused per grant, pokes (a client's own LPUSH), wake-ups pushed
 and how many went to a waiter that already had one it had not used yet (an
 acquire of that holder not yet run: two wake-ups merged into one, a freed
@@ -47,13 +48,18 @@ def classify(e):
         if not e["inner"]:
             return "script not run (library or script missing)"
         calls = e["inner"]
-        if e["args"][1] == "10":
-            e["holder"] = e["args"][12]
+        nk = int(e["args"][1]) if e["args"][1].isdigit() else 0
+        second = e["args"][3] if nk > 1 else ""
+        if nk >= 10 and second.endswith(":limit"):
+            e["holder"] = e["args"][2 + nk]
             e["ok"] = any(c[1] == "ZADD" and c[2][0].endswith(":holders") for c in calls)
             return "acquire"
-        if e["args"][1] == "7":
-            e["holder"] = e["args"][9]
+        if nk in (7, 10) and second.endswith(":stats"):
+            e["holder"] = e["args"][2 + nk]
             e["ok"] = any(c[1] == "HINCRBY" and c[2][1:2] == ["released"] for c in calls)
+            # the waiters this release granted a permit (a 'g' token)
+            e["granted"] = [c[2][0].split(":wake:", 1)[1] for c in calls
+                            if c[1] == "LPUSH" and ":wake:" in c[2][0] and c[2][1:2] == ["g"]]
             return "release"
     return e["cmd"]
 
@@ -67,10 +73,13 @@ def main(path):
     events = parse(path)
     kinds = collections.Counter(classify(e) for e in events)
     grants = sum(1 for e in events if e["cmd"] != "BLPOP" and e.get("ok") and classify(e) == "acquire")
+    by_release = sum(len(e.get("granted", ())) for e in events if classify(e) == "release")
     refused = kinds["acquire"] - grants
+    grants += by_release
     n = max(grants, 1)
     print("connects (grants) %d; per connect: %s" % (grants, ", ".join("%s %.2f" % (k, v / n) for k, v in kinds.most_common())))
     print("acquires refused per grant %.2f; pokes (a client's LPUSH) per connect %.2f" % (refused / n, kinds["LPUSH"] / n))
+    print("grants made by a release (a 'g' token: no acquire of the waiter) per connect %.2f" % (by_release / n))
 
     pending, merged, pushed = {}, collections.Counter(), collections.Counter()
     next_acq = collections.defaultdict(list)
@@ -112,13 +121,16 @@ def main(path):
                 queue.add(a[-1])
             elif cmd == "ZREM" and a[0].endswith(":queue"):
                 queue.difference_update(a[1:])
-        if kind == "acquire" and e["ok"]:
+        if kind == "acquire" and e["ok"] and e["holder"] not in granted_at:
             held += 1
             granted_at[e["holder"]] = e["ts"]
         elif kind == "release" and e["ok"]:
             held -= 1
             if e["holder"] in granted_at:
-                holds.append((e["ts"] - granted_at[e["holder"]]) * 1000)
+                holds.append((e["ts"] - granted_at.pop(e["holder"])) * 1000)
+        for w in e.get("granted", ()) if kind == "release" else ():
+            held += 1
+            granted_at[w] = e["ts"]
     span = events[-1]["ts"] - events[0]["ts"] if events else 0
     if holds and span > 0:
         print("hold, grant -> release: p50 %.2f p90 %.2f mean %.2f ms; permits held on average %.2f of 10; "

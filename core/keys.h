@@ -20,6 +20,7 @@
 #define CCAP_KEY_EPOCH "epoch"       /* string: server ms from which grants resume (restart grace) */
 #define CCAP_KEY_WAKE "wake:"        /* list prefix: "<...>:wake:<holder id>", one token at most */
 #define CCAP_KEY_FAILOVER "failover" /* string: a failover's re-registration window (lua/failover.lua) */
+#define CCAP_KEY_GRANT "grant"       /* hash: waiting holder id -> "<lease ms> <limit>": it takes grants */
 /* The member of the holders set that marks a failover window, score 0 (no
  * holder id: those all have a '/'); readers of live holders never see it. */
 #define CCAP_FAILOVER_MARK "!failover"

@@ -116,27 +116,29 @@ static void flag_arg(char *out, int flags)
         out[n++] = 'u';
     if (flags & CCAP_SEM_LEAVE)
         out[n++] = 'l';
+    if (flags & CCAP_SEM_GRANTS)
+        out[n++] = 'g';
     out[n] = '\0';
 }
 
-/* acquire.lua's call (see its header): its 11 keys, then 12 arguments,
+/* acquire.lua's call (see its header): its 12 keys, then 12 arguments,
  * those past ARGV[3] that keep their default left out from the end. */
 int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_req *q,
                      struct ccap_sem_result *res)
 {
-    static const char *const suffix[11] = { CCAP_KEY_HOLDERS, CCAP_KEY_LIMIT, CCAP_KEY_STATS,   CCAP_KEY_SINCE,
+    static const char *const suffix[12] = { CCAP_KEY_HOLDERS, CCAP_KEY_LIMIT, CCAP_KEY_STATS,   CCAP_KEY_SINCE,
                                             CCAP_KEY_WAITERS, CCAP_KEY_AUDIT, CCAP_KEY_QUEUE,   CCAP_KEY_QEXP,
-                                            CCAP_KEY_RATE,    CCAP_KEY_EPOCH, CCAP_KEY_FAILOVER };
+                                            CCAP_KEY_RATE,    CCAP_KEY_EPOCH, CCAP_KEY_FAILOVER, CCAP_KEY_GRANT };
     static const char *const def[9] = { "0", "0", "0", "", "0", "1", "0", "0", "0" }; /* ARGV[4..12] */
-    char keys[11][CCAP_KEY_MAX], num[9][24], flags[4], rate[32];
-    const char *args[23], **argv = args + 11;
+    char keys[12][CCAP_KEY_MAX], num[9][24], flags[4], rate[32];
+    const char *args[24], **argv = args + 12;
     redisReply *rep;
     int rc;
 
     if (!q || q->lease_ms <= 0 || !q->holder || !(q->rate >= 0) || q->ticket_ttl_ms < 0 || q->grace_ms < 0 ||
         q->max_waiters < 0)
         return -EINVAL;
-    if (sem_keys(keys, args, suffix, 11, prefix, name) < 0)
+    if (sem_keys(keys, args, suffix, 12, prefix, name) < 0)
         return -ENAMETOOLONG;
     if (q->rate > 0)
         snprintf(rate, sizeof rate, "%.6f", q->rate);
@@ -157,7 +159,7 @@ int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name,
     argv[11] = ccap_fmt_ll(num[8], q->audit_maxlen > 0 ? q->audit_maxlen : 0);
     if (q->check_epoch)
         ccap_redis_expect_epoch(r, q->epoch);
-    rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, 11, 11 + trim_defaults(argv, 3, 12, def), args, &rep);
+    rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, 12, 12 + trim_defaults(argv, 3, 12, def), args, &rep);
     if (rc < 0)
         return rc;
     rc = ccap_sem_parse_acquire(r, rep, res);
@@ -165,38 +167,41 @@ int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name,
     return rc;
 }
 
-/* release.lua's 7 keys and its arguments for REL on NAME into KEYS, ARGS
- * (11) and NUM. Returns the number of keys and arguments, -EINVAL or
+#define RELEASE_KEYS 10
+
+/* release.lua's 10 keys and its arguments for REL on NAME into KEYS, ARGS
+ * (14) and NUM. Returns the number of keys and arguments, -EINVAL or
  * -ENAMETOOLONG. */
 static int release_args(char (*keys)[CCAP_KEY_MAX], const char **args, char (*num)[16], const char *prefix,
                         const char *name, const struct ccap_sem_rel *rel)
 {
-    static const char *const suffix[7] = { CCAP_KEY_HOLDERS, CCAP_KEY_STATS, CCAP_KEY_SINCE, CCAP_KEY_AUDIT,
-                                           CCAP_KEY_LIMIT,   CCAP_KEY_QUEUE, CCAP_KEY_QEXP };
+    static const char *const suffix[10] = { CCAP_KEY_HOLDERS, CCAP_KEY_STATS,   CCAP_KEY_SINCE, CCAP_KEY_AUDIT,
+                                            CCAP_KEY_LIMIT,   CCAP_KEY_QUEUE,   CCAP_KEY_QEXP,  CCAP_KEY_WAITERS,
+                                            CCAP_KEY_EPOCH,   CCAP_KEY_GRANT };
     static const char *const def[2] = { "", "0" }; /* ARGV[3..4] */
 
     if (!rel || !rel->holder)
         return -EINVAL;
-    if (sem_keys(keys, args, suffix, 7, prefix, name) < 0)
+    if (sem_keys(keys, args, suffix, RELEASE_KEYS, prefix, name) < 0)
         return -ENAMETOOLONG;
-    args[7] = rel->holder;
-    args[8] = ccap_fmt_ll(num[0], rel->limit);
-    args[9] = rel->renewed ? "r" : "";
-    args[10] = ccap_fmt_ll(num[1], rel->audit_maxlen > 0 ? rel->audit_maxlen : 0);
-    return 7 + trim_defaults(args + 7, 2, 4, def);
+    args[RELEASE_KEYS] = rel->holder;
+    args[RELEASE_KEYS + 1] = ccap_fmt_ll(num[0], rel->limit);
+    args[RELEASE_KEYS + 2] = rel->renewed ? "r" : "";
+    args[RELEASE_KEYS + 3] = ccap_fmt_ll(num[1], rel->audit_maxlen > 0 ? rel->audit_maxlen : 0);
+    return RELEASE_KEYS + trim_defaults(args + RELEASE_KEYS, 2, 4, def);
 }
 
 int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_rel *rel)
 {
-    char keys[7][CCAP_KEY_MAX], num[2][16];
-    const char *args[11];
+    char keys[RELEASE_KEYS][CCAP_KEY_MAX], num[2][16];
+    const char *args[RELEASE_KEYS + 4];
     redisReply *rep;
     long long v;
     int rc, n;
 
     if ((n = release_args(keys, args, num, prefix, name, rel)) < 0)
         return n;
-    rc = ccap_redis_script(r, CCAP_SCRIPT_RELEASE, 7, n, args, &rep);
+    rc = ccap_redis_script(r, CCAP_SCRIPT_RELEASE, RELEASE_KEYS, n, args, &rep);
     if (rc < 0)
         return rc;
     rc = ccap_sem_parse_int(r, "release reply", rep, 0, 1, &v);
@@ -207,13 +212,13 @@ int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name,
 int ccap_sem_release_defer(struct ccap_redis *r, const char *prefix, const char *name,
                            const struct ccap_sem_rel *rel, long long until_ms, bool send)
 {
-    char keys[7][CCAP_KEY_MAX], num[2][16];
-    const char *args[11];
+    char keys[RELEASE_KEYS][CCAP_KEY_MAX], num[2][16];
+    const char *args[RELEASE_KEYS + 4];
     int n;
 
     if ((n = release_args(keys, args, num, prefix, name, rel)) < 0)
         return n;
-    return ccap_redis_script_defer(r, CCAP_SCRIPT_RELEASE, 7, n, args, until_ms, send);
+    return ccap_redis_script_defer(r, CCAP_SCRIPT_RELEASE, RELEASE_KEYS, n, args, until_ms, send);
 }
 
 /* One renew.lua call for the N (<= CCAP_SEM_RENEW_BATCH) HOLDERS, with

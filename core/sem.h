@@ -14,6 +14,9 @@
  *   <prefix>{<name>}:since    holder id -> acquire time (ms of server TIME);
  *                             lives as long as the holders key
  *   <prefix>{<name>}:waiters  sorted set: holder id -> when its wait ends (ms)
+ *   <prefix>{<name>}:queue, qexp  the waiters' tickets: arrival (us), expiry (ms)
+ *   <prefix>{<name>}:grant    hash: ticket -> "<lease> <limit>" of a waiter that
+ *                             takes grants (CCAP_SEM_GRANTS, CCAP_SEM_TOKEN_GRANT)
  *   <prefix>{<name>}:audit    stream of acquire/release/timeout/reset events,
  *                             only when audit is on (XADD MAXLEN ~ audit_maxlen)
  *   <prefix>{<name>}:failover after a failover: the re-registration window
@@ -114,7 +117,7 @@ struct ccap_sem_req {
     long long wait_left_ms; /* stats: ms until it gives up (0: will not wait) */
     int ticket_ttl_ms;      /* > 0: queue HOLDER if not admitted, ticket lives this long unless
                              * refreshed by the next attempt; 0: try once, never queue */
-    int flags;              /* CCAP_SEM_UNBLOCK, CCAP_SEM_LEAVE */
+    int flags;              /* CCAP_SEM_UNBLOCK, CCAP_SEM_LEAVE, CCAP_SEM_GRANTS */
     double rate;            /* permits per second, 0: no rate limit */
     int burst;              /* >= 1 */
     int grace_ms;           /* > 0: when the semaphore's epoch key is missing (first use, or Redis
@@ -128,6 +131,17 @@ struct ccap_sem_req {
 };
 #define CCAP_SEM_UNBLOCK 1 /* push a token to HOLDER's own wake list (ends its pending BLPOP) */
 #define CCAP_SEM_LEAVE 2   /* leave the queue if not admitted now (the last attempt) */
+#define CCAP_SEM_GRANTS 4  /* HOLDER, if it queues, takes grants: a release may admit it and push
+                            * CCAP_SEM_TOKEN_GRANT to its wake list (ignored under a rate) */
+
+/* The tokens of a wake list (one at most): this header owns their format
+ * (lua/acquire.lua and lua/release.lua push them, runtime/wait.c reads
+ * them). A waiter that finds CCAP_SEM_TOKEN_GRANT holds its permit in Redis
+ * already (release.lua admitted it, with the lease it queued with); any
+ * other token (CCAP_SEM_TOKEN_WAKE, a poke's, an unblock's) only says
+ * re-check: its next acquire decides. */
+#define CCAP_SEM_TOKEN_WAKE "w"
+#define CCAP_SEM_TOKEN_GRANT "g"
 
 /* One attempt: admits REQ->holder if the limit, the queue order and the rate
  * allow (a holder asking again keeps its permit, its lease renewed);

@@ -24,6 +24,14 @@
 --                                  failover's re-registration window
 --                                  (failover.lua, below), read only while
 --                                  its marker is in the holders set
+-- KEYS[12] <prefix>{name}:grant    hash: waiting holder id -> "<lease ms>
+--                                  <limit>": the waiters that take a permit
+--                                  granted by a release (release.lua): a
+--                                  ticket of a caller with flag "g" and no
+--                                  rate has an entry, removed with it; a
+--                                  ticket without one (an older shim's, or
+--                                  under a rate) is only woken. Optional (a
+--                                  call with 11 keys never writes it)
 -- Every key the script may touch is declared (a cluster slot being migrated
 -- answers TRYAGAIN rather than split them), but the wake lists
 -- <prefix>{name}:wake:<holder id> (a list of at most one token), derived
@@ -41,7 +49,9 @@
 --          the histogram
 -- ARGV[7]  flags (default ''): "u" push a token to HOLDER's own wake list (ends
 --          its pending BLPOP on another connection); "l" leave the queue if
---          not admitted
+--          not admitted; "g" HOLDER takes grants (release.lua may admit
+--          it while it waits and push 'g' to its wake list: its process
+--          then connects without another acquire); ignored under a rate
 -- ARGV[8]  rate: new permits per second over the fleet (default 0: no rate
 --          limit)
 -- ARGV[9]  burst (>= 1, default 1): permits the rate lets through at once
@@ -194,6 +204,7 @@ if window then
             redis.call('ZREM', KEYS[7], unpack(stale))
             redis.call('ZREM', KEYS[8], unpack(stale))
             redis.call('DEL', unpack(wake))
+            if KEYS[12] then redis.call('HDEL', KEYS[12], unpack(stale)) end
             window_places = #stale
         end
         if #gone < SWEEP and #stale < SWEEP then redis.call('ZREM', holders, MARK) end
@@ -217,6 +228,10 @@ end
 -- longer than the free permits: otherwise every waiter may go already).
 local queue = KEYS[7] -- wake lists: queue minus 'queue', plus 'wake:' and the holder id
 local flags, rate, retry, hint, freed, places, queued, pos = ARGV[7] or '', 0, 0, -1, n_swept, window_places, false, 0
+local takes_grants = false -- flag "g": not a flag of what this call does, so out of FLAGS
+if flags ~= '' and string.find(flags, 'g', 1, true) then
+    takes_grants, flags = true, (string.gsub(flags, 'g', ''))
+end
 if ARGV[8] and ARGV[8] ~= '0' and ARGV[8] ~= '0.000000' then rate = tonumber(ARGV[8]) or 0 end -- (sem.c's %.6f)
 local qlen = redis.call('ZCARD', queue)
 local qlen0 = qlen
@@ -231,6 +246,7 @@ if qlen > 0 then
         qlen = qlen - redis.call('ZREM', queue, unpack(dead))
         redis.call('ZREM', qexp, unpack(dead))
         redis.call('DEL', unpack(wake))
+        if KEYS[12] then redis.call('HDEL', KEYS[12], unpack(dead)) end
         places = places + #dead
     end
     -- ZRANK's nil reply is false in Lua: a caller without a ticket
@@ -392,6 +408,7 @@ do
         if queued then
             redis.call('ZREM', queue, holder)
             redis.call('ZREM', qexp, holder)
+            if KEYS[12] then redis.call('HDEL', KEYS[12], holder) end
             qlen = qlen - 1
             -- a waiter that gives up frees a place: the one behind may go;
             -- one that takes its permit passes the wake-up on (a limit
@@ -406,7 +423,16 @@ do
         qlen = qlen + redis.call('ZADD', queue, 'NX',
                                  string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])), holder)
         redis.call('ZADD', qexp, string.format('%d', now + ticket_ttl), holder)
-        for _, k in ipairs({ queue, qexp }) do
+        local qkeys = { queue, qexp }
+        -- a waiter that takes grants says with what lease and limit
+        -- (release.lua admits it as this call would; not under a rate)
+        if takes_grants and KEYS[12] and rate <= 0 then
+            redis.call('HSET', KEYS[12], holder, ARGV[2] .. ' ' .. string.format('%d', tonumber(ARGV[3]) or 0))
+            qkeys[3] = KEYS[12]
+        elseif queued and KEYS[12] then
+            redis.call('HDEL', KEYS[12], holder) -- no longer (a rate set by a reload, a waiter polling)
+        end
+        for _, k in ipairs(qkeys) do
             if redis.call('PTTL', k) < ticket_ttl then redis.call('PEXPIRE', k, string.format('%d', ticket_ttl)) end
         end
         if retry == 0 and count > 0 then

@@ -4,6 +4,9 @@
 -- KEYS[2]  <prefix>{name}:stats    KEYS[3] <prefix>{name}:since
 -- KEYS[4]  <prefix>{name}:audit    KEYS[5] <prefix>{name}:limit
 -- KEYS[6]  <prefix>{name}:queue    KEYS[7] <prefix>{name}:qexp  (see acquire.lua)
+-- KEYS[8]  <prefix>{name}:waiters  KEYS[9] <prefix>{name}:epoch
+-- KEYS[10] <prefix>{name}:grant    (see acquire.lua; KEYS[8..10] optional:
+--                                  with 7 keys a release only wakes)
 -- ARGV[1]  holder id
 -- ARGV[2]  configured limit (-1: unknown, wake one waiter per permit freed)
 -- ARGV[3]  flags (default ''): "r" HOLDER was renewed at least once, so it
@@ -12,7 +15,21 @@
 -- Takes HOLDER out of the queue too (a waiter giving up), then wakes at most
 -- as many waiters as this call freed permits or queue places, from the
 -- head of the queue (acquire.lua says why), by pushing a token to their
--- wake lists.
+-- wake lists: 'g' when this call granted that waiter its permit (below),
+-- 'w' (re-check: acquire) otherwise.
+-- Grants: a woken waiter whose ticket has an entry in the grant hash (it
+-- said it takes grants, acquire.lua's flag "g") is admitted here, as its
+-- own acquire would admit it: the live holders below the limit (the limit
+-- key, else the limit it queued with), no restart grace running (epoch
+-- key in the future), no failover window open (its marker in holders).
+-- It becomes a holder with the lease it queued with, its ticket and entry
+-- go, its grant counts as acquire.lua's would (acquired, the wait
+-- histogram with the time since its ticket's arrival, waiters, audit), and
+-- its token is 'g': its process connects without another acquire. A
+-- waiter gone meanwhile keeps nothing for long: its process releases its
+-- holder id when its wait ends (which removes the permit), and a process
+-- gone loses it at its lease's end, as any holder. Waiters under a rate
+-- never have an entry (they are only woken).
 -- Returns 1 if the holder was removed, 0 if it held no permit.
 --
 -- Only this member is removed, never another holder. The TTL invariant (the
@@ -47,12 +64,70 @@ end
 local queue = KEYS[6]
 local qlen0 = redis.call('ZCARD', queue)
 if qlen0 > 0 then
+    -- (made here: the empty queue's path builds no closure)
+    -- Whether a release may grant now: no failover window open (its marker in
+    -- HOLDERS: acquire.lua closes it) and no restart grace running (EPOCH_KEY
+    -- in the future; missing: grace off, or Redis lost the data and with it
+    -- the grant entries, which only a later acquire writes, and it sets the
+    -- epoch).
+    local function may_grant(holders, epoch_key, now)
+        if redis.call('ZSCORE', holders, '!failover') then return false end
+        local opens = epoch_key and tonumber(redis.call('GET', epoch_key))
+        return not (opens and opens > now)
+    end
+
+    -- Admits queued waiter W (grant hash GRANTS) if it takes grants and the
+    -- LIVE holders, with the places of the AHEAD waiters woken before it,
+    -- are below its limit (LKEY, the limit key, else the one it queued
+    -- with); see the header. T: the server's TIME. Returns its lease
+    -- if so, else nil.
+    local function grant(w, grants, lkey, live, ahead, now, t)
+        local g = redis.call('HGET', grants, w)
+        if not g then return nil end
+        local lease, lim = string.match(g, '^(%d+) (%d+)$')
+        lease, lim = tonumber(lease), lkey or tonumber(lim)
+        if not lease or lease <= 0 or not lim or live + ahead >= lim then return nil end
+        local arrival = tonumber(redis.call('ZSCORE', KEYS[6], w)) or (now * 1000)
+        local holders = KEYS[1]
+        redis.call('ZADD', holders, string.format('%d', now + lease), w)
+        -- the holders key outlives every lease (acquire.lua's rule)
+        if redis.call('PTTL', holders) < lease then
+            local top = redis.call('ZRANGE', holders, -1, -1, 'WITHSCORES')
+            redis.call('PEXPIRE', holders, string.format('%d', tonumber(top[2]) - now + lease))
+        end
+        redis.call('ZREM', KEYS[6], w)
+        redis.call('ZREM', KEYS[7], w)
+        redis.call('HDEL', grants, w)
+        redis.call('ZREM', KEYS[8], w)
+        -- counted as acquire.lua counts a grant after a wait
+        local wait_ms = math.max(0, math.floor((tonumber(t[1]) * 1000000 + tonumber(t[2]) - arrival) / 1000))
+        local bucket = 'wait_le_inf'
+        for _, b in ipairs({1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}) do
+            if wait_ms <= b then bucket = 'wait_le_' .. b break end
+        end
+        local stats = KEYS[2]
+        redis.call('HINCRBY', stats, 'acquired', '1')
+        redis.call('HINCRBY', stats, bucket, '1')
+        redis.call('HINCRBY', stats, 'wait_count', '1')
+        redis.call('HINCRBY', stats, 'wait_sum_ms', string.format('%d', wait_ms))
+        local audit_max = math.floor(tonumber(ARGV[4]) or 0)
+        if audit_max > 0 then
+            redis.call('XADD', KEYS[4], 'MAXLEN', '~', audit_max, '*', 'event', 'acquire', 'holder', w,
+                       'wait_ms', wait_ms, 'count', live + 1, 'limit', lim, 'by', 'release')
+        end
+        return lease
+    end
     local qexp, wbase = KEYS[7], string.sub(KEYS[6], 1, -6) .. 'wake:'
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    -- HOLDER's ticket (a waiter giving up): not a leaving holder's, which
+    -- has none (at most a spent token of its own, expiring by itself)
     local left = redis.call('ZREM', queue, holder)
-    redis.call('ZREM', qexp, holder)
-    redis.call('DEL', wbase .. holder)
+    if left == 1 then
+        redis.call('ZREM', qexp, holder)
+        redis.call('DEL', wbase .. holder)
+        if KEYS[10] then redis.call('HDEL', KEYS[10], holder) end
+    end
     local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now, 'LIMIT', 0, 50)
     if #dead > 0 then
         local wake = {}
@@ -60,11 +135,13 @@ if qlen0 > 0 then
         redis.call('ZREM', queue, unpack(dead))
         redis.call('ZREM', qexp, unpack(dead))
         redis.call('DEL', unpack(wake))
+        if KEYS[10] then redis.call('HDEL', KEYS[10], unpack(dead)) end
     end
     if removed + left + #dead > 0 then
         -- live holders only; the expired ones are swept by the next acquire
         local live = redis.call('ZCOUNT', holders, '(' .. now, '+inf')
-        local limit = tonumber(redis.call('GET', KEYS[5])) or tonumber(ARGV[2]) or -1
+        local lkey = tonumber(redis.call('GET', KEYS[5]))
+        local limit = lkey or tonumber(ARGV[2]) or -1
         local free = removed
         if limit >= 0 then free = limit - live end
         -- queue places freed let a waiter in only when the queue was longer
@@ -73,11 +150,23 @@ if qlen0 > 0 then
         if free < qlen0 then freed = freed + left + #dead end
         local top = math.min(free, redis.call('ZCARD', queue))
         if freed > 0 and top > 0 then
+            local grants = KEYS[10]
+            if grants then grants = may_grant(holders, KEYS[9], now) and grants end
+            -- AHEAD: waiters woken, not granted, ahead of the next one: their
+            -- places are kept (the FIFO rule, as acquire.lua counts them)
+            local ahead = 0
             for _, w in ipairs(redis.call('ZRANGE', queue, 0, math.min(freed, top) - 1)) do
-                local e = tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)
-                redis.call('LPUSH', wbase .. w, 'w')
+                -- a token lives as long as the ticket, a grant's as its lease
+                local tok, ttl = 'w', grants and grant(w, grants, lkey, live, ahead, now, t)
+                if ttl then
+                    tok, live = 'g', live + 1
+                else
+                    ahead = ahead + 1
+                    ttl = (tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)) - now
+                end
+                redis.call('LPUSH', wbase .. w, tok)
                 redis.call('LTRIM', wbase .. w, 0, 0)
-                redis.call('PEXPIRE', wbase .. w, string.format('%d', math.max(1, e - now)))
+                redis.call('PEXPIRE', wbase .. w, string.format('%d', math.max(1, ttl)))
             end
         end
     end

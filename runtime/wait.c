@@ -282,20 +282,24 @@ static int collect(struct ccap_wait_lane *l, char **buf, size_t *cap, const char
 }
 
 /* Reads the reply of the BLPOP pending on R: the key it popped into KEY
- * ("" when the server's timeout ended it). Returns 0, or -errno after
- * closing R (a lost connection, no reply in time, an error reply). */
-static int block_reply(struct ccap_redis *r, char *key, size_t keylen)
+ * ("" when the server's timeout ended it), *GRANT whether its token was a
+ * grant. Returns 0, or -errno after closing R (a lost connection, no reply
+ * in time, an error reply). */
+static int block_reply(struct ccap_redis *r, char *key, size_t keylen, bool *grant)
 {
     redisReply *rep;
     int rc = ccap_redis_recv(r, WAKER_BLOCK_S * 1000 + WAKER_REPLY_SLACK_MS, &rep);
 
     key[0] = '\0';
+    *grant = false;
     if (rc == -EAGAIN)
         rc = -ETIMEDOUT;
     if (rc == 0) {
-        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 && rep->element[0]->type == REDIS_REPLY_STRING)
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 && rep->element[0]->type == REDIS_REPLY_STRING) {
             snprintf(key, keylen, "%s", rep->element[0]->str);
-        else if (rep->type != REDIS_REPLY_NIL)
+            *grant = rep->element[1]->type == REDIS_REPLY_STRING &&
+                     strcmp(rep->element[1]->str, CCAP_SEM_TOKEN_GRANT) == 0;
+        } else if (rep->type != REDIS_REPLY_NIL)
             rc = -EPROTO; /* e.g. BLPOP refused by an ACL */
         freeReplyObject(rep);
     }
@@ -304,19 +308,23 @@ static int block_reply(struct ccap_redis *r, char *key, size_t keylen)
     return rc;
 }
 
-/* Under P.lock: the outcome RC of one block of L, KEY the list it popped.
- * A token goes to its waiter, which it disarms (out of the next BLPOP: it
- * re-checks, and usually takes its permit and leaves); the first failure
- * in a row makes every waiter re-check once (a token may have been lost
- * with Redis's data, or a ticket), then the waker backs off (waiters poll
- * meanwhile). */
-static void deliver(struct ccap_wait_lane *l, int rc, const char *key)
+/* Under P.lock: the outcome RC of one block of L, KEY the list it popped,
+ * GRANT whether its token was a grant (the waiter takes its permit without
+ * an acquire). A token goes to its waiter, which it disarms (out of the
+ * next BLPOP: it re-checks, and usually takes its permit and leaves). A
+ * grant for a waiter that left is dropped: a wait that ends without its
+ * permit releases its holder id whenever Redis may keep a ticket of it
+ * (runtime/waiting.c, wait_end), which removes a granted permit too. The
+ * first failure in a row makes every waiter re-check once (a token may have
+ * been lost with Redis's data, or a ticket), then the waker backs off
+ * (waiters poll meanwhile). */
+static void deliver(struct ccap_wait_lane *l, int rc, const char *key, bool grant)
 {
     if (rc >= 0) {
         l->failures = 0;
         for (struct ccap_waiter *w = l->head; w && key[0]; w = w->next) {
             if (strcmp(w->key, key) == 0) {
-                w->woke |= CCAP_WOKE_TOKEN;
+                w->woke |= CCAP_WOKE_TOKEN | (grant ? CCAP_WOKE_GRANT : 0);
                 w->armed = false;
                 ccap_nap_kick(w->nap);
             }
@@ -356,6 +364,7 @@ static void *waker_main(void *arg)
     struct ccap_wait_lane *l = arg;
     struct ccap_redis *r;
     char *buf = NULL, key[CCAP_WAIT_KEY_MAX];
+    bool grant = false;
     const char **argv = NULL;
     size_t cap = 0, acap = 0;
 
@@ -370,11 +379,11 @@ static void *waker_main(void *arg)
             pthread_mutex_lock(&P.lock);
             l->failures = 0; /* connected: waiters wait for tokens again */
             pthread_mutex_unlock(&P.lock);
-            rc = block_reply(r, key, sizeof key);
+            rc = block_reply(r, key, sizeof key, &grant);
         }
         pthread_mutex_lock(&P.lock);
         l->blocking = false;
-        deliver(l, rc, key);
+        deliver(l, rc, key, grant);
     }
     r = l->r;
     l->r = NULL;

@@ -38,6 +38,8 @@ struct ccap_wait {
     bool left_queue; /* the last attempt left the queue */
     bool joined;     /* W is registered with the waker */
     bool unjoinable; /* no waker for W: poll */
+    bool granted;    /* a grant token came: Redis admitted P's holder id (release.lua) */
+    bool sleep_next; /* the last attempt was refused, its sleep not taken yet (step without BLOCK) */
     int flags;       /* CCAP_WAIT_PROGRAM, CCAP_WAIT_INTR: how the thread that runs it now waits */
     int fail_errno;
     struct sockaddr_in6 dest; /* the connect's destination (an AF_INET one fits too), for its log line */
@@ -265,6 +267,7 @@ static bool after_exec(struct ccap_wait *ws)
     if (!atomic_exchange(&ws->execd, false))
         return true;
     ws->in_redis = false;
+    ws->granted = false; /* granted to the holder id released */
     if (atomic_load(&ccap_rt.shutting_down))
         return false;
     ccap_rt_next_holder(ws->p);
@@ -365,6 +368,9 @@ static int attempt(struct ccap_wait *ws)
     ws->q.waited_ms = t - ws->start;
     ws->q.wait_left_ms = ws->deadline - t;
     ws->q.flags = t >= ws->deadline && ws->q.ticket_ttl_ms > 0 ? CCAP_SEM_LEAVE : 0;
+    /* a waiter its waker serves takes grants (a poller would sit on one) */
+    if (!ws->q.flags && ws->q.ticket_ttl_ms > 0 && !ws->unjoinable && !(ws->q.rate > 0))
+        ws->q.flags = CCAP_SEM_GRANTS;
     rc = try_acquire(ws->s, ws->sem, &ws->q, &ws->res, &ws->execd);
     ws->left_queue = ws->q.flags & CCAP_SEM_LEAVE;
     if (rc != 1)
@@ -540,11 +546,32 @@ static int block(struct ccap_wait *ws)
         if (ws->alive && ccap_now_ms() + WAIT_ALIVE_MS < until)
             slice = ccap_now_ms() + WAIT_ALIVE_MS;
         woke = ccap_waiter_wait(&ws->w, slice);
+        if (woke & CCAP_WOKE_GRANT)
+            ws->granted = true; /* kept through an interruption: a resumed wait takes it */
         if ((woke & CCAP_WOKE_SIGNAL) && (ws->flags & CCAP_WAIT_INTR))
             return WAIT_INTERRUPTED;
         if ((woke & ~CCAP_WOKE_SIGNAL) || slice >= until || gone(ws))
             return 0;
     }
+}
+
+/* A grant token came (release.lua made P's holder id a holder, with its
+ * ticket's lease): the permit is taken without another acquire, unless an
+ * exit or exec released that holder id meanwhile (checked under rlock, as
+ * try_acquire does: -EINTR then, and after_exec says what next). Returns 1
+ * or -EINTR. */
+static int take_grant(struct ccap_wait *ws)
+{
+    int rc = 1;
+
+    ws->granted = false;
+    pthread_mutex_lock(&ccap_rt.rlock);
+    if (atomic_load(&ws->execd))
+        rc = -EINTR;
+    else
+        ccap_rt_note_use((int)ws->sem);
+    pthread_mutex_unlock(&ccap_rt.rlock);
+    return rc;
 }
 
 /* One pass of a wait: an attempt, then (if BLOCK) the sleep until the next
@@ -557,7 +584,9 @@ static int step(struct ccap_wait *ws, bool block_ok)
     if (!after_exec(ws))
         return -ws->fail_errno; /* the process is exiting */
     if (atomic_load(&ws->cancelled))
-        return -ECANCELED;
+        return -ECANCELED; /* a grant too: wait_end releases the holder id */
+    if (ws->granted && take_grant(ws) == 1)
+        return 1;
     rc = attempt(ws);
     if (rc == -EINTR)
         return 0; /* an exit or exec released the holder id meanwhile: after_exec says what next */
@@ -572,6 +601,8 @@ static int step(struct ccap_wait *ws, bool block_ok)
             return 0; /* one last attempt, leaving the queue */
         return refuse(ws);
     }
+    if (!block_ok)
+        ws->sleep_next = true; /* the resumed wait sleeps first: an attempt now would be refused again */
     return block_ok ? block(ws) : 0;
 }
 
@@ -627,7 +658,11 @@ static int run(struct ccap_wait *ws, int flags)
 
     ws->flags = flags;
     pthread_cleanup_push(wait_cancelled, ws);
-    while ((rc = step(ws, true)) == 0) {
+    rc = 0;
+    if (ws->sleep_next && !atomic_load(&ws->cancelled) && !atomic_load(&ws->execd))
+        rc = block(ws); /* (cancelled, or its id released: step ends it or goes on at once) */
+    ws->sleep_next = false;
+    while (rc == 0 && (rc = step(ws, true)) == 0) {
     }
     pthread_cleanup_pop(0);
     return rc;

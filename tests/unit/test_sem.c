@@ -1467,6 +1467,144 @@ static void test_queue_len(void **state)
     assert_int_equal(res.limit, 1);
 }
 
+/* ---- grants: a release admits the head waiter (issue 26) ---- */
+
+/* WHO queues on NAME (limit LIMIT, lease LEASE_MS), taking grants if
+ * GRANTS, under RATE (0: none). Returns its result (refused). */
+static struct ccap_sem_result queue_up(const char *name, const char *who, int lease_ms, int limit, bool grants,
+                                       double rate)
+{
+    struct ccap_sem_req q = { .holder = who,
+                              .lease_ms = lease_ms,
+                              .limit = limit,
+                              .ticket_ttl_ms = 10000,
+                              .wait_left_ms = 10000,
+                              .flags = grants ? CCAP_SEM_GRANTS : 0,
+                              .rate = rate };
+    struct ccap_sem_result res = { -1, -1, -1, -1, -2 };
+
+    assert_int_equal(ccap_sem_acquire(R, PFX, name, &q, &res), 0);
+    return res;
+}
+
+/* The token in WHO's wake list on NAME ("" when none). */
+static const char *token_of(const char *name, const char *who, char *out, size_t n)
+{
+    redisReply *rep = redisCommand(CLI, "LINDEX " PFX "{%s}:wake:%s 0", name, who);
+
+    assert_non_null(rep);
+    snprintf(out, n, "%s", rep->type == REDIS_REPLY_STRING ? rep->str : "");
+    freeReplyObject(rep);
+    return out;
+}
+
+static int rel(const char *name, const char *who, int limit)
+{
+    struct ccap_sem_rel r = { .holder = who, .limit = limit };
+
+    return ccap_sem_release(R, PFX, name, &r);
+}
+
+static void test_release_grants(void **state)
+{
+    char tok[8];
+    (void)state;
+
+    assert_int_equal(acq("gr", "A", 10000, 1).granted, 1);
+    assert_int_equal(queue_up("gr", "W1", 7000, 1, true, 0).granted, 0);
+    assert_int_equal(queue_up("gr", "W2", 7000, 1, true, 0).granted, 0);
+    assert_string_equal(token_of("gr", "W1", tok, sizeof tok), "");
+    assert_int_equal(rel("gr", "A", 1), 1);
+    /* W1, the head, holds the permit with its own lease; W2 still waits */
+    assert_true(has_holder("gr", "W1"));
+    assert_false(has_holder("gr", "A") || has_holder("gr", "W2"));
+    long long left = cli_num("ZSCORE " PFX "{gr}:holders W1") - server_now_ms();
+    assert_true(left > 6000 && left <= 7000);
+    assert_string_equal(token_of("gr", "W1", tok, sizeof tok), CCAP_SEM_TOKEN_GRANT);
+    assert_int_equal(cli_int("ZCARD " PFX "{gr}:queue"), 1);
+    assert_int_equal(cli_int("HEXISTS " PFX "{gr}:grant W1"), 0);
+    assert_int_equal(cli_int("HEXISTS " PFX "{gr}:grant W2"), 1);
+    assert_int_equal(cli_num("ZSCORE " PFX "{gr}:waiters W1"), -1); /* no longer waiting */
+    assert_ttl_covers_leases("gr");
+    /* counted once, as a grant after a wait */
+    assert_int_equal(stat_of("gr", CCAP_STAT_ACQUIRED), 2);
+    assert_int_equal(stat_of("gr", "wait_count"), 1);
+    /* W1 asking again (a re-check racing the token) keeps it: no second grant */
+    assert_int_equal(acq_wait("gr", "W1", 1, 5, 1000).granted, 1);
+    assert_int_equal(stat_of("gr", CCAP_STAT_ACQUIRED), 2);
+    assert_int_equal(n_holders("gr"), 1);
+    /* W2's release-grant comes with W1's release */
+    assert_int_equal(rel("gr", "W1", 1), 1);
+    assert_true(has_holder("gr", "W2"));
+    assert_int_equal(cli_int("EXISTS " PFX "{gr}:queue " PFX "{gr}:qexp " PFX "{gr}:grant"), 0);
+    assert_int_equal(rel("gr", "W2", 1), 1);
+    assert_int_equal(n_holders("gr"), 0);
+    assert_int_equal(stat_of("gr", CCAP_STAT_ACQUIRED), stat_of("gr", CCAP_STAT_RELEASED));
+}
+
+/* Where the waiter's own acquire would not admit it, a release only wakes:
+ * an older shim's ticket (no "g"), a waiter under a rate, a restart grace,
+ * a failover window, a limit lowered below the holders. */
+static void test_release_grant_rules(void **state)
+{
+    char tok[8];
+    (void)state;
+
+    /* no "g" (an older shim), or under a rate: 'w' */
+    assert_int_equal(acq("g1", "A", 10000, 1).granted, 1);
+    assert_int_equal(queue_up("g1", "OLD", 10000, 1, false, 0).granted, 0);
+    assert_int_equal(rel("g1", "A", 1), 1);
+    assert_false(has_holder("g1", "OLD"));
+    assert_string_equal(token_of("g1", "OLD", tok, sizeof tok), CCAP_SEM_TOKEN_WAKE);
+    assert_int_equal(acq("g2", "A", 10000, 1).granted, 1);
+    assert_int_equal(queue_up("g2", "R", 10000, 1, true, 100).granted, 0);
+    assert_int_equal(cli_int("EXISTS " PFX "{g2}:grant"), 0);
+    assert_int_equal(rel("g2", "A", 1), 1);
+    assert_false(has_holder("g2", "R"));
+    assert_string_equal(token_of("g2", "R", tok, sizeof tok), CCAP_SEM_TOKEN_WAKE);
+    /* a restart grace running */
+    assert_int_equal(acq("g3", "A", 10000, 1).granted, 1);
+    assert_int_equal(queue_up("g3", "W", 10000, 1, true, 0).granted, 0);
+    cli_ok("SET " PFX "{g3}:epoch %lld", server_now_ms() + 60000);
+    assert_int_equal(rel("g3", "A", 1), 1);
+    assert_false(has_holder("g3", "W"));
+    assert_string_equal(token_of("g3", "W", tok, sizeof tok), CCAP_SEM_TOKEN_WAKE);
+    /* a failover window open */
+    assert_int_equal(acq("g4", "A", 10000, 1).granted, 1);
+    assert_int_equal(acq("g4", "B", 10000, 2).granted, 1);
+    assert_int_equal(queue_up("g4", "W", 10000, 2, true, 0).granted, 0);
+    assert_int_equal(ccap_sem_failover_open(R, PFX, "g4", 5000, 10000, 10000, "s"), 1);
+    assert_int_equal(rel("g4", "A", 2), 1);
+    assert_false(has_holder("g4", "W"));
+    assert_string_equal(token_of("g4", "W", tok, sizeof tok), CCAP_SEM_TOKEN_WAKE);
+    /* the limit key lowered to 1 under 2 holders: one release frees none */
+    assert_int_equal(acq("g5", "A", 10000, 2).granted, 1);
+    assert_int_equal(acq("g5", "B", 10000, 2).granted, 1);
+    assert_int_equal(queue_up("g5", "W", 10000, 2, true, 0).granted, 0);
+    cli_ok("SET " PFX "{g5}:limit 1");
+    assert_int_equal(rel("g5", "A", 2), 1);
+    assert_false(has_holder("g5", "W"));
+    assert_int_equal(rel("g5", "B", 2), 1);
+    assert_true(has_holder("g5", "W")); /* now below it */
+    assert_int_equal(n_holders("g5"), 1);
+    /* FIFO: a waiter only woken (an older shim's) keeps its place ahead of a
+     * granted one; here the releaser's limit (3) is above theirs (2) */
+    assert_int_equal(acq("g6", "A", 10000, 2).granted, 1);
+    assert_int_equal(acq("g6", "B", 10000, 2).granted, 1);
+    assert_int_equal(queue_up("g6", "OLD", 10000, 2, false, 0).granted, 0);
+    assert_int_equal(queue_up("g6", "NEW", 10000, 2, true, 0).granted, 0);
+    cli_ok("ZADD " PFX "{g6}:queue 1 DEAD"); /* a dead ticket at the head: one more place freed */
+    cli_ok("ZADD " PFX "{g6}:qexp 1 DEAD");
+    assert_int_equal(rel("g6", "A", 3), 1);
+    assert_false(has_holder("g6", "NEW"));
+    assert_string_equal(token_of("g6", "OLD", tok, sizeof tok), CCAP_SEM_TOKEN_WAKE);
+    assert_string_equal(token_of("g6", "NEW", tok, sizeof tok), CCAP_SEM_TOKEN_WAKE);
+    assert_int_equal(acq_wait("g6", "OLD", 2, 5, 1000).granted, 1); /* its place was kept */
+    /* a waiter that stops taking grants (a rate set by a reload) loses its entry */
+    assert_int_equal(queue_up("g6", "NEW", 10000, 2, false, 0).granted, 0);
+    assert_int_equal(cli_int("HEXISTS " PFX "{g6}:grant NEW"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1507,6 +1645,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failover_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failover_window_tickets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failover_window_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_release_grants, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_release_grant_rules, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
