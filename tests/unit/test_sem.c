@@ -390,12 +390,13 @@ static void test_functions(void **state)
      * a first key seen before does not let other keys through, more keys
      * than the script's are refused, fewer pass, and so it stays once
      * the memo started afresh (256 first keys) */
-    const char *more[] = { "FCALL", ccap_script_function(CCAP_SCRIPT_RELEASE), "8", PFX "{fn}:holders",
+    const char *more[] = { "FCALL", ccap_script_function(CCAP_SCRIPT_RELEASE), "11", PFX "{fn}:holders",
                            PFX "{fn}:stats", PFX "{fn}:since", PFX "{fn}:audit", PFX "{fn}:limit",
-                           PFX "{fn}:queue", PFX "{fn}:qexp", PFX "{fn}:qexp", "h" };
-    rep = redisCommandArgv(CLI, 12, more, NULL);
+                           PFX "{fn}:queue", PFX "{fn}:qexp", PFX "{fn}:qexp", PFX "{fn}:qexp",
+                           PFX "{fn}:qexp", PFX "{fn}:qexp", "h" };
+    rep = redisCommandArgv(CLI, 15, more, NULL);
     assert_int_equal(rep->type, REDIS_REPLY_ERROR);
-    assert_non_null(strstr(rep->str, "ERR conncap: 8 keys, not 1..7"));
+    assert_non_null(strstr(rep->str, "ERR conncap: 11 keys, not 1..10"));
     freeReplyObject(rep);
     const char *fewer[] = { "FCALL", ccap_script_function(CCAP_SCRIPT_RELEASE), "1", PFX "{fn}:holders", "h" };
     rep = redisCommandArgv(CLI, 5, fewer, NULL); /* past the check (then the script needs its queue key) */
