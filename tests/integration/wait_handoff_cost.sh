@@ -3,19 +3,7 @@
 # not find the waker still blocked on the old wake list (a poke: LPUSH +
 # PEXPIRE on the shared connection, and a second BLPOP, per wait).
 . "$(dirname "$0")/../lib/harness.sh"
-h_redis_start
-h_server_start 5
-h_conf "$T/c.conf" api 2 30000 60000 "127.0.0.1:$SRV_PORT"
-redis-cli -s "$REDIS_SOCK" monitor >"$T/monitor" &
-mon=$!
-_pids+=("$mon")
-sleep 0.3
-LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$PROGS/connloop" 127.0.0.1 "$SRV_PORT" 12 6 -1 >"$T/out" \
-    || h_fail "some connects failed: $(grep -v '^ok' "$T/out" | head -3)"
-[ "$(grep -c '^ok' "$T/out")" -eq 72 ] || h_fail "want 72 connects, got $(grep -c '^ok' "$T/out")"
-[ "$(h_server_stat max)" -le 2 ] || h_fail "cap exceeded: $(h_server_stat max)"
-sleep 0.3
-kill "$mon" 2>/dev/null
+h_connloop_monitored 12 6
 # commands the clients sent (not the ones scripts ran), per wait (acquires refused)
 waits=$(h_rcli hget 'conncap:{api}:stats' denied)
 blpop=$(grep -c '^[0-9.]* \[[0-9]* unix:[^]]*\] "BLPOP"' "$T/monitor")

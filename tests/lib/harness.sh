@@ -398,3 +398,25 @@ h_redis_sent() {
         name == "lpush" { s += 2 * n }
         END { print s + 0 }'
 }
+
+# h_connloop_monitored PROCS ROUNDS: a fleet of connect loops on a full
+# semaphore (limit 2, a 5 ms server hold) under MONITOR; fails the test unless
+# every connect succeeds and the server never sees more than 2 at once.
+# Leaves the commands Redis saw in $T/monitor (the monitor stopped).
+h_connloop_monitored() {
+    local procs=$1 rounds=$2 mon
+    h_redis_start
+    h_server_start 5
+    h_conf "$T/c.conf" api 2 30000 60000 "127.0.0.1:$SRV_PORT"
+    redis-cli -s "$REDIS_SOCK" monitor >"$T/monitor" &
+    mon=$!
+    _pids+=("$mon")
+    sleep 0.3
+    LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" "$PROGS/connloop" 127.0.0.1 "$SRV_PORT" "$procs" "$rounds" -1 >"$T/out" \
+        || h_fail "some connects failed: $(grep -v '^ok' "$T/out" | head -3)"
+    [ "$(grep -c '^ok' "$T/out")" -eq $((procs * rounds)) ] \
+        || h_fail "want $((procs * rounds)) connects, got $(grep -c '^ok' "$T/out")"
+    [ "$(h_server_stat max)" -le 2 ] || h_fail "cap exceeded: $(h_server_stat max)"
+    sleep 0.3
+    kill "$mon" 2>/dev/null
+}
