@@ -1543,6 +1543,15 @@ static void test_release_grants(void **state)
     assert_int_equal(stat_of("gr", CCAP_STAT_ACQUIRED), stat_of("gr", CCAP_STAT_RELEASED));
 }
 
+/* The release woke HOLDER of SEM ('w') and did not make it a holder. */
+static void assert_only_woken(const char *sem, const char *holder)
+{
+    char tok[8];
+
+    assert_false(has_holder(sem, holder));
+    assert_string_equal(token_of(sem, holder, tok, sizeof tok), CCAP_SEM_TOKEN_WAKE);
+}
+
 /* Where the waiter's own acquire would not admit it, a release only wakes:
  * an older shim's ticket (no "g"), a waiter under a rate, a restart grace,
  * a failover window, a limit lowered below the holders. */
@@ -1555,29 +1564,25 @@ static void test_release_grant_rules(void **state)
     assert_int_equal(acq("g1", "A", 10000, 1).granted, 1);
     assert_int_equal(queue_up("g1", "OLD", 10000, 1, false, 0).granted, 0);
     assert_int_equal(rel("g1", "A", 1), 1);
-    assert_false(has_holder("g1", "OLD"));
-    assert_string_equal(token_of("g1", "OLD", tok, sizeof tok), CCAP_SEM_TOKEN_WAKE);
+    assert_only_woken("g1", "OLD");
     assert_int_equal(acq("g2", "A", 10000, 1).granted, 1);
     assert_int_equal(queue_up("g2", "R", 10000, 1, true, 100).granted, 0);
     assert_int_equal(cli_int("EXISTS " PFX "{g2}:grant"), 0);
     assert_int_equal(rel("g2", "A", 1), 1);
-    assert_false(has_holder("g2", "R"));
-    assert_string_equal(token_of("g2", "R", tok, sizeof tok), CCAP_SEM_TOKEN_WAKE);
+    assert_only_woken("g2", "R");
     /* a restart grace running */
     assert_int_equal(acq("g3", "A", 10000, 1).granted, 1);
     assert_int_equal(queue_up("g3", "W", 10000, 1, true, 0).granted, 0);
     cli_ok("SET " PFX "{g3}:epoch %lld", server_now_ms() + 60000);
     assert_int_equal(rel("g3", "A", 1), 1);
-    assert_false(has_holder("g3", "W"));
-    assert_string_equal(token_of("g3", "W", tok, sizeof tok), CCAP_SEM_TOKEN_WAKE);
+    assert_only_woken("g3", "W");
     /* a failover window open */
     assert_int_equal(acq("g4", "A", 10000, 1).granted, 1);
     assert_int_equal(acq("g4", "B", 10000, 2).granted, 1);
     assert_int_equal(queue_up("g4", "W", 10000, 2, true, 0).granted, 0);
     assert_int_equal(ccap_sem_failover_open(R, PFX, "g4", 5000, 10000, 10000, "s"), 1);
     assert_int_equal(rel("g4", "A", 2), 1);
-    assert_false(has_holder("g4", "W"));
-    assert_string_equal(token_of("g4", "W", tok, sizeof tok), CCAP_SEM_TOKEN_WAKE);
+    assert_only_woken("g4", "W");
     /* the limit key lowered to 1 under 2 holders: one release frees none */
     assert_int_equal(acq("g5", "A", 10000, 2).granted, 1);
     assert_int_equal(acq("g5", "B", 10000, 2).granted, 1);
