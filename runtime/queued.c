@@ -30,17 +30,27 @@ enum { Q_QUEUED, Q_FAILED };
 
 struct q_sleeper;
 
-/* One queued connect. Under qlock, but for the thread's own fields. */
+/* A registration of a queued number in an epoll set, as the program made
+ * it (before the connect, or through epoll_ctl while queued). */
+struct q_reg {
+    int fd;
+    int epfd;
+    struct epoll_event ev;
+};
+
+/* One queued connect. Under qlock, but for the thread's own fields. One
+ * descriptor of the shim's per entry while queued: the program's socket,
+ * kept aside (the placeholder lives on the program's numbers only, the
+ * pollers' eventfd is made when some poll() asks for it). */
 struct q_ent {
     int fds[Q_ALIASES], nfds; /* the program's numbers that refer to the placeholder */
     int real;                 /* the program's socket, kept aside (ours, high, CLOEXEC); -1 once given back */
                               /* (kept after a failure too: a retry or a shutdown puts it back, see restore) */
     dev_t rdev;
     ino_t rino;               /* the program's socket's identity */
-    int ph;                   /* our own descriptor of the placeholder; -1 once closed */
     dev_t qdev;
     ino_t qino;     /* the placeholder's identity */
-    int efd;        /* eventfd: written at the swap, for pollers; -1 once closed */
+    int efd;        /* eventfd: written at the swap, for pollers; -1 until a poll asks, or once closed */
     int state;      /* Q_QUEUED, Q_FAILED */
     int err;        /* Q_FAILED: the errno SO_ERROR and connect() report once; 0 after */
     int family;
@@ -50,7 +60,11 @@ struct q_ent {
     struct sockaddr_storage sa;
     socklen_t salen;
     struct q_sleeper *sleepers; /* threads in connect() on a blocking number of it */
-    struct q_ent *next;
+    struct q_reg *regs;         /* its numbers' epoll registrations (NREGS of CREGS) */
+    int nregs, cregs;
+    bool regs_unknown;          /* one could not be recorded: a swap reads them from the kernel */
+    bool linked;                /* on the list from q_head */
+    struct q_ent *next, *prev;
 };
 
 /* A thread in connect() again on a blocking queued descriptor (a connect a
@@ -63,17 +77,16 @@ struct q_sleeper {
     struct q_sleeper *next;
 };
 
-struct q_reg {
-    int epfd;
-    struct epoll_event ev;
-};
-
 atomic_int ccap_q_live;
 _Atomic unsigned long ccap_q_bits[CCAP_Q_MAX_FD / (8 * sizeof(unsigned long))];
 
 static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t qdone = PTHREAD_COND_INITIALIZER; /* a queued connect ended, or lost a number */
 static struct q_ent *q_head;
+/* The entry each program number refers to (its placeholder), by number:
+ * the hooks' lookups must not walk 10,000 entries. Grown as needed. */
+static struct q_ent **by_fd;
+static int by_fd_cap;
 /* The numbers epoll sets were made on (ccap_q_epoll_created), however
  * many (a selector per thread or per client is common), and the highest of
  * them + 1: what a swap scans. */
@@ -189,7 +202,7 @@ static void regs_in(int epfd, int fd, const struct stat *st, struct q_reg *r, in
             if (got_f == 6 &&
                 (ino != (unsigned long long)st->st_ino || makedev(sdev >> 20, sdev & 0xfffff) != st->st_dev))
                 continue; /* another file's entry under this number */
-            r[(*n)++] = (struct q_reg){ epfd, { .events = ev, .data.u64 = data } };
+            r[(*n)++] = (struct q_reg){ fd, epfd, { .events = ev, .data.u64 = data } };
         }
     }
     close(f);
@@ -243,40 +256,127 @@ static int regs_of(int fd, struct q_reg *r)
     return n;
 }
 
-/* Puts the file of descriptor SRC on number FD, FD's epoll registrations
- * deleted before and added again after (an entry belongs to a file and a
- * number: left alone it would report the old file, and MOD would find no
- * entry for the new one). FD_CLOEXEC stays FD's. Under qlock. */
-static int swap_onto(int src, int fd)
+/* Deletes number FD's epoll registrations into R (at most Q_REGS), FD
+ * about to get another file: E's record of them (checked against the
+ * kernel: a set may be gone), or the kernel's when E is NULL or its record
+ * is incomplete (a scan of every set: see in_set). Returns how many were
+ * deleted, those only. Under qlock. */
+static int regs_take(const struct q_ent *e, int fd, struct q_reg *r)
 {
-    struct q_reg r[Q_REGS];
-    int n = regs_of(fd, r), fl = fcntl(fd, F_GETFD), rc;
+    int n = 0, k = 0;
 
+    if (!e || e->regs_unknown)
+        n = regs_of(fd, r);
+    else
+        for (int i = 0; i < e->nregs && n < Q_REGS; i++)
+            if (e->regs[i].fd == fd && is_epoll(e->regs[i].epfd) && in_set(e->regs[i].epfd, fd) != 0)
+                r[n++] = e->regs[i];
     for (int i = 0; i < n; i++)
-        epoll_ctl(r[i].epfd, EPOLL_CTL_DEL, fd, NULL);
-    rc = dup3(src, fd, fl >= 0 && (fl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0 ? -errno : 0;
-    for (int i = 0; i < n; i++)
-        epoll_ctl(r[i].epfd, EPOLL_CTL_ADD, fd, &r[i].ev);
-    return rc;
+        if (epoll_ctl(r[i].epfd, EPOLL_CTL_DEL, fd, NULL) == 0)
+            r[k++] = r[i];
+    return k;
+}
+
+static void regs_put(const struct q_reg *r, int n)
+{
+    for (int i = 0; i < n; i++) {
+        struct epoll_event ev = r[i].ev;
+        epoll_ctl(r[i].epfd, EPOLL_CTL_ADD, r[i].fd, &ev);
+    }
+}
+
+/* Puts the file of descriptor SRC on number FD, FD_CLOEXEC staying FD's,
+ * FD's epoll registrations deleted before (regs_take: an entry belongs to
+ * a file and a number, left alone it would report the old file, and MOD
+ * would find no entry for the new one) into R, *N of them, for the caller
+ * to add again (regs_put) after it closed SRC if it is to: an entry added
+ * while another descriptor of the shim's holds the file outlives the
+ * program's close of FD, and reports events for a closed number. Under
+ * qlock. */
+static int swap_regs(const struct q_ent *e, int src, int fd, struct q_reg *r, int *n)
+{
+    int fl = fcntl(fd, F_GETFD);
+
+    *n = regs_take(e, fd, r);
+    return dup3(src, fd, fl >= 0 && (fl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0 ? -errno : 0;
+}
+
+/* Records E's registration R (EPOLL_CTL_ADD), its new events (MOD), or
+ * forgets it (DEL). Under qlock. */
+static void regs_note(struct q_ent *e, int op, const struct q_reg *r)
+{
+    for (int i = 0; i < e->nregs; i++)
+        if (e->regs[i].fd == r->fd && e->regs[i].epfd == r->epfd) {
+            if (op == EPOLL_CTL_DEL)
+                e->regs[i] = e->regs[--e->nregs];
+            else
+                e->regs[i].ev = r->ev;
+            return;
+        }
+    if (op == EPOLL_CTL_DEL)
+        return;
+    if (e->nregs == e->cregs) {
+        int c = e->cregs ? 2 * e->cregs : 2;
+        struct q_reg *g = c <= Q_ALIASES * Q_REGS ? realloc(e->regs, (size_t)c * sizeof *g) : NULL;
+        if (!g) {
+            e->regs_unknown = true;
+            return;
+        }
+        e->regs = g;
+        e->cregs = c;
+    }
+    e->regs[e->nregs++] = *r;
 }
 
 /* ---- entries ---- */
 
 static struct q_ent *find(int fd, int *slot)
 {
-    for (struct q_ent *e = q_head; e; e = e->next)
-        for (int i = 0; i < e->nfds; i++)
-            if (e->fds[i] == fd) {
-                *slot = i;
-                return e;
-            }
+    struct q_ent *e = fd >= 0 && fd < by_fd_cap ? by_fd[fd] : NULL;
+
+    for (int i = 0; e && i < e->nfds; i++)
+        if (e->fds[i] == fd) {
+            *slot = i;
+            return e;
+        }
     return NULL;
 }
 
+/* Number FD becomes E's (by_fd grown if needed). Returns false when it
+ * cannot be indexed (no memory): FD is then not E's. Under qlock. */
+static bool add_alias(struct q_ent *e, int fd)
+{
+    if (fd < 0 || e->nfds >= Q_ALIASES)
+        return false;
+    if (fd >= by_fd_cap) {
+        int c = by_fd_cap ? by_fd_cap : 1024;
+        while (c <= fd)
+            c *= 2;
+        struct q_ent **g = realloc(by_fd, (size_t)c * sizeof *g);
+        if (!g)
+            return false;
+        memset(g + by_fd_cap, 0, (size_t)(c - by_fd_cap) * sizeof *g);
+        by_fd = g;
+        by_fd_cap = c;
+    }
+    by_fd[fd] = e;
+    e->fds[e->nfds++] = fd;
+    mark(fd, true);
+    return true;
+}
+
+/* E's number in slot I goes, with its epoll registrations' record. */
 static void drop_alias(struct q_ent *e, int i)
 {
-    mark(e->fds[i], false);
+    int fd = e->fds[i];
+
+    mark(fd, false);
+    if (fd >= 0 && fd < by_fd_cap && by_fd[fd] == e)
+        by_fd[fd] = NULL;
     e->fds[i] = e->fds[--e->nfds];
+    for (int k = e->nregs - 1; k >= 0; k--)
+        if (e->regs[k].fd == fd)
+            e->regs[k] = e->regs[--e->nregs];
 }
 
 static void forget_locked(int fd);
@@ -297,14 +397,29 @@ static struct q_ent *lookup(int fd)
     return e;
 }
 
+static void link_ent(struct q_ent *e)
+{
+    e->prev = NULL;
+    e->next = q_head;
+    if (q_head)
+        q_head->prev = e;
+    q_head = e;
+    e->linked = true;
+    atomic_fetch_add(&ccap_q_live, 1);
+}
+
 static void unlink_ent(struct q_ent *e)
 {
-    for (struct q_ent **pp = &q_head; *pp; pp = &(*pp)->next)
-        if (*pp == e) {
-            *pp = e->next;
-            atomic_fetch_sub(&ccap_q_live, 1);
-            return;
-        }
+    if (!e->linked)
+        return;
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        q_head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    e->linked = false;
+    atomic_fetch_sub(&ccap_q_live, 1);
 }
 
 /* E's wait ended (granted, failed) or E goes: every thread waiting in
@@ -336,8 +451,8 @@ static void free_ent(struct q_ent *e)
     while (e->nfds > 0)
         drop_alias(e, 0);
     close_if(&e->real, e->rdev, e->rino);
-    close_if(&e->ph, e->qdev, e->qino);
     close_own(&e->efd);
+    free(e->regs);
     free(e);
 }
 
@@ -363,26 +478,23 @@ static void forget_locked(int fd)
     }
 }
 
-/* A descriptor of E's placeholder: ours, or (the program closed ours) one
- * of its numbers; -1 when none is left. Under qlock. */
+/* A descriptor of E's placeholder: one of the program's numbers (the
+ * shim keeps none of its own); -1 when none is left. Under qlock. */
 static int ph_of(struct q_ent *e)
 {
-    if (e->ph >= 0 && is_file(e->ph, e->qdev, e->qino))
-        return e->ph;
     for (int i = 0; i < e->nfds; i++)
         if (is_file(e->fds[i], e->qdev, e->qino))
             return e->fds[i];
     return -1;
 }
 
-/* E's own descriptors (kept socket, placeholder, eventfd) and the park's
- * listener and filler, marked (close_own unmarks). Under qlock. */
+/* E's own descriptors (kept socket, eventfd) and the park's listener and
+ * filler, marked (close_own unmarks). Under qlock. */
 static void mark_own(struct q_ent *e)
 {
     int park[2], n = ccap_park_own(park);
 
     mark(e->real, true);
-    mark(e->ph, true);
     mark(e->efd, true);
     for (int i = 0; i < n; i++)
         mark(park[i], true);
@@ -393,7 +505,7 @@ static void mark_own(struct q_ent *e)
 static int *own_slot(int fd, struct q_ent **owner)
 {
     for (struct q_ent *e = q_head; e; e = e->next) {
-        int *slots[] = { &e->real, &e->ph, &e->efd };
+        int *slots[] = { &e->real, &e->efd };
         for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++)
             if (*slots[i] == fd) {
                 *owner = e;
@@ -430,7 +542,7 @@ static void rehome(int fd)
         return;
     }
     bool real = slot == &e->real;
-    if ((real && !is_file(fd, e->rdev, e->rino)) || (slot == &e->ph && !is_file(fd, e->qdev, e->qino))) {
+    if (real && !is_file(fd, e->rdev, e->rino)) {
         mark(fd, false); /* not ours any more: closed behind our back, the number reused */
         *slot = -1;
     } else {
@@ -500,14 +612,20 @@ static void copy_flags(int from, int to)
  * pollers look again. E keeps no number. Under qlock. */
 static void restore(struct q_ent *e)
 {
+    struct q_reg r[Q_ALIASES * Q_REGS];
+    int nr = 0, k;
+
     while (e->nfds > 0) {
         int fd = e->fds[0];
         if (e->real >= 0 && is_file(e->real, e->rdev, e->rino) && is_file(fd, e->qdev, e->qino)) {
             copy_flags(fd, e->real);
-            swap_onto(e->real, fd);
+            swap_regs(e, e->real, fd, r + nr, &k);
+            nr += k;
         }
         drop_alias(e, 0);
     }
+    close_if(&e->real, e->rdev, e->rino); /* on the program's numbers now: see swap_regs */
+    regs_put(r, nr);
     wake(e);
 }
 
@@ -553,12 +671,18 @@ static struct ccap_permit *grant(struct q_ent *e)
         return p;
     }
     bool taken = false;
+    struct q_reg r[Q_ALIASES * Q_REGS];
+    int nr = 0, k;
     while (e->nfds > 0) {
         int fd = e->fds[0];
-        if (swap_onto(e->real, fd) == 0 && (taken ? ccap_ptab_attach(fd, p) : ccap_rt_permit_attach(fd, p)) == 0)
+        if (swap_regs(e, e->real, fd, r + nr, &k) == 0 &&
+            (taken ? ccap_ptab_attach(fd, p) : ccap_rt_permit_attach(fd, p)) == 0)
             taken = true;
+        nr += k;
         drop_alias(e, 0);
     }
+    close_own(&e->real); /* on the program's numbers now: see swap_regs */
+    regs_put(r, nr);
     if (taken)
         p = NULL;
     wake(e);
@@ -614,27 +738,30 @@ static int socket_family(int fd)
     return getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) == 0 ? v : -1;
 }
 
-/* A new entry for FD: placeholder and eventfd made, nothing swapped yet. */
-static struct q_ent *new_ent(int fd, const struct sockaddr *sa, socklen_t len, int lifetime_ms, int *err)
+/* A new entry for FD, its placeholder made (*PH, ours), nothing swapped
+ * yet. */
+static struct q_ent *new_ent(int fd, const struct sockaddr *sa, socklen_t len, int lifetime_ms, int *ph, int *err)
 {
     struct q_ent *e = calloc(1, sizeof *e);
     struct stat st;
 
     *err = -ENOMEM;
+    *ph = -1;
     if (!e || len > sizeof e->sa) {
         free(e);
         return NULL;
     }
     e->real = e->efd = -1;
     e->family = socket_family(fd);
-    e->ph = ccap_park_open(e->family, lifetime_ms);
-    if (e->ph < 0 || fstat(e->ph, &st) != 0 || (e->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
-        *err = e->ph < 0 ? e->ph : -errno;
-        e->ph = e->ph < 0 ? -1 : e->ph;
+    *ph = ccap_park_open(e->family, lifetime_ms);
+    if (*ph < 0 || fstat(*ph, &st) != 0) {
+        *err = *ph < 0 ? *ph : -errno;
+        if (*ph >= 0)
+            close(*ph);
+        *ph = -1;
         free_ent(e);
         return NULL;
     }
-    e->efd = ccap_park_move_high(e->efd);
     e->qdev = st.st_dev;
     e->qino = st.st_ino;
     memcpy(&e->sa, sa, len);
@@ -642,40 +769,75 @@ static struct q_ent *new_ent(int fd, const struct sockaddr *sa, socklen_t len, i
     return e;
 }
 
-int ccap_q_enqueue(int fd, const struct sockaddr *sa, socklen_t len, struct ccap_permit *p, struct ccap_wait *ws,
-                   int lifetime_ms)
+/* Puts the placeholder PH on FD, the program's socket kept aside as E's,
+ * FD's epoll registrations moved over and recorded. PH is closed (FD holds
+ * the placeholder now). Returns 0 or -errno, nothing changed. Under qlock. */
+static int park_fd(struct q_ent *e, int fd, int ph)
 {
-    int rc;
-    struct q_ent *e = new_ent(fd, sa, len, lifetime_ms, &rc);
-
-    if (!e)
-        return rc;
-    pthread_mutex_lock(&qlock);
-    e->real = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (e->real < 0 || (e->real = ccap_park_move_high(e->real), rc = swap_onto(e->ph, fd)) < 0) {
-        pthread_mutex_unlock(&qlock);
-        rc = e->real < 0 ? -errno : rc;
-        free_ent(e);
-        return rc;
-    }
-    copy_flags(e->real, fd); /* O_NONBLOCK and the rest, as the program set them */
+    struct q_reg r[Q_REGS];
     struct stat st;
+    int n = 0, rc;
+
+    e->real = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (e->real < 0) {
+        close(ph);
+        return -errno;
+    }
+    e->real = ccap_park_move_high(e->real);
+    rc = swap_regs(NULL, ph, fd, r, &n);
+    close(ph);
+    regs_put(r, n);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < n; i++)
+        regs_note(e, EPOLL_CTL_ADD, &r[i]);
+    copy_flags(e->real, fd); /* O_NONBLOCK and the rest, as the program set them */
     if (fstat(e->real, &st) == 0) {
         e->rdev = st.st_dev;
         e->rino = st.st_ino;
     }
+    return 0;
+}
+
+/* Enqueue undone (no thread): the program's socket back on FD. */
+static void unpark_fd(struct q_ent *e, int fd)
+{
+    struct q_reg r[Q_REGS];
+    int n = 0;
+
+    swap_regs(e, e->real, fd, r, &n);
+    close_own(&e->real);
+    regs_put(r, n);
+}
+
+int ccap_q_enqueue(int fd, const struct sockaddr *sa, socklen_t len, struct ccap_permit *p, struct ccap_wait *ws,
+                   int lifetime_ms)
+{
+    int rc, ph;
+    struct q_ent *e = new_ent(fd, sa, len, lifetime_ms, &ph, &rc);
+
+    if (!e)
+        return rc;
+    pthread_mutex_lock(&qlock);
+    if ((rc = park_fd(e, fd, ph)) < 0) {
+        pthread_mutex_unlock(&qlock);
+        free_ent(e);
+        return rc;
+    }
     mark_own(e);
-    e->fds[e->nfds++] = fd;
+    if (!add_alias(e, fd)) {
+        unpark_fd(e, fd);
+        pthread_mutex_unlock(&qlock);
+        free_ent(e);
+        return -ENOMEM;
+    }
     e->ws = ws;
     e->wid = ccap_rt_wait_id(ws);
     e->permit = p;
     ccap_rt_wait_watch(ws, alive, e);
-    e->next = q_head;
-    q_head = e;
-    atomic_fetch_add(&ccap_q_live, 1);
-    mark(fd, true);
+    link_ent(e);
     if (!ccap_rt.hooks.spawn || !ccap_rt.hooks.spawn(q_thread, e)) {
-        swap_onto(e->real, fd); /* undone: the caller waits in its own thread */
+        unpark_fd(e, fd); /* undone: the caller waits in its own thread */
         ccap_rt_wait_watch(ws, NULL, NULL);
         unlink_ent(e);
         e->permit = NULL;
@@ -844,14 +1006,14 @@ static size_t own_in(unsigned lo, unsigned hi, unsigned **out)
     int park[2], np = ccap_park_own(park);
 
     for (struct q_ent *e = q_head; e; e = e->next)
-        cap += 3;
+        cap += 2;
     unsigned *v = malloc(cap * sizeof *v);
     *out = v;
     if (!v)
         return 0;
     for (struct q_ent *e = q_head; e; e = e->next) {
-        int own[] = { e->real, e->ph, e->efd };
-        for (size_t i = 0; i < 3; i++)
+        int own[] = { e->real, e->efd };
+        for (size_t i = 0; i < 2; i++)
             if (own[i] >= 0 && (unsigned)own[i] >= lo && (unsigned)own[i] <= hi)
                 v[n++] = (unsigned)own[i];
     }
@@ -903,10 +1065,8 @@ void ccap_q_dup(int oldfd, int newfd)
     pthread_mutex_lock(&qlock);
     forget_locked(newfd);
     struct q_ent *e = lookup(oldfd);
-    if (e && e->nfds < Q_ALIASES && is_file(newfd, e->qdev, e->qino)) {
-        e->fds[e->nfds++] = newfd;
-        mark(newfd, true);
-    }
+    if (e && is_file(newfd, e->qdev, e->qino))
+        add_alias(e, newfd);
     pthread_mutex_unlock(&qlock);
 }
 
@@ -975,8 +1135,53 @@ int ccap_q_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         return epoll_ctl(epfd, op, fd, ev) == 0 ? 0 : -errno;
     pthread_mutex_lock(&qlock);
     rc = epoll_ctl(epfd, op, fd, ev) == 0 ? 0 : -errno;
+    struct q_ent *e = rc == 0 ? lookup(fd) : NULL;
+    if (e) {
+        struct q_reg r = { fd, epfd, { 0 } };
+        if (ev)
+            r.ev = *ev;
+        regs_note(e, op, &r); /* the swap's record: no scan of every set then */
+    }
     pthread_mutex_unlock(&qlock);
     return rc;
+}
+
+/* Number FD was free (the system just gave it to the queue): whatever the
+ * queue remembered under it was closed behind its back, and goes. Under
+ * qlock. */
+static void claim_number(int fd)
+{
+    const unsigned w = 8 * sizeof(unsigned long);
+    struct q_ent *x;
+    int i, *slot;
+
+    if (fd < 0 || fd >= CCAP_Q_MAX_FD || !(atomic_load(&ccap_q_bits[(unsigned)fd / w]) >> ((unsigned)fd % w) & 1))
+        return;
+    if (find(fd, &i)) {
+        forget_locked(fd);
+    } else if ((slot = own_slot(fd, &x))) {
+        *slot = -1;
+        if (slot == &x->real)
+            lose_real(x);
+    }
+    mark(fd, false);
+}
+
+/* E's eventfd for pollers, made at the first poll that asks (most event
+ * loops never do: epoll needs none). Left on the number it gets: this runs
+ * in the program's thread, unguarded, where moving it (fcntl, close) would
+ * go through the shim's own hooks, which take qlock. Returns 0 or -1.
+ * Under qlock. */
+static int make_efd(struct q_ent *e)
+{
+    int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+
+    if (fd < 0)
+        return -1;
+    claim_number(fd);
+    e->efd = fd;
+    mark(fd, true);
+    return 0;
 }
 
 /* The eventfds of the queued connects among FDS (N), at most MAX, into X. */
@@ -992,7 +1197,7 @@ static int extras_of(const struct pollfd *fds, nfds_t n, struct pollfd *x, int m
         if (!asked && (asked = true, foreign()))
             break;
         struct q_ent *e = lookup(fds[i].fd);
-        if (e && e->state == Q_QUEUED && e->efd >= 0)
+        if (e && e->state == Q_QUEUED && (e->efd >= 0 || make_efd(e) == 0))
             x[k++] = (struct pollfd){ .fd = e->efd, .events = POLLIN };
     }
     pthread_mutex_unlock(&qlock);
@@ -1102,7 +1307,9 @@ void ccap_q_exec_pre(void)
             survives |= fl >= 0 && !(fl & FD_CLOEXEC) && is_file(e->fds[i], e->qdev, e->qino);
         }
         if (survives && e->state == Q_QUEUED) {
-            ccap_park_fail(e->ph); /* the new image sees the connect reset; no ticket outlives this one */
+            int ph = ph_of(e);
+            if (ph >= 0)
+                ccap_park_fail(ph); /* the new image sees the connect reset; no ticket outlives this one */
             ccap_rt_wait_cancel(e->wid);
         }
     }

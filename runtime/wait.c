@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "keys.h"
 #include "sem.h"
 
 #define now_ms ccap_now_ms
@@ -237,19 +238,64 @@ static bool any_armed(const struct ccap_wait_lane *l)
     return false;
 }
 
+#define WAKER_KEYS_PER_SEM 256 /* a BLPOP's keys per semaphore (its cost grows with its keys) */
+#define WAKER_SEMS 16          /* semaphores counted so in one lane; more are not bounded */
+
+/* Armed waiters of one semaphore in a lane, for collect. */
+struct sem_count {
+    const char *key; /* a waiter's key: the semaphore is its part up to "}:wake:" */
+    size_t len;
+    int armed, skip, skip2; /* left out: in the count, then in the copy */
+};
+
+/* The semaphore of wake list KEY in C (*N of them, WAKER_SEMS at most),
+ * added if new; NULL when C is full. */
+static struct sem_count *sem_of(struct sem_count *c, int *n, const char *key)
+{
+    const char *p = NULL;
+
+    for (const char *q = key; (q = strstr(q, "}:" CCAP_KEY_WAKE)); q++)
+        p = q;
+    size_t len = p ? (size_t)(p - key) : strlen(key);
+    for (int i = 0; i < *n; i++)
+        if (c[i].len == len && memcmp(c[i].key, key, len) == 0)
+            return &c[i];
+    if (*n == WAKER_SEMS)
+        return NULL;
+    c[*n] = (struct sem_count){ key, len, 0, 0, 0 };
+    return &c[(*n)++];
+}
+
 /* Under P.lock: the BLPOP's arguments for L's armed waiters, copied into
- * *BUF (the keys) and *ARGV (grown as needed; the caller frees both). Marks
- * which waiters it includes, and L blocking. Returns argc, or -ENOMEM. */
+ * *BUF (the keys) and *ARGV (grown as needed; the caller frees both). At
+ * most WAKER_KEYS_PER_SEM keys of one semaphore: those of its oldest
+ * waiters (L's list is newest first), who are first in its queue; a BLPOP
+ * of 10,000 keys takes Redis milliseconds each time. The waiters left out
+ * are marked in the block too (they need not poll: a token pushed to them
+ * stays in their lists, and they come in as older waiters leave; the
+ * ticket's refresh re-checks them anyway). Marks L blocking. Returns argc,
+ * or -ENOMEM. */
 static int collect(struct ccap_wait_lane *l, char **buf, size_t *cap, const char ***argv, size_t *acap)
 {
+    struct sem_count c[WAKER_SEMS], *g;
     size_t n = 0, len = 0, off = 0;
-    int argc = 0;
+    int argc = 0, nc = 0;
 
+    for (struct ccap_waiter *w = l->head; w; w = w->next)
+        if (w->armed && (g = sem_of(c, &nc, w->key)))
+            g->armed++;
+    for (int i = 0; i < nc; i++)
+        c[i].skip = c[i].skip2 = c[i].armed > WAKER_KEYS_PER_SEM ? c[i].armed - WAKER_KEYS_PER_SEM : 0;
     for (struct ccap_waiter *w = l->head; w; w = w->next) {
-        if (w->armed) {
-            len += strlen(w->key) + 1;
-            n++;
+        w->in_block = w->armed;
+        if (!w->armed)
+            continue;
+        if ((g = sem_of(c, &nc, w->key)) && g->skip > 0) {
+            g->skip--;
+            continue;
         }
+        len += strlen(w->key) + 1;
+        n++;
     }
     len += strlen(l->poke) + 1 + 16;
     if (len > *cap) {
@@ -266,8 +312,7 @@ static int collect(struct ccap_wait_lane *l, char **buf, size_t *cap, const char
     }
     (*argv)[argc++] = "BLPOP";
     for (struct ccap_waiter *w = l->head; w; w = w->next) {
-        w->in_block = w->armed;
-        if (!w->armed)
+        if (!w->armed || ((g = sem_of(c, &nc, w->key)) && g->skip2-- > 0))
             continue;
         (*argv)[argc++] = strcpy(*buf + off, w->key);
         off += strlen(w->key) + 1;

@@ -58,7 +58,8 @@ struct ccap_waiter {
     char key[CCAP_WAIT_KEY_MAX]; /* its wake list: set before ccap_waiter_join */
     int woke;                    /* CCAP_WOKE_* bits not yet seen by the waiter */
     bool armed;                  /* wants KEY in the waker's BLPOP (join, arm; a token ends it) */
-    bool in_block;               /* KEY is in the waker's pending (or next) BLPOP */
+    bool in_block;               /* KEY is in the waker's pending (or next) BLPOP, or left out of it as
+                                  * a later waiter of a semaphore with many (wait.c, collect) */
     struct ccap_nap *nap;        /* what it sleeps on, kicked by the waker: the caller's, or OWN */
     struct ccap_nap own;
     struct ccap_wait_lane *lane;

@@ -1,0 +1,158 @@
+/* qmany.c -- one event-loop process queues N non-blocking connects to a capped destination, then all get their permits. */
+/* Usage: qmany PORT N HOLD. Takes HOLD permits with blocking connects (the
+ * semaphore's limit), then queues N non-blocking connects to 127.0.0.1:PORT,
+ * each added to one epoll set after its connect (asyncio, libuv, Java do so);
+ * stops early when a descriptor or a queued connect cannot be had. Prints
+ * "key value" lines: what the queued connects cost (resident memory, the
+ * process's descriptors and threads per queued connect), then "queued" and
+ * waits for a line on stdin (the caller measures meanwhile); then closes the
+ * holders and, from its epoll loop, closes each connect once connected (its
+ * permit goes to the next queued one) until all are done: prints the time to
+ * grant all and how many connected. RLIMIT_NOFILE's soft limit is raised to
+ * its hard one. */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* FIELD of /proc/self/status (kB for the memory ones). */
+static long status(const char *field)
+{
+    char line[256];
+    long v = -1;
+    size_t n = strlen(field);
+    FILE *f = fopen("/proc/self/status", "re");
+
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n) && line[n] == ':')
+            v = atol(line + n + 1);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+
+    while (d && readdir(d))
+        n++;
+    if (d)
+        closedir(d);
+    return n - 3; /* ".", "..", the directory's own */
+}
+
+static int tcp(int flags)
+{
+    return socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: qmany PORT N HOLD\n");
+        return 2;
+    }
+    struct sockaddr_in up = { .sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[1])) };
+    int n = atoi(argv[2]), hold = atoi(argv[3]), q = 0, stop_errno = 0;
+    inet_pton(AF_INET, "127.0.0.1", &up.sin_addr);
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    printf("nofile %llu\n", (unsigned long long)rl.rlim_cur);
+
+    int *held = calloc((size_t)hold + 1, sizeof *held), *fds = calloc((size_t)n + 1, sizeof *fds);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    for (int i = 0; i < hold; i++)
+        if ((held[i] = tcp(0)) < 0 || connect(held[i], (struct sockaddr *)&up, sizeof up) != 0) {
+            fprintf(stderr, "qmany: holder %d: %s\n", i, strerror(errno));
+            return 1;
+        }
+    long rss0 = status("VmRSS"), thr0 = status("Threads");
+    int fd0 = open_fds();
+    long long t0 = now_ms();
+    for (; q < n; q++) {
+        int fd = tcp(SOCK_NONBLOCK);
+        if (fd < 0) {
+            stop_errno = errno;
+            break;
+        }
+        if (connect(fd, (struct sockaddr *)&up, sizeof up) == 0 || errno != EINPROGRESS) {
+            stop_errno = errno;
+            close(fd);
+            break;
+        }
+        struct epoll_event ev = { .events = EPOLLOUT, .data.fd = fd };
+        epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+        fds[q] = fd;
+    }
+    long long t1 = now_ms();
+    sleep(2); /* the waits' threads settle (each arms its wait with the process's waker) */
+    long rss1 = status("VmRSS"), thr1 = status("Threads");
+    int fd1 = open_fds();
+    printf("queued %d\n", q);
+    printf("stopped %s\n", q < n ? strerror(stop_errno) : "no");
+    printf("queue-ms %lld\n", t1 - t0);
+    printf("rss-kib %ld %ld\n", rss0, rss1);
+    printf("kib-per-queued %.1f\n", q ? (double)(rss1 - rss0) / q : 0.0);
+    printf("fds-per-queued %.2f\n", q ? (double)(fd1 - fd0) / q : 0.0);
+    printf("threads-per-queued %.2f\n", q ? (double)(thr1 - thr0) / q : 0.0);
+    printf("ready\n");
+    fflush(stdout);
+    char line[16];
+    if (!fgets(line, sizeof line, stdin))
+        return 1;
+
+    long long g0 = now_ms(), deadline = g0 + 600000;
+    int done = 0, ok = 0, bad = 0, stale = 0, nfd = (int)rl.rlim_cur;
+    char *closed = calloc((size_t)nfd, 1);
+    struct epoll_event evs[256];
+    for (int i = 0; i < hold; i++)
+        close(held[i]);
+    while (done < q && now_ms() < deadline) {
+        int k = epoll_wait(ep, evs, 256, 1000);
+        for (int i = 0; i < k; i++) {
+            int fd = evs[i].data.fd, e = 0;
+            if (fd < 0 || fd >= nfd || closed[fd]) {
+                stale++; /* an event for a number closed already: its file is still open elsewhere */
+                continue;
+            }
+            socklen_t l = sizeof e;
+            struct sockaddr_in peer;
+            socklen_t pl = sizeof peer;
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &l);
+            int pe = getpeername(fd, (struct sockaddr *)&peer, &pl) == 0 ? 0 : errno;
+            if (e == 0 && pe == 0 && peer.sin_port == up.sin_port)
+                ok++;
+            else if (bad++ < 5)
+                printf("not-connected fd %d SO_ERROR %s getpeername %s events 0x%x\n", fd, strerror(e),
+                       pe ? strerror(pe) : "ok", evs[i].events);
+            closed[fd] = 1;
+            close(fd); /* its permit goes to the next queued connect */
+            done++;
+        }
+    }
+    printf("granted %d of %d\n", ok, q);
+    printf("stale-events %d\n", stale);
+    printf("grant-all-ms %lld\n", now_ms() - g0);
+    printf("rss-kib-end %ld\n", status("VmRSS"));
+    fflush(stdout);
+    return ok == q ? 0 : 1;
+}
