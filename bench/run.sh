@@ -20,7 +20,7 @@ case "${1:-}" in cli) exec bash bench/cli_scale.sh ;; esac
 B="$BUILD/bench"
 mkdir -p "$B"
 CFLAGS_B="-O2 -g -std=gnu11 -D_GNU_SOURCE $(pkg-config --cflags hiredis)"
-cc $CFLAGS_B -o "$B/bench" bench/bench.c $(pkg-config --libs hiredis) || exit 1
+cc $CFLAGS_B -pthread -o "$B/bench" bench/bench.c $(pkg-config --libs hiredis) || exit 1
 cc $CFLAGS_B -Icore -I"$BUILD" -o "$B/pairs" bench/pairs.c "$BUILD"/core/*.o "$BUILD/scripts.o" \
     $(pkg-config --libs hiredis libconfig) -ldl -pthread -lm || exit 1
 have_valgrind=0; command -v valgrind >/dev/null && have_valgrind=1
