@@ -1004,14 +1004,22 @@ int ccap_q_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
     return rc;
 }
 
-/* The eventfds of the queued connects among FDS (N), at most MAX, into X. */
+/* The eventfds of the queued connects among FDS (N), at most MAX, into X.
+ * None of FDS marked (the marks' false is definite): none, without qlock --
+ * a poll that a swap's eventfd woke polls the real socket again at once,
+ * not after the queue's thread has finished with the entry. */
 static int extras_of(const struct pollfd *fds, nfds_t n, struct pollfd *x, int max)
 {
     int k = 0;
     bool asked = false;
+    nfds_t i = 0;
 
+    while (i < n && !ccap_q_maybe(fds[i].fd))
+        i++;
+    if (i == n)
+        return 0;
     pthread_mutex_lock(&qlock);
-    for (nfds_t i = 0; i < n && k < max; i++) {
+    for (; i < n && k < max; i++) {
         if (!ccap_q_maybe(fds[i].fd))
             continue;
         if (!asked && (asked = true, foreign()))
