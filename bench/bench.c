@@ -292,12 +292,19 @@ static void *qh_listener(void *arg)
     return NULL;
 }
 
+#define QH_GIVE_UP_MS 10000 /* a connection not accepted, or not writable, this long: the bench fails */
+
 /* The accept time of the connection number K (waits for it). */
 static long long qh_accept_time(int k)
 {
+    struct timespec until;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += QH_GIVE_UP_MS / 1000;
     pthread_mutex_lock(&qh.mu);
     while (qh.n_acc <= k)
-        pthread_cond_wait(&qh.cv, &qh.mu);
+        if (pthread_cond_timedwait(&qh.cv, &qh.mu, &until) != 0 && qh.n_acc <= k)
+            die("no connection accepted");
     long long t = k < qh.cap ? qh.accepted[k] : 0;
     pthread_mutex_unlock(&qh.mu);
     return t;
@@ -318,12 +325,15 @@ static void qh_writable(int fd, int ep, char mode)
     struct epoll_event got;
     struct pollfd p = { .fd = fd, .events = POLLOUT };
 
-    if (mode == 'q')
-        while (epoll_wait(ep, &got, 1, -1) != 1 || !(got.events & EPOLLOUT)) {
-        }
-    else
-        while (poll(&p, 1, -1) != 1 || !(p.revents & POLLOUT)) {
-        }
+    long long end = now_ns() + QH_GIVE_UP_MS * 1000000LL;
+
+    for (;;) {
+        if (mode == 'q' ? epoll_wait(ep, &got, 1, QH_GIVE_UP_MS) == 1 && (got.events & EPOLLOUT)
+                        : poll(&p, 1, QH_GIVE_UP_MS) == 1 && (p.revents & POLLOUT))
+            return;
+        if (now_ns() > end)
+            die("queued connect: not writable");
+    }
 }
 
 /* The waiting connect: blocking (b), or non-blocking under epoll (q) or
@@ -395,7 +405,7 @@ static int do_qhandoff(int port, int n, const char *modes)
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(s, (struct sockaddr *)&a, sizeof a) || listen(s, 4096))
         die("listen");
-    qh.cap = 4 * (n + 2) + 8;
+    qh.cap = 2 * (n + 1) * (int)strlen(modes) + 8; /* two connections a round (holder, waiter), warm-up included */
     qh.accepted = calloc((size_t)qh.cap, sizeof *qh.accepted);
     if (!qh.accepted || pthread_create(&t, NULL, qh_listener, (void *)(intptr_t)s) != 0)
         die("listener");
