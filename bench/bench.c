@@ -11,6 +11,15 @@
  * bench mem PORT N                   holds N connections to PORT; prints VmRSS before and after
  * bench handoff PORT N HOLD_US       2 processes (this program again) take turns on a permit
  *                                    of limit 1: prints "CONNECTED_NS CLOSED_NS" per turn
+ * bench qhandoff PORT N [MODES]      one process holds a permit of limit 1 (a rule on 127.0.0.1:PORT,
+ *                                    where it listens itself), queues one waiter, releases: per
+ *                                    round "MODE ACCEPT_NS READY_NS", the waiter's connection
+ *                                    accepted / seen connected (connect() returned, or the
+ *                                    socket writable and SO_ERROR 0) minus the holder's close()
+ *                                    call; MODE b (a blocking connect), q (a non-blocking one,
+ *                                    queued, in epoll, edge-triggered, added before the connect
+ *                                    as nginx does) or p (the same in poll); N rounds of each of
+ *                                    MODES (default bq), interleaved: b q, q b, ...
  * bench hook CALL N                  N x one call the shim interposes (setsockopt getsockopt
  *                                    getsockname epoll_ctl poll ppoll __poll_chk __ppoll_chk
  *                                    select pselect shutdown syscall fcntl dup2 dup3 sendto
@@ -22,6 +31,7 @@
  * valgrind --tool=callgrind --collect-atstart=no, only they are counted.
  */
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -251,6 +261,163 @@ static int do_handoff(char **argv)
     return bad;
 }
 
+/* ---- qhandoff: the queued connect's hand-off next to a blocking waiter's ---- */
+
+#define QH_SETTLE_MS 20 /* the waiter is queued and asleep this long before the release */
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    long long *accepted; /* accept times, in the order of the connections */
+    int n_acc, cap;
+} qh = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0 };
+
+/* Accepts forever on the socket ARG, noting each connection's accept time. */
+static void *qh_listener(void *arg)
+{
+    int s = (int)(intptr_t)arg;
+    for (;;) {
+        int c = accept(s, NULL, NULL);
+        long long t = now_ns();
+        if (c < 0)
+            continue;
+        close(c);
+        pthread_mutex_lock(&qh.mu);
+        if (qh.n_acc < qh.cap)
+            qh.accepted[qh.n_acc] = t;
+        qh.n_acc++;
+        pthread_cond_broadcast(&qh.cv);
+        pthread_mutex_unlock(&qh.mu);
+    }
+    return NULL;
+}
+
+#define QH_GIVE_UP_MS 10000 /* a connection not accepted, or not writable, this long: the bench fails */
+
+/* The accept time of the connection number K (waits for it). */
+static long long qh_accept_time(int k)
+{
+    struct timespec until;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += QH_GIVE_UP_MS / 1000;
+    pthread_mutex_lock(&qh.mu);
+    while (qh.n_acc <= k)
+        if (pthread_cond_timedwait(&qh.cv, &qh.mu, &until) != 0 && qh.n_acc <= k)
+            die("no connection accepted");
+    long long t = k < qh.cap ? qh.accepted[k] : 0;
+    pthread_mutex_unlock(&qh.mu);
+    return t;
+}
+
+struct qh_waiter {
+    const struct sockaddr_in *a;
+    char mode;
+    int fd;
+    long long ready;
+    int queued[2]; /* a pipe: written once the waiter's connect() is under way */
+};
+
+/* Waits until non-blocking socket FD is writable: epoll (edge-triggered,
+ * FD added before its connect, as nginx does) or poll. */
+static void qh_writable(int fd, int ep, char mode)
+{
+    struct epoll_event got;
+    struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+    long long end = now_ns() + QH_GIVE_UP_MS * 1000000LL;
+
+    for (;;) {
+        if (mode == 'q' ? epoll_wait(ep, &got, 1, QH_GIVE_UP_MS) == 1 && (got.events & EPOLLOUT)
+                        : poll(&p, 1, QH_GIVE_UP_MS) == 1 && (p.revents & POLLOUT))
+            return;
+        if (now_ns() > end)
+            die("queued connect: not writable");
+    }
+}
+
+/* The waiting connect: blocking (b), or non-blocking under epoll (q) or
+ * poll (p). Connected: connect() returned, or the socket writable and its
+ * SO_ERROR 0 (what an event loop asks before it goes on). */
+static void *qh_wait(void *arg)
+{
+    struct qh_waiter *w = arg;
+    char one = 1;
+
+    if (w->mode == 'b') {
+        w->fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (write(w->queued[1], &one, 1) != 1 || connect(w->fd, (const struct sockaddr *)w->a, sizeof *w->a) != 0)
+            die("blocking connect");
+        w->ready = now_ns();
+        return NULL;
+    }
+    int ep = epoll_create1(EPOLL_CLOEXEC), err = -1;
+    socklen_t l = sizeof err;
+    struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET };
+    w->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (ep < 0 || (w->mode == 'q' && epoll_ctl(ep, EPOLL_CTL_ADD, w->fd, &ev) != 0))
+        die("epoll");
+    if (connect(w->fd, (const struct sockaddr *)w->a, sizeof *w->a) == 0 || errno != EINPROGRESS)
+        die("queued connect: not EINPROGRESS");
+    if (write(w->queued[1], &one, 1) != 1)
+        die("pipe");
+    qh_writable(w->fd, ep, w->mode);
+    if (getsockopt(w->fd, SOL_SOCKET, SO_ERROR, &err, &l) != 0 || err != 0)
+        die("queued connect failed");
+    w->ready = now_ns();
+    close(ep);
+    return NULL;
+}
+
+/* One round of MODE: prints "MODE ACCEPT_NS READY_NS" unless WARM. K: the
+ * connections accepted before it. */
+static void qh_round(const struct sockaddr_in *a, char mode, int *k, int warm)
+{
+    struct qh_waiter w = { .a = a, .mode = mode };
+    struct timespec settle = { 0, QH_SETTLE_MS * 1000000L };
+    pthread_t t;
+    char c;
+
+    int h = socket(AF_INET, SOCK_STREAM, 0);
+    if (h < 0 || connect(h, (const struct sockaddr *)a, sizeof *a) != 0 || pipe(w.queued) != 0)
+        die("holder connect");
+    qh_accept_time((*k)++);
+    if (pthread_create(&t, NULL, qh_wait, &w) != 0 || read(w.queued[0], &c, 1) != 1)
+        die("waiter");
+    nanosleep(&settle, NULL);
+    long long t0 = now_ns();
+    close(h);
+    pthread_join(t, NULL);
+    long long acc = qh_accept_time((*k)++);
+    if (!warm)
+        printf("%c %lld %lld\n", mode, acc - t0, w.ready - t0);
+    close(w.fd);
+    close(w.queued[0]);
+    close(w.queued[1]);
+}
+
+static int do_qhandoff(int port, int n, const char *modes)
+{
+    struct sockaddr_in a = loopback(port);
+    int s = socket(AF_INET, SOCK_STREAM, 0), one = 1, k = 0;
+    pthread_t t;
+
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(s, (struct sockaddr *)&a, sizeof a) || listen(s, 4096))
+        die("listen");
+    qh.cap = 2 * (n + 1) * (int)strlen(modes) + 8; /* two connections a round (holder, waiter), warm-up included */
+    qh.accepted = calloc((size_t)qh.cap, sizeof *qh.accepted);
+    if (!qh.accepted || pthread_create(&t, NULL, qh_listener, (void *)(intptr_t)s) != 0)
+        die("listener");
+    for (const char *m = modes; *m; m++) /* warm-up: configuration, waker, park listener */
+        qh_round(&a, *m, &k, 1);
+    for (int i = 0; i < n; i++) /* b q q b ...: neither mode always goes first */
+        for (size_t j = 0, len = strlen(modes); j < len; j++)
+            qh_round(&a, modes[i % 2 ? len - 1 - j : j], &k, 0);
+    fflush(stdout);
+    return 0;
+}
+
 /* One interposed call of kind C on socket S (epoll set EP). */
 static void hook_call(char c, int s, int ep)
 {
@@ -338,6 +505,8 @@ int main(int argc, char **argv)
         return do_hook(argv[2], atoi(argv[3]));
     if (!strcmp(m, "handoff") && argc == 5)
         return do_handoff(argv);
+    if (!strcmp(m, "qhandoff") && (argc == 4 || argc == 5))
+        return do_qhandoff(atoi(argv[2]), atoi(argv[3]), argc == 5 ? argv[4] : "bq");
     if (!strcmp(m, "handoff-child") && argc == 5)
         return handoff_child(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
     fprintf(stderr, "usage: see the comment at the top of bench/bench.c\n");

@@ -20,7 +20,7 @@ case "${1:-}" in cli) exec bash bench/cli_scale.sh ;; esac
 B="$BUILD/bench"
 mkdir -p "$B"
 CFLAGS_B="-O2 -g -std=gnu11 -D_GNU_SOURCE $(pkg-config --cflags hiredis)"
-cc $CFLAGS_B -o "$B/bench" bench/bench.c $(pkg-config --libs hiredis) || exit 1
+cc $CFLAGS_B -pthread -o "$B/bench" bench/bench.c $(pkg-config --libs hiredis) || exit 1
 cc $CFLAGS_B -Icore -I"$BUILD" -o "$B/pairs" bench/pairs.c "$BUILD"/core/*.o "$BUILD/scripts.o" \
     $(pkg-config --libs hiredis libconfig) -ldl -pthread -lm || exit 1
 have_valgrind=0; command -v valgrind >/dev/null && have_valgrind=1
@@ -59,7 +59,8 @@ instr() {
     awk '/^(summary|totals):/ {print $2; exit}' "$out"
 }
 # ROWS=name,...: only those sections (core: rows 1-6; scale, fleet: bench/scale.sh; shim: bench/shim_pairs.sh;
-# cli: bench/cli_scale.sh; waiters: bench/waiters.sh; shortlived: bench/shortlived.sh); all by default
+# cli: bench/cli_scale.sh; waiters: bench/waiters.sh; qconn: bench/qconn.sh; shortlived: bench/shortlived.sh);
+# all by default
 only() { [ -z "${ROWS:-}" ] || [[ ",$ROWS," == *",$1,"* ]]; }
 rows=()
 . bench/lib.sh
@@ -185,6 +186,10 @@ only cli && while IFS= read -r l; do rows+=("$l"); done < <(bash bench/cli_scale
 # 8. sleeping waiters: Redis commands, CPU and connections (bench/waiters.sh)
 . bench/waiters.sh
 only waiters && waiters_rows 15
+
+# 9. the queued connect's hand-off next to a blocking waiter's, one run (bench/qconn.sh)
+. bench/qconn.sh
+only qconn && qconn_rows 300
 
 echo
 load=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -208,18 +208,42 @@ static void regs_in(int epfd, int fd, const struct stat *st, struct q_reg *r, in
     close(f);
 }
 
-static atomic_bool no_kcmp; /* kcmp(2) is missing or refused (seccomp): always read fdinfo */
+/* Whether kcmp(2) looks epoll entries up here: 1 yes, -1 no (missing, too
+ * old to know KCMP_EPOLL_TFD, refused by seccomp: fdinfo is read instead),
+ * 0 not asked yet. Asked once, on a set of the shim's own. */
+static atomic_int kcmp_epoll;
 
-/* Whether number FD's file is registered in epoll set EPFD: 1 yes, 0 no,
- * -1 cannot tell. kcmp's KCMP_EPOLL_TFD looks the entry up in the kernel,
- * without the fdinfo text of the whole set, whose size is the number of
- * sockets registered (reading it for every swap made a connect's cost grow
- * with the sockets queued before it). */
+static bool kcmp_works(void)
+{
+    int k = atomic_load_explicit(&kcmp_epoll, memory_order_relaxed);
+
+    if (k == 0) {
+        pid_t me = getpid();
+        int ep = (int)syscall(SYS_epoll_create1, EPOLL_CLOEXEC); /* raw: not a set of the program's */
+        struct kcmp_epoll_slot slot = { (unsigned)ep, (unsigned)ep, 0 };
+        /* an empty set: ENOENT where the lookup works, EINVAL where the kernel does not know it */
+        long r = ep >= 0 ? syscall(SYS_kcmp, me, me, KCMP_EPOLL_TFD, ep, (unsigned long)&slot) : 0;
+        k = ep >= 0 && r < 0 && errno == ENOENT ? 1 : -1;
+        if (ep >= 0)
+            close(ep);
+        atomic_store(&kcmp_epoll, k);
+    }
+    return k > 0;
+}
+
+/* Whether number FD's file is registered in epoll set EPFD: 1 yes, 0 no
+ * (EPFD is no epoll set, or not any more), -1 cannot tell. kcmp's
+ * KCMP_EPOLL_TFD looks the entry up in the kernel, without the fdinfo text
+ * of the whole set, whose size is the number of sockets registered
+ * (reading it for every swap made a connect's cost grow with the sockets
+ * queued before it); its EINVAL, where it works, tells a number that is no
+ * epoll set, without /proc (a readlink per set at every swap, on the path
+ * from a permit to the connect). */
 static int in_set(int epfd, int fd)
 {
     pid_t me = getpid();
 
-    if (atomic_load_explicit(&no_kcmp, memory_order_relaxed))
+    if (!kcmp_works())
         return -1;
     for (unsigned toff = 0; toff < 64; toff++) {
         struct kcmp_epoll_slot slot = { (unsigned)epfd, (unsigned)fd, toff };
@@ -228,10 +252,10 @@ static int in_set(int epfd, int fd)
             return 1;
         if (r > 0)
             continue; /* another file's entry under this number: the next one */
-        if (errno == ENOENT)
-            return 0;
-        if (errno == ENOSYS || errno == EPERM || errno == EACCES || errno == EINVAL)
-            atomic_store(&no_kcmp, true);
+        if (errno == ENOENT || errno == EINVAL || errno == EBADF)
+            return 0; /* no entry of it; or EPFD is no epoll set, or no descriptor */
+        if (errno == ENOSYS || errno == EPERM || errno == EACCES)
+            atomic_store(&kcmp_epoll, -1);
         return -1;
     }
     return -1;
@@ -250,7 +274,8 @@ static int regs_of(int fd, struct q_reg *r)
     for (int w = 0; w * (int)BITW < top; w++)
         for (unsigned long b = atomic_load_explicit(&ccap_q_epoll_bits[w], memory_order_relaxed); b; b &= b - 1) {
             int ep = w * (int)BITW + __builtin_ctzl(b);
-            if (ep != fd && is_epoll(ep) && in_set(ep, fd) != 0)
+            int in = ep != fd ? in_set(ep, fd) : 0;
+            if (in > 0 || (in < 0 && is_epoll(ep)))
                 regs_in(ep, fd, &st, r, &n, Q_REGS);
         }
     return n;
@@ -1184,14 +1209,22 @@ static int make_efd(struct q_ent *e)
     return 0;
 }
 
-/* The eventfds of the queued connects among FDS (N), at most MAX, into X. */
+/* The eventfds of the queued connects among FDS (N), at most MAX, into X.
+ * None of FDS marked (the marks' false is definite): none, without qlock --
+ * a poll that a swap's eventfd woke polls the real socket again at once,
+ * not after the queue's thread has finished with the entry. */
 static int extras_of(const struct pollfd *fds, nfds_t n, struct pollfd *x, int max)
 {
     int k = 0;
     bool asked = false;
+    nfds_t i = 0;
 
+    while (i < n && !ccap_q_maybe(fds[i].fd))
+        i++;
+    if (i == n)
+        return 0;
     pthread_mutex_lock(&qlock);
-    for (nfds_t i = 0; i < n && k < max; i++) {
+    for (; i < n && k < max; i++) {
         if (!ccap_q_maybe(fds[i].fd))
             continue;
         if (!asked && (asked = true, foreign()))

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# qconn.sh -- the queued (non-blocking) connect's hand-off next to a blocking waiter's, in one run.
+# Usage: bench/qconn.sh [ROUNDS]  (BUILD=dir selects the library). Sourced by bench/run.sh (ROWS=qconn),
+# which calls qconn_rows to add its rows to the table.
+# Method (bench/bench.c, mode qhandoff): one process under the shim listens on 127.0.0.1 (a rule of a
+# semaphore of limit 1), holds the permit with one connection, starts one waiter, lets it queue and sleep
+# (20 ms), and closes the holder. Times from that close() call (CLOCK_MONOTONIC, one process): to the
+# waiter's connection accepted by the listener (its SYN answered), and to the waiter knowing itself
+# connected -- a blocking connect() returning, or the queued socket reported writable (epoll,
+# edge-triggered, the socket added before its connect as nginx does; or poll) and its SO_ERROR read
+# as 0. ROUNDS of each of b (blocking), q (epoll), p (poll), interleaved b q p, p q b, ...
+
+# qconn_measure ROUNDS [LIB]: prints, for b, q and p in turn, "acc50 acc99 rdy50 rdy99" (ms)
+qconn_measure() {
+    local n=${1:-300} lib=${2:-$LIB} port out="" m col k
+    port=$(h_free_port)
+    cat >"$T/qc.conf" <<CONF
+redis = { socket = "$REDIS_SOCK"; key_prefix = "bench:"; command_timeout_ms = 1000; };
+semaphores = ( { name = "qc"; limit = 1; lease_ms = 30000; wait_timeout_ms = 10000; } );
+rules = ( { semaphore = "qc"; match = ( "127.0.0.1:$port" ); } );
+CONF
+    CONNCAP_CONFIG="$T/qc.conf" LD_PRELOAD="$lib" "$B/bench" qhandoff "$port" "$n" bqp >"$T/qc.out" ||
+        { echo "qhandoff failed" >&2; return 1; }
+    for m in b q p; do
+        for col in 2 3; do
+            awk -v m=$m -v c=$col '$1 == m { printf "%.3f\n", $c / 1e6 }' "$T/qc.out" | sort -g >"$T/qc.lat"
+            k=$(wc -l <"$T/qc.lat")
+            out="$out $(sed -n "$(( (k + 1) / 2 ))p" "$T/qc.lat") $(sed -n "$(( (k * 99 + 99) / 100 ))p" "$T/qc.lat")"
+        done
+    done
+    echo $out
+}
+
+# qconn_same A50 A99 B50 B99: "ok" when B's p50 is within 0.02 ms of A's and its p99 within 0.1 ms
+# (what two halves of one mode's own rounds differ by on this machine, quiet), else "MISSED".
+qconn_same() {
+    awk -v a="$1" -v b="$2" -v c="$3" -v d="$4" 'BEGIN {print (c <= a + 0.02 && d <= b + 0.1) ? "ok" : "MISSED"}'
+}
+
+qconn_rows() {
+    local v
+    read -r -a v < <(qconn_measure "${1:-300}")
+    row "queued hand-off: release to the SYN accepted, blocking p50/p99" "${v[0]} / ${v[1]} ms" "" ""
+    row "  same, queued non-blocking connect in epoll (ET)" "${v[4]} / ${v[5]} ms" "= blk" "$(qconn_same "${v[@]:0:2}" "${v[@]:4:2}")"
+    row "  same, queued non-blocking connect in poll" "${v[8]} / ${v[9]} ms" "= blk" "$(qconn_same "${v[@]:0:2}" "${v[@]:8:2}")"
+    row "queued hand-off: release to connected, blocking connect()" "${v[2]} / ${v[3]} ms" "" ""
+    row "  same, queued in epoll: writable, SO_ERROR 0" "${v[6]} / ${v[7]} ms" "= blk" "$(qconn_same "${v[@]:2:2}" "${v[@]:6:2}")"
+    row "  same, queued in poll: writable, SO_ERROR 0" "${v[10]} / ${v[11]} ms" "= blk" "$(qconn_same "${v[@]:2:2}" "${v[@]:10:2}")"
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    set -u
+    ROOT=$(cd "$(dirname "$0")/.." && pwd)
+    cd "$ROOT"
+    . tests/lib/harness.sh
+    B="$BUILD/bench"
+    mkdir -p "$B"
+    cc -O2 -g -std=gnu11 -D_GNU_SOURCE -pthread $(pkg-config --cflags hiredis) -o "$B/bench" bench/bench.c \
+        $(pkg-config --libs hiredis) || exit 1
+    h_redis_start
+    rows=()
+    . bench/lib.sh
+    qconn_rows "${1:-300}"
+    echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+    printf '%s\n' "${rows[@]}"
+fi
