@@ -128,7 +128,8 @@ CONF
 # share grows with the run's wall time. Each row is the difference of two
 # runs of one serial process, SHIM_PAIRS_CG_LONG and SHIM_PAIRS_CG_SHORT
 # pairs (500, 50), over their difference: what a process does once
-# (connecting, the shim's set-up, the library's first key check) cancels.
+# (connecting, the shim's set-up, the library's first key check) cancels,
+# after a first short run of each kind whose count is dropped.
 # Limit 8, one process: the uncontended common path, the holders set never
 # full. Repeatable to a few hundred instructions whatever the machine's load.
 
@@ -169,8 +170,11 @@ CONF
     SPCG_SHA=$(node -e 'const t = require("fs").readFileSync("bench/node_modules/redis-semaphore/lib/semaphore/acquire/lua.js", "utf8");
         process.stdout.write(t.match(/createEval\)\(`([^`]*)`/)[1])' | redis-cli -s "$SPCG_SOCK" -x script load)
     for kind in shim direct rs; do
+        # (a first run of its own: a program's first call may load what later ones find loaded, as pairs's scripts)
+        a=$(shim_pairs_cg_count "$kind" "$short")
         a=$(shim_pairs_cg_count "$kind" "$short") b=$(shim_pairs_cg_count "$kind" "$long")
         [ "$a" -gt 0 ] && [ "$b" -gt 0 ] || { row "Redis instructions per pair: $kind" "callgrind run failed" "" ""; return; }
+        [ -n "${SPCG_DEBUG:-}" ] && echo "cg $kind $short: $a, $long: $b" >&2
         per[$kind]=$(awk -v a="$a" -v b="$b" -v n=$((long - short)) 'BEGIN {printf "%.0f", (b - a) / n}')
     done
     kill "$SPCG_PID" 2>/dev/null

@@ -170,6 +170,42 @@ end
 local limit = redis.call('GET', KEYS[2])
 limit = limit and tonumber(limit) or tonumber(ARGV[3]) or 0
 
+-- The common call, straight through: nothing swept, no failover window, an
+-- empty queue, a free permit, and a caller with nothing else to do (no
+-- rate, no restart grace, no audit, never waited, no flag but "g", which
+-- matters only to a caller that queues). It does what the rest of the
+-- script does then (ZADD, the holders key's TTL, acquired, full_since),
+-- without the rest's locals and branches. Otherwise QLEN, read here, is
+-- still the queue's length below (nothing was written in between).
+local qlen
+if n_swept == 0 and not window and wait_ms == 0 and (not ARGV[7] or ARGV[7] == '' or ARGV[7] == 'g') and
+   (not ARGV[8] or ARGV[8] == '0' or ARGV[8] == '0.000000') and (not ARGV[10] or ARGV[10] == '0') and
+   (not ARGV[12] or ARGV[12] == '0') then
+    qlen = redis.call('ZCARD', KEYS[7])
+    if qlen == 0 and count < limit then
+        local was_holder = redis.call('ZADD', holders, expiry, holder) == 0
+        if not was_holder then count = count + 1 end
+        local pttl = -1
+        if count > 1 or was_holder then pttl = redis.call('PTTL', holders) end
+        if pttl < lease then
+            local ttl = lease + lease
+            if count > 1 then
+                local top = redis.call('ZRANGE', holders, -1, -1, 'WITHSCORES')
+                ttl = top[2] - now + lease
+            end
+            redis.call('PEXPIRE', holders, string.format('%d', ttl))
+        end
+        if not was_holder then
+            redis.call('HINCRBY', KEYS[3], 'acquired', '1')
+            if count == limit then
+                redis.call('HSET', KEYS[3], 'full_since', now_s or string.format('%d', now), 'full_limit',
+                           tostring(limit))
+            end
+        end
+        return {1, count, limit, 0, -1, 0, 0}
+    end
+end
+
 -- failover window: ms left of it (new grants wait), or after it, drop the
 -- holders nobody re-registered (with the swept ones: counted, acquire
 -- times deleted, waiters woken for them), and the tickets nobody refreshed
@@ -233,7 +269,7 @@ if flags ~= '' and string.find(flags, 'g', 1, true) then
     takes_grants, flags = true, (string.gsub(flags, 'g', ''))
 end
 if ARGV[8] and ARGV[8] ~= '0' and ARGV[8] ~= '0.000000' then rate = tonumber(ARGV[8]) or 0 end -- (sem.c's %.6f)
-local qlen = redis.call('ZCARD', queue)
+qlen = qlen or redis.call('ZCARD', queue)
 local qlen0 = qlen
 if qlen > 0 then
     -- tickets not refreshed in time: their waiters are gone
