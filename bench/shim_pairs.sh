@@ -170,7 +170,7 @@ CONF
     SPCG_SHA=$(node -e 'const t = require("fs").readFileSync("bench/node_modules/redis-semaphore/lib/semaphore/acquire/lua.js", "utf8");
         process.stdout.write(t.match(/createEval\)\(`([^`]*)`/)[1])' | redis-cli -s "$SPCG_SOCK" -x script load)
     for kind in shim direct rs; do
-        # (a first run of its own: a program's first call may load what later ones find loaded, as pairs's scripts)
+        # (a first run of each kind, not counted: what only its first program finds to do)
         a=$(shim_pairs_cg_count "$kind" "$short")
         a=$(shim_pairs_cg_count "$kind" "$short") b=$(shim_pairs_cg_count "$kind" "$long")
         [ "$a" -gt 0 ] && [ "$b" -gt 0 ] || { row "Redis instructions per pair: $kind" "callgrind run failed" "" ""; return; }
