@@ -28,10 +28,22 @@ suffixes() {
 # for its first key (conncap_memo), unrolled: " and KEYS[2] == conncap_memo[2] ... and
 # KEYS[N+1] == nil" (a loop over them cost about half as much again; a call
 # with fewer keys takes conncap_bad_keys, which lets it through too).
+# A script whose header says "The short call (KEYS[1..S]" is also called
+# with its first S keys: those pass as well (" and (KEYS[S+1] == nil or
+# (... the rest)").
 unrolled() {
   local k=$(grep -o 'KEYS\[[0-9]*\] *<prefix>{name}:[a-z]*' "$1" | wc -l) i
-  for i in $(seq 2 "$k"); do printf ' and KEYS[%d] == conncap_memo[%d]' "$i" "$i"; done
+  local s=$(sed -n 's/^-- The short call (KEYS\[1\.\.\([0-9]*\)\].*/\1/p' "$1" | head -n 1)
+  for i in $(seq 2 "$k"); do
+    if [ "$i" = "$((${s:-0} + 1))" ]; then
+      printf ' and (KEYS[%d] == nil or (KEYS[%d] == conncap_memo[%d]' "$i" "$i" "$i"
+    else
+      printf ' and KEYS[%d] == conncap_memo[%d]' "$i" "$i"
+    fi
+  done
   printf ' and KEYS[%d] == nil' $((k + 1))
+  [ -n "$s" ] && printf '))'
+  return 0
 }
 cstr() { sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$/\\n"/'; }
 # FILE's text as cstr embeds it (every line ends in a newline), then its SHA1.
