@@ -229,26 +229,31 @@ int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name,
 
 #define RELEASE_KEYS 10
 
-/* release.lua's 10 keys and its arguments for REL on NAME into KEYS, ARGS
- * (14) and NUM. Returns the number of keys and arguments, -EINVAL or
+/* release.lua's keys and its arguments for REL on NAME into KEYS, ARGS
+ * (14) and NUM: its 8 keys, then since for a renewed holder, then audit for
+ * an audited one (those the script needs: its header), then the arguments
+ * from ARGS + *NKEYS. Returns the number of keys and arguments, -EINVAL or
  * -ENAMETOOLONG. */
 static int release_args(char (*keys)[CCAP_KEY_MAX], const char **args, char (*num)[16], const char *prefix,
-                        const char *name, const struct ccap_sem_rel *rel)
+                        const char *name, const struct ccap_sem_rel *rel, int *nkeys)
 {
-    static const char *const suffix[10] = { CCAP_KEY_HOLDERS, CCAP_KEY_STATS,   CCAP_KEY_SINCE, CCAP_KEY_AUDIT,
-                                            CCAP_KEY_LIMIT,   CCAP_KEY_QUEUE,   CCAP_KEY_QEXP,  CCAP_KEY_WAITERS,
-                                            CCAP_KEY_EPOCH,   CCAP_KEY_GRANT };
+    static const char *const suffix[10] = { CCAP_KEY_HOLDERS, CCAP_KEY_STATS,   CCAP_KEY_LIMIT, CCAP_KEY_QUEUE,
+                                            CCAP_KEY_QEXP,    CCAP_KEY_WAITERS, CCAP_KEY_EPOCH, CCAP_KEY_GRANT,
+                                            CCAP_KEY_SINCE,   CCAP_KEY_AUDIT };
     static const char *const def[2] = { "", "0" }; /* ARGV[3..4] */
+    int n = rel && rel->audit_maxlen > 0 ? 10 : rel && rel->renewed ? 9 : 8;
+    const char **argv = args + n;
 
     if (!rel || !rel->holder)
         return -EINVAL;
-    if (sem_keys(keys, args, suffix, RELEASE_KEYS, prefix, name) < 0)
+    if (sem_keys(keys, args, suffix, n, prefix, name) < 0)
         return -ENAMETOOLONG;
-    args[RELEASE_KEYS] = rel->holder;
-    args[RELEASE_KEYS + 1] = ccap_fmt_ll(num[0], rel->limit);
-    args[RELEASE_KEYS + 2] = rel->renewed ? "r" : "";
-    args[RELEASE_KEYS + 3] = ccap_fmt_ll(num[1], rel->audit_maxlen > 0 ? rel->audit_maxlen : 0);
-    return RELEASE_KEYS + trim_defaults(args + RELEASE_KEYS, 2, 4, def);
+    argv[0] = rel->holder;
+    argv[1] = ccap_fmt_ll(num[0], rel->limit);
+    argv[2] = rel->renewed ? "r" : "";
+    argv[3] = ccap_fmt_ll(num[1], rel->audit_maxlen > 0 ? rel->audit_maxlen : 0);
+    *nkeys = n;
+    return n + trim_defaults(argv, 2, 4, def);
 }
 
 int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_rel *rel)
@@ -257,11 +262,11 @@ int ccap_sem_release(struct ccap_redis *r, const char *prefix, const char *name,
     const char *args[RELEASE_KEYS + 4];
     redisReply *rep;
     long long v;
-    int rc, n;
+    int rc, n, nkeys;
 
-    if ((n = release_args(keys, args, num, prefix, name, rel)) < 0)
+    if ((n = release_args(keys, args, num, prefix, name, rel, &nkeys)) < 0)
         return n;
-    rc = ccap_redis_script(r, CCAP_SCRIPT_RELEASE, RELEASE_KEYS, n, args, &rep);
+    rc = ccap_redis_script(r, CCAP_SCRIPT_RELEASE, nkeys, n, args, &rep);
     if (rc < 0)
         return rc;
     rc = ccap_sem_parse_int(r, "release reply", rep, 0, 1, &v);
@@ -274,11 +279,11 @@ int ccap_sem_release_defer(struct ccap_redis *r, const char *prefix, const char 
 {
     char keys[RELEASE_KEYS][CCAP_KEY_MAX], num[2][16];
     const char *args[RELEASE_KEYS + 4];
-    int n;
+    int n, nkeys;
 
-    if ((n = release_args(keys, args, num, prefix, name, rel)) < 0)
+    if ((n = release_args(keys, args, num, prefix, name, rel, &nkeys)) < 0)
         return n;
-    return ccap_redis_script_defer(r, CCAP_SCRIPT_RELEASE, RELEASE_KEYS, n, args, until_ms, send);
+    return ccap_redis_script_defer(r, CCAP_SCRIPT_RELEASE, nkeys, n, args, until_ms, send);
 }
 
 /* One renew.lua call for the N (<= CCAP_SEM_RENEW_BATCH) HOLDERS, with

@@ -28,22 +28,21 @@ suffixes() {
 # for its first key (conncap_memo), unrolled: " and KEYS[2] == conncap_memo[2] ... and
 # KEYS[N+1] == nil" (a loop over them cost about half as much again; a call
 # with fewer keys takes conncap_bad_keys, which lets it through too).
-# A script whose header says "The short call (KEYS[1..S]" is also called
-# with its first S keys: those pass as well (" and (KEYS[S+1] == nil or
-# (... the rest)").
+# A script that names "KEYS[1..S]" (a call with only its first S keys:
+# acquire.lua's short call, release.lua without since or audit) lets those
+# through as well: " and (KEYS[S+1] == nil or (... the rest))".
 unrolled() {
-  local k=$(grep -o 'KEYS\[[0-9]*\] *<prefix>{name}:[a-z]*' "$1" | wc -l) i
-  local s=$(sed -n 's/^-- The short call (KEYS\[1\.\.\([0-9]*\)\].*/\1/p' "$1" | head -n 1)
+  local k=$(grep -o 'KEYS\[[0-9]*\] *<prefix>{name}:[a-z]*' "$1" | wc -l) i close=''
+  local s=" $(grep -o 'KEYS\[1\.\.[0-9]*\]' "$1" | tr -dc '0-9\n' | sed 's/^1//' | tr '\n' ' ')"
   for i in $(seq 2 "$k"); do
-    if [ "$i" = "$((${s:-0} + 1))" ]; then
+    case "$s" in
+    *" $((i - 1)) "*)
       printf ' and (KEYS[%d] == nil or (KEYS[%d] == conncap_memo[%d]' "$i" "$i" "$i"
-    else
-      printf ' and KEYS[%d] == conncap_memo[%d]' "$i" "$i"
-    fi
+      close="$close))" ;;
+    *) printf ' and KEYS[%d] == conncap_memo[%d]' "$i" "$i" ;;
+    esac
   done
-  printf ' and KEYS[%d] == nil' $((k + 1))
-  [ -n "$s" ] && printf '))'
-  return 0
+  printf ' and KEYS[%d] == nil%s' $((k + 1)) "$close"
 }
 cstr() { sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$/\\n"/'; }
 # FILE's text as cstr embeds it (every line ends in a newline), then its SHA1.
