@@ -84,10 +84,12 @@ static int conn_child(const char *sock, long n, int limit, int port)
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     for (long i = 0; i < n; i++) {
         snprintf(holder, sizeof(holder), "bench/%d/%ld", (int)getpid(), i);
-        struct ccap_sem_req q = {
-            .holder = holder, .lease_ms = 30000, .limit = limit, .ticket_ttl_ms = 30000, .wait_left_ms = 5000,
-            .flags = CCAP_SEM_GRANTS
-        };
+        struct ccap_sem_req q = { .holder = holder,
+                                  .lease_ms = 30000,
+                                  .limit = limit,
+                                  .ticket_ttl_ms = 30000,
+                                  .wait_left_ms = 5000,
+                                  .flags = CCAP_SEM_GRANTS };
         struct ccap_sem_result res;
         if (ccap_sem_acquire(r, "bench:", "conn", &q, &res) < 0)
             return 1;

@@ -122,8 +122,8 @@ static void flag_arg(char *out, int flags)
     out[n] = '\0';
 }
 
-/* Whether the last acquire of a semaphore found it busy (no permit left
- * after it, or a queue), by a hash of its prefix and name (two that share a
+/* Whether the last acquire of a semaphore found it busy (it was refused,
+ * or left a queue), by a hash of its prefix and name (two that share a
  * slot share the guess). While not, a plain request goes as acquire.lua's
  * short call (4 keys, 3 arguments: a third less work for Redis), which
  * grants as the full call would or, writing nothing, answers
@@ -166,8 +166,6 @@ static int acquire_short(struct ccap_redis *r, const struct ccap_sem_req *q, con
     }
     rc = ccap_sem_parse_acquire(r, rep, res);
     freeReplyObject(rep);
-    if (rc == 0)
-        atomic_store_explicit(busy, !(res->granted && res->count < res->limit), memory_order_relaxed);
     return rc;
 }
 
@@ -177,9 +175,9 @@ static int acquire_short(struct ccap_redis *r, const struct ccap_sem_req *q, con
 int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_req *q,
                      struct ccap_sem_result *res)
 {
-    static const char *const suffix[12] = { CCAP_KEY_HOLDERS, CCAP_KEY_LIMIT, CCAP_KEY_STATS,   CCAP_KEY_QUEUE,
-                                            CCAP_KEY_SINCE,   CCAP_KEY_WAITERS, CCAP_KEY_AUDIT, CCAP_KEY_QEXP,
-                                            CCAP_KEY_RATE,    CCAP_KEY_EPOCH, CCAP_KEY_FAILOVER, CCAP_KEY_GRANT };
+    static const char *const suffix[12] = { CCAP_KEY_HOLDERS, CCAP_KEY_LIMIT,   CCAP_KEY_STATS,    CCAP_KEY_QUEUE,
+                                            CCAP_KEY_SINCE,   CCAP_KEY_WAITERS, CCAP_KEY_AUDIT,    CCAP_KEY_QEXP,
+                                            CCAP_KEY_RATE,    CCAP_KEY_EPOCH,   CCAP_KEY_FAILOVER, CCAP_KEY_GRANT };
     static const char *const def[9] = { "0", "0", "0", "", "0", "1", "0", "0", "0" }; /* ARGV[4..12] */
     char keys[12][CCAP_KEY_MAX], num[9][24], flags[4], rate[32];
     const char *args[24], **argv = args + 12;
@@ -222,8 +220,7 @@ int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name,
     rc = ccap_sem_parse_acquire(r, rep, res);
     freeReplyObject(rep);
     if (rc == 0)
-        atomic_store_explicit(busy, !(res->granted && res->count < res->limit && res->queue_len == 0),
-                              memory_order_relaxed);
+        atomic_store_explicit(busy, !res->granted || res->queue_len != 0, memory_order_relaxed);
     return rc;
 }
 
