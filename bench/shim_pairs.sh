@@ -126,21 +126,29 @@ CONF
 # client (readQueryFromClient: parse, run, reply into the buffer; beforeSleep:
 # the writes, the event loop's per-iteration work), not serverCron, whose
 # share grows with the run's wall time. Each row is the difference of two
-# runs of one serial process, SHIM_PAIRS_CG_LONG and SHIM_PAIRS_CG_SHORT
-# pairs (500, 50), over their difference: what a process does once
+# runs, of SHIM_PAIRS_CG_LONG and SHIM_PAIRS_CG_SHORT pairs a process
+# (500, 50), over their difference: what a process does once
 # (connecting, the shim's set-up, the library's first key check) cancels,
 # after a first short run of each kind whose count is dropped.
-# Limit 8, one process: the uncontended common path, the holders set never
-# full. Repeatable to a few hundred instructions whatever the machine's load.
+# Limit 8, one process and 8 at once (each run of 8 counts 8 times the
+# pairs): the uncontended common path, the holders set never full; alone,
+# a process finds the semaphore empty at each acquire (its release came
+# first), 8 find up to 7 holders (and the sweep's read, the key's PTTL).
+# Repeatable to a few hundred instructions whatever the machine's load.
 
-# shim_pairs_cg_count KIND N: Redis's instructions for one run of KIND.
+# shim_pairs_cg_count KIND NPROC N: Redis's instructions for one run of KIND.
 shim_pairs_cg_count() {
-    local kind=$1 n=$2 k
+    local kind=$1 np=$2 n=$3 k p=()
     callgrind_control -z "$SPCG_PID" >/dev/null 2>&1 || { echo -1; return; }
     case $kind in
-    shim) CONNCAP_CONFIG="$T/spcg.conf" LD_PRELOAD="$LIB" "$B/bench" conn "$SP_PORT" "$n" >/dev/null ;;
-    direct) "$B/pairs" conn "$SPCG_SOCK" 1 "$n" 8 "$SP_PORT" >/dev/null ;;
-    rs) "$B/pairs" rsconn "$SPCG_SOCK" 1 "$n" 8 "$SP_PORT" "$SPCG_SHA" >/dev/null ;;
+    shim)
+        for _ in $(seq "$np"); do
+            CONNCAP_CONFIG="$T/spcg.conf" LD_PRELOAD="$LIB" "$B/bench" conn "$SP_PORT" "$n" >/dev/null &
+            p+=("$!")
+        done
+        wait "${p[@]}" ;;
+    direct) "$B/pairs" conn "$SPCG_SOCK" "$np" "$n" 8 "$SP_PORT" >/dev/null ;;
+    rs) "$B/pairs" rsconn "$SPCG_SOCK" "$np" "$n" 8 "$SP_PORT" "$SPCG_SHA" >/dev/null ;;
     esac || { echo -1; return; }
     callgrind_control -d "$SPCG_PID" >/dev/null 2>&1 || { echo -1; return; }
     # (each dump is the next cg.out.N: read the newest)
@@ -150,7 +158,7 @@ shim_pairs_cg_count() {
 
 # shim_pairs_cg_rows: the instruction rows (needs valgrind's callgrind_control).
 shim_pairs_cg_rows() {
-    local short=${SHIM_PAIRS_CG_SHORT:-50} long=${SHIM_PAIRS_CG_LONG:-500} kind a b i
+    local short=${SHIM_PAIRS_CG_SHORT:-50} long=${SHIM_PAIRS_CG_LONG:-500} kind np a b i
     local -A per=()
     command -v callgrind_control >/dev/null || { row "Redis instructions per pair (callgrind)" "needs valgrind" "" ""; return; }
     SPCG_SOCK="$T/spcg.sock"
@@ -169,18 +177,25 @@ CONF
     CONNCAP_CONFIG="$T/spcg.conf" "$CLI" setup >/dev/null 2>&1 || { row "Redis instructions per pair" "conncap setup failed" "" ""; return; }
     SPCG_SHA=$(node -e 'const t = require("fs").readFileSync("bench/node_modules/redis-semaphore/lib/semaphore/acquire/lua.js", "utf8");
         process.stdout.write(t.match(/createEval\)\(`([^`]*)`/)[1])' | redis-cli -s "$SPCG_SOCK" -x script load)
-    for kind in shim direct rs; do
-        # (a first run of each kind, not counted: what only its first program finds to do)
-        a=$(shim_pairs_cg_count "$kind" "$short")
-        a=$(shim_pairs_cg_count "$kind" "$short") b=$(shim_pairs_cg_count "$kind" "$long")
-        [ "$a" -gt 0 ] && [ "$b" -gt 0 ] || { row "Redis instructions per pair: $kind" "callgrind run failed" "" ""; return; }
-        [ -n "${SPCG_DEBUG:-}" ] && echo "cg $kind $short: $a, $long: $b" >&2
-        per[$kind]=$(awk -v a="$a" -v b="$b" -v n=$((long - short)) 'BEGIN {printf "%.0f", (b - a) / n}')
+    for np in 1 8; do
+        for kind in shim direct rs; do
+            # (a first run of each kind, not counted: what only its first program finds to do)
+            a=$(shim_pairs_cg_count "$kind" "$np" "$short")
+            a=$(shim_pairs_cg_count "$kind" "$np" "$short") b=$(shim_pairs_cg_count "$kind" "$np" "$long")
+            [ "$a" -gt 0 ] && [ "$b" -gt 0 ] || { row "Redis instructions per pair: $kind" "callgrind run failed" "" ""; return; }
+            [ -n "${SPCG_DEBUG:-}" ] && echo "cg $kind x$np $short: $a, $long: $b" >&2
+            per[$kind]=$(awk -v a="$a" -v b="$b" -v n=$((np * (long - short))) 'BEGIN {printf "%.0f", (b - a) / n}')
+        done
+        shim_pairs_cg_row "$np"
     done
     kill "$SPCG_PID" 2>/dev/null
+}
+
+# shim_pairs_cg_row NPROC: the rows of per[] (shim, direct, rs).
+shim_pairs_cg_row() {
     local r agree
     r=$(awk -v a="${per[shim]}" -v b="${per[rs]}" 'BEGIN {printf "%.2f", a / b}')
-    row "Redis instructions per pair through the shim, 1 process" "$(awk -v v="${per[shim]}" 'BEGIN {printf "%.1fk", v / 1000}') (${r}x rsconn)" "2.0x" "$(verdict "$r" 2.0)"
+    row "Redis instructions per pair through the shim, $1 process(es)" "$(awk -v v="${per[shim]}" 'BEGIN {printf "%.1fk", v / 1000}') (${r}x rsconn)" "2.0x" "$(verdict "$r" 2.0)"
     agree=$(awk -v a="${per[direct]}" -v b="${per[shim]}" 'BEGIN {d = (a - b) / b; printf "%+.1f%%", d * 100}')
     row "  direct calls (pairs conn) vs the shim row" "$(awk -v v="${per[direct]}" 'BEGIN {printf "%.1fk", v / 1000}') ($agree)" "20%" \
         "$(verdict "$(awk -v a="${per[direct]}" -v b="${per[shim]}" 'BEGIN {d = (a - b) / b; print d < 0 ? -d : d}')" 0.20)"
