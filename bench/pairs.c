@@ -68,7 +68,8 @@ static int child(const char *sock, double secs, int limit)
 
 /* One process of "pairs conn": the calls runtime/waiting.c and
  * runtime/release.c make for a connect that finds a free permit (lease 30 s,
- * ticket TTL 30 s and 5 s of wait left, as the shim's default semaphore). */
+ * ticket TTL 30 s and 5 s of wait left, as the shim's default semaphore;
+ * flag "g": a blocking connect takes grants). */
 static int conn_child(const char *sock, long n, int limit, int port)
 {
     struct ccap_redis_conf c = { 0 };
@@ -83,9 +84,12 @@ static int conn_child(const char *sock, long n, int limit, int port)
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     for (long i = 0; i < n; i++) {
         snprintf(holder, sizeof(holder), "bench/%d/%ld", (int)getpid(), i);
-        struct ccap_sem_req q = {
-            .holder = holder, .lease_ms = 30000, .limit = limit, .ticket_ttl_ms = 30000, .wait_left_ms = 5000
-        };
+        struct ccap_sem_req q = { .holder = holder,
+                                  .lease_ms = 30000,
+                                  .limit = limit,
+                                  .ticket_ttl_ms = 30000,
+                                  .wait_left_ms = 5000,
+                                  .flags = CCAP_SEM_GRANTS };
         struct ccap_sem_result res;
         if (ccap_sem_acquire(r, "bench:", "conn", &q, &res) < 0)
             return 1;

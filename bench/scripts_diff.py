@@ -5,7 +5,11 @@ Usage: scripts_diff.py SOCK OLD_DIR NEW_DIR [STEPS] [SEED]
 OLD_DIR and NEW_DIR hold acquire.lua, release.lua and renew.lua, called
 with the arguments of lua/ since fb9143e (acquire's and release's reordered
 ones) and acquire's 11 keys (the failover window's key added after 9d215b1:
-a script that declares 10 ignores the 11th). Earlier runs compared main at
+a script that declares 10 ignores the 11th), each version with its keys in
+the order its own header gives them (acquire.lua's queue key moved to 4th
+after 1542077, for its short call, which the new version makes first
+for most acquires that may take it, then the full call if it answers 12,
+as core/sem.c does). Earlier runs compared main at
 b49f650 with the reordered arguments; the latest, lua/ at 9d215b1 with the
 failover window (no window is ever opened here: outside a failover the
 scripts must behave the same). Each step
@@ -23,7 +27,7 @@ in acquired now: compared after the CLI's expansion); nor the state right after 
 step that granted a 5 ms lease (its key's TTL may end between the two reads). Prints the number of steps and
 exits 1 at the first difference.
 """
-import os, random, socket, sys, time
+import os, random, re, socket, sys, time
 
 
 class Redis:
@@ -61,9 +65,16 @@ def keys(*suffixes):
     return ["d:{s}:" + x for x in suffixes]
 
 
+def header_keys(path, n):
+    """The first N keys of the script at PATH in the order its header names them ("-- KEYS[i] <prefix>{name}:x")."""
+    found = {}
+    for m in re.finditer(r"KEYS\[(\d+)\] *<prefix>\{name\}:([a-z]+)", open(path).read()):
+        found.setdefault(int(m.group(1)), m.group(2))
+    return keys(*[found[i] for i in range(1, min(n, len(found)) + 1)])
+
+
+# the keys as state() reads them; each version is called with its own order
 ACQ = keys("holders", "limit", "stats", "since", "waiters", "audit", "queue", "qexp", "rate", "epoch", "failover")
-REL = keys("holders", "stats", "since", "audit", "limit", "queue", "qexp")
-REN = keys("holders", "stats", "since")
 
 
 def cli_view(st):
@@ -88,12 +99,17 @@ def main():
     sock, old_dir, new_dir = sys.argv[1:4]
     steps = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
     rnd = random.Random(int(sys.argv[5]) if len(sys.argv) > 5 else 1)
+    pick = random.Random(rnd.random())  # which acquires go short: apart, so the operations stay those of SEED
     rs = [Redis(sock), Redis(sock)]
     rs[1].call("SELECT", 1)
-    sha = []
+    sha, order, has_short = [], [], []
     for d in (old_dir, new_dir):
         sha.append({n: rs[0].call("SCRIPT", "LOAD", open(os.path.join(d, n + ".lua")).read())
                     for n in ("acquire", "release", "renew")})
+        has_short.append("The short call (KEYS[1..4]" in open(os.path.join(d, "acquire.lua")).read())
+        order.append({"acquire": header_keys(os.path.join(d, "acquire.lua"), 11),
+                      "release": header_keys(os.path.join(d, "release.lua"), 10),
+                      "renew": header_keys(os.path.join(d, "renew.lua"), 3)})
     for r in rs:
         r.call("FLUSHDB")
     pool = ["h%d" % i for i in range(10)]
@@ -108,18 +124,26 @@ def main():
             ttl = rnd.choice(["0", "5000"])
             flags = rnd.choice(["", "", "l"])
             a = [h, lease, "3", ttl, ttl, "0", flags]
-            calls = [("acquire", ACQ, a), ("acquire", ACQ, a)]
+            calls = [("acquire", None, a), ("acquire", None, a)]
         elif op < 0.85:
             a = [h, "3", rnd.choice(["", "r"])]
-            calls = [("release", REL, a), ("release", REL, a)]
+            calls = [("release", None, a), ("release", None, a)]
         else:
             ids = rnd.sample(pool, rnd.randint(1, 5))
             a = ["30000", rnd.choice(["0", "1"])] + ids
-            calls = [("renew", REN, a)] * 2
+            calls = [("renew", None, a)] * 2
         replies = []
         for v in (0, 1):
-            name, k, a = calls[v]
-            rep = rs[v].call("EVALSHA", sha[v][name], len(k), *k, *a)
+            name, _, a = calls[v]
+            k = order[v][name]
+            rep = None
+            if name == "acquire" and has_short[v] and a[6] == "" and pick.random() < 0.7:
+                # the short call as sem.c makes it: 12 says make the full one
+                rep = rs[v].call("EVALSHA", sha[v][name], 4, *k[:4], *a[:3])
+                if rep == 12:
+                    rep = None
+            if rep is None:
+                rep = rs[v].call("EVALSHA", sha[v][name], len(k), *k, *a)
             if isinstance(rep, list):
                 rep = rep[:3] + ["retry" if rep[3] > 0 else "-", "wake" if rep[4] >= 0 else "-"]
             replies.append(rep)

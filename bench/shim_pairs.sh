@@ -83,7 +83,9 @@ shim_pairs_rows() {
     SP_SHA=$(node -e 'const t = require("fs").readFileSync("bench/node_modules/redis-semaphore/lib/semaphore/acquire/lua.js", "utf8");
         process.stdout.write(t.match(/createEval\)\(`([^`]*)`/)[1])' | redis-cli -s "$REDIS_SOCK" -x script load)
     [ ${#SP_SHA} = 40 ] || { row "shim pairs" "redis-semaphore's acquire script not found" "" ""; return; }
+    # SHIM_PAIRS_ONLY=usec or cg: only those rows
     for shape in "8 1500" "1 3000"; do
+        [ "${SHIM_PAIRS_ONLY:-}" = cg ] && break
         set -- $shape
         np=$1 n=$2
         cat >"$T/sp.conf" <<CONF
@@ -115,5 +117,87 @@ CONF
         row "  shim row vs redis-semaphore's ops in the C loop (rsconn)" "${rsr}x (${best[rs]} us)" "2.0x" "$(verdict "$rsr" 2.0)"
         unset best calls inner
     done
+    [ "${SHIM_PAIRS_ONLY:-}" = usec ] || shim_pairs_cg_rows
     REDIS_SOCK=$main_sock REDIS_PID=$main_pid
+}
+
+# ---- the same loops, counted in instructions ----
+# A redis-server of its own under callgrind, collecting only what serves a
+# client (readQueryFromClient: parse, run, reply into the buffer; beforeSleep:
+# the writes, the event loop's per-iteration work), not serverCron, whose
+# share grows with the run's wall time. Each row is the difference of two
+# runs, of SHIM_PAIRS_CG_LONG and SHIM_PAIRS_CG_SHORT pairs a process
+# (500, 50), over their difference: what a process does once
+# (connecting, the shim's set-up, the library's first key check) cancels,
+# after a first short run of each kind whose count is dropped.
+# Limit 8, one process and 8 at once (each run of 8 counts 8 times the
+# pairs): the uncontended common path, the holders set never full; alone,
+# a process finds the semaphore empty at each acquire (its release came
+# first), 8 find up to 7 holders (and the sweep's read, the key's PTTL).
+# Repeatable to a few hundred instructions whatever the machine's load.
+
+# shim_pairs_cg_count KIND NPROC N: Redis's instructions for one run of KIND.
+shim_pairs_cg_count() {
+    local kind=$1 np=$2 n=$3 k p=()
+    callgrind_control -z "$SPCG_PID" >/dev/null 2>&1 || { echo -1; return; }
+    case $kind in
+    shim)
+        for _ in $(seq "$np"); do
+            CONNCAP_CONFIG="$T/spcg.conf" LD_PRELOAD="$LIB" "$B/bench" conn "$SP_PORT" "$n" >/dev/null &
+            p+=("$!")
+        done
+        wait "${p[@]}" ;;
+    direct) "$B/pairs" conn "$SPCG_SOCK" "$np" "$n" 8 "$SP_PORT" >/dev/null ;;
+    rs) "$B/pairs" rsconn "$SPCG_SOCK" "$np" "$n" 8 "$SP_PORT" "$SPCG_SHA" >/dev/null ;;
+    esac || { echo -1; return; }
+    callgrind_control -d "$SPCG_PID" >/dev/null 2>&1 || { echo -1; return; }
+    # (each dump is the next cg.out.N: read the newest)
+    k="$T/spcg/cg.out.$(ls "$T/spcg" | sed -n 's/^cg\.out\.\([0-9]*\)$/\1/p' | sort -n | tail -n 1)"
+    awk '/^(summary|totals):/ {print $2; exit}' "$k" 2>/dev/null | grep . || echo -1
+}
+
+# shim_pairs_cg_rows: the instruction rows (needs valgrind's callgrind_control).
+shim_pairs_cg_rows() {
+    local short=${SHIM_PAIRS_CG_SHORT:-50} long=${SHIM_PAIRS_CG_LONG:-500} kind np a b i
+    local -A per=()
+    command -v callgrind_control >/dev/null || { row "Redis instructions per pair (callgrind)" "needs valgrind" "" ""; return; }
+    SPCG_SOCK="$T/spcg.sock"
+    mkdir -p "$T/spcg"
+    valgrind --tool=callgrind --collect-atstart=no --toggle-collect=readQueryFromClient --toggle-collect=beforeSleep \
+        --callgrind-out-file="$T/spcg/cg.out" redis-server --port 0 --unixsocket "$SPCG_SOCK" --unixsocketperm 700 \
+        --dir "$T/spcg" --save '' --appendonly no --daemonize no --logfile "$T/spcg.log" >"$T/spcg.err" 2>&1 &
+    SPCG_PID=$!
+    _pids+=("$SPCG_PID")
+    for i in $(seq 300); do redis-cli -s "$SPCG_SOCK" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    cat >"$T/spcg.conf" <<CONF
+redis = { socket = "$SPCG_SOCK"; key_prefix = "bench:"; command_timeout_ms = 5000; };
+semaphores = ( { name = "conn"; limit = 8; lease_ms = 30000; } );
+rules = ( { semaphore = "conn"; match = ( "127.0.0.1:$SP_PORT" ); } );
+CONF
+    CONNCAP_CONFIG="$T/spcg.conf" "$CLI" setup >/dev/null 2>&1 || { row "Redis instructions per pair" "conncap setup failed" "" ""; return; }
+    SPCG_SHA=$(node -e 'const t = require("fs").readFileSync("bench/node_modules/redis-semaphore/lib/semaphore/acquire/lua.js", "utf8");
+        process.stdout.write(t.match(/createEval\)\(`([^`]*)`/)[1])' | redis-cli -s "$SPCG_SOCK" -x script load)
+    for np in 1 8; do
+        for kind in shim direct rs; do
+            # (a first run of each kind, not counted: what only its first program finds to do)
+            a=$(shim_pairs_cg_count "$kind" "$np" "$short")
+            a=$(shim_pairs_cg_count "$kind" "$np" "$short") b=$(shim_pairs_cg_count "$kind" "$np" "$long")
+            [ "$a" -gt 0 ] && [ "$b" -gt 0 ] || { row "Redis instructions per pair: $kind" "callgrind run failed" "" ""; return; }
+            [ -n "${SPCG_DEBUG:-}" ] && echo "cg $kind x$np $short: $a, $long: $b" >&2
+            per[$kind]=$(awk -v a="$a" -v b="$b" -v n=$((np * (long - short))) 'BEGIN {printf "%.0f", (b - a) / n}')
+        done
+        shim_pairs_cg_row "$np"
+    done
+    kill "$SPCG_PID" 2>/dev/null
+}
+
+# shim_pairs_cg_row NPROC: the rows of per[] (shim, direct, rs).
+shim_pairs_cg_row() {
+    local r agree
+    r=$(awk -v a="${per[shim]}" -v b="${per[rs]}" 'BEGIN {printf "%.2f", a / b}')
+    row "Redis instructions per pair through the shim, $1 process(es)" "$(awk -v v="${per[shim]}" 'BEGIN {printf "%.1fk", v / 1000}') (${r}x rsconn)" "2.0x" "$(verdict "$r" 2.0)"
+    agree=$(awk -v a="${per[direct]}" -v b="${per[shim]}" 'BEGIN {d = (a - b) / b; printf "%+.1f%%", d * 100}')
+    row "  direct calls (pairs conn) vs the shim row" "$(awk -v v="${per[direct]}" 'BEGIN {printf "%.1fk", v / 1000}') ($agree)" "20%" \
+        "$(verdict "$(awk -v a="${per[direct]}" -v b="${per[shim]}" 'BEGIN {d = (a - b) / b; print d < 0 ? -d : d}')" 0.20)"
+    row "  redis-semaphore's ops in the C loop (rsconn)" "$(awk -v v="${per[rs]}" 'BEGIN {printf "%.1fk", v / 1000}')" "" ""
 }

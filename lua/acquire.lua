@@ -6,14 +6,14 @@
 --                                  ops state written by `conncap set-limit` and
 --                                  deliberately has no TTL: it stays until DEL.
 -- KEYS[3]  <prefix>{name}:stats    hash of counters, no TTL (see below)
--- KEYS[4]  <prefix>{name}:since    hash: holder id -> acquire time (ms, TIME) of
+-- KEYS[4]  <prefix>{name}:queue    sorted set: waiting holder id -> arrival
+--                                  (us of TIME); the FIFO order of waiters
+-- KEYS[5]  <prefix>{name}:since    hash: holder id -> acquire time (ms, TIME) of
 --                                  the holders renewed at least once (renew.lua
 --                                  writes it; a holder never renewed was granted
 --                                  at its score - lease)
--- KEYS[5]  <prefix>{name}:waiters  sorted set: holder id -> when its wait ends
--- KEYS[6]  <prefix>{name}:audit    stream of events (only when ARGV[12] > 0)
--- KEYS[7]  <prefix>{name}:queue    sorted set: waiting holder id -> arrival
---                                  (us of TIME); the FIFO order of waiters
+-- KEYS[6]  <prefix>{name}:waiters  sorted set: holder id -> when its wait ends
+-- KEYS[7]  <prefix>{name}:audit    stream of events (only when ARGV[12] > 0)
 -- KEYS[8]  <prefix>{name}:qexp     sorted set: waiting holder id -> ticket
 --                                  expiry (ms): a waiter that stops re-checking
 --                                  (crashed) drops out of the queue then
@@ -35,7 +35,7 @@
 -- Every key the script may touch is declared (a cluster slot being migrated
 -- answers TRYAGAIN rather than split them), but the wake lists
 -- <prefix>{name}:wake:<holder id> (a list of at most one token), derived
--- from KEYS[7]: they share its hash tag, so its cluster slot.
+-- from KEYS[4]: they share its hash tag, so its cluster slot.
 -- ARGV[1]  holder id
 -- ARGV[2]  lease in ms (> 0)
 -- ARGV[3]  configured limit (used when the limit key is absent or not a number)
@@ -123,7 +123,7 @@ if not lease or lease <= 0 then
 end
 
 local t = redis.call('TIME')
-local us = t[2] -- (Lua arithmetic converts the strings: no call to tonumber, math.floor)
+local us = tonumber(t[2]) -- (converted once: Lua arithmetic converts a string at every use)
 local now = t[1] * 1000 + (us - us % 1000) / 1000
 -- now as a string for redis.call (a number given to it costs a %.17g), made
 -- where a call needs it (a string.format is a tenth of the fast path's Lua):
@@ -136,15 +136,43 @@ if ARGV[6] and ARGV[6] ~= '0' then
     wait_s = string.format('%d', wait_ms)
 end
 
+-- The short call (KEYS[1..4], ARGV[1..3]: sem.c sends it while the
+-- semaphore was free at its last call, for a caller without rate, grace,
+-- audit, flags but "g", or time waited) admits HOLDER when the common call
+-- below would, and otherwise writes nothing and returns 12: make the full
+-- call (this one declared no key to sweep or queue with). One EXISTS of
+-- holders, queue and limit says which of them are there, up to which of
+-- queue and limit when only one of them is: a semaphore without queue nor
+-- limit override reads neither (the limit is then ARGV[3], as below).
+local SWEEP, MARK = 50, '!failover'
+local short, count, qlen, limit = KEYS[5] == nil, 0, nil, nil
+if not short then
+    count = redis.call('ZCARD', holders) -- live holders, kept up to date from here on
+elseif ARGV[4] or not KEYS[4] then
+    return 12
+else
+    local e = redis.call('EXISTS', holders, KEYS[4], KEYS[2])
+    if e > 0 then
+        count = redis.call('ZCARD', holders)
+        if count > 0 then e = e - 1 end
+    end
+    if e > 1 then return 12 end -- a queue
+    limit = tonumber(ARGV[3]) or 0
+    if e == 1 then -- the limit key or a queue
+        local l = redis.call('GET', KEYS[2])
+        if not l then return 12 end
+        limit = tonumber(l) or limit
+    end
+    qlen = 0
+end
 -- the holders the sweep drops (their lease ended), at most SWEEP: none in
 -- an empty set, else usually none, so one read
-local SWEEP, MARK = 50, '!failover'
-local count = redis.call('ZCARD', holders) -- live holders, kept up to date from here on
 local swept, n_swept, window = nil, 0, false
 if count > 0 then
     now_s = string.format('%d', now)
     swept = redis.call('ZRANGEBYSCORE', holders, '-inf', now_s, 'LIMIT', 0, SWEEP)
     n_swept = #swept
+    if short and n_swept > 0 then return 12 end
     local more = n_swept == SWEEP
     if n_swept > 0 and swept[1] == MARK then -- a failover window (score 0: first): not a holder
         table.remove(swept, 1)
@@ -167,8 +195,46 @@ if count > 0 then
     end
 end
 
-local limit = redis.call('GET', KEYS[2])
-limit = limit and tonumber(limit) or tonumber(ARGV[3]) or 0
+if not short then
+    limit = redis.call('GET', KEYS[2])
+    limit = limit and tonumber(limit) or tonumber(ARGV[3]) or 0
+end
+
+-- The common call, straight through: nothing swept, no failover window, an
+-- empty queue, a free permit, and a caller with nothing else to do (no
+-- rate, no restart grace, no audit, never waited, no flag but "g", which
+-- matters only to a caller that queues). It does what the rest of the
+-- script does then (ZADD, the holders key's TTL, acquired, full_since),
+-- without the rest's locals and branches. Otherwise QLEN, read here, is
+-- still the queue's length below (nothing was written in between).
+if short or n_swept == 0 and not window and wait_ms == 0 and (not ARGV[7] or ARGV[7] == '' or ARGV[7] == 'g') and
+   (not ARGV[8] or ARGV[8] == '0' or ARGV[8] == '0.000000') and (not ARGV[10] or ARGV[10] == '0') and
+   (not ARGV[12] or ARGV[12] == '0') then
+    qlen = qlen or redis.call('ZCARD', KEYS[4])
+    if qlen == 0 and count < limit then
+        local was_holder = redis.call('ZADD', holders, expiry, holder) == 0
+        if not was_holder then count = count + 1 end
+        local pttl = -1
+        if count > 1 or was_holder then pttl = redis.call('PTTL', holders) end
+        if pttl < lease then
+            local ttl = lease + lease
+            if count > 1 then
+                local top = redis.call('ZRANGE', holders, -1, -1, 'WITHSCORES')
+                ttl = top[2] - now + lease
+            end
+            redis.call('PEXPIRE', holders, string.format('%d', ttl))
+        end
+        if not was_holder then
+            redis.call('HINCRBY', KEYS[3], 'acquired', '1')
+            if count == limit then
+                redis.call('HSET', KEYS[3], 'full_since', now_s or string.format('%d', now), 'full_limit',
+                           tostring(limit))
+            end
+        end
+        return {1, count, limit, 0, -1, 0, 0}
+    end
+end
+if short then return 12 end -- no permit free
 
 -- failover window: ms left of it (new grants wait), or after it, drop the
 -- holders nobody re-registered (with the swept ones: counted, acquire
@@ -199,9 +265,9 @@ if window then
             end
         end
         if #stale > 0 then
-            local wake, wbase = {}, string.sub(KEYS[7], 1, -6) .. 'wake:'
+            local wake, wbase = {}, string.sub(KEYS[4], 1, -6) .. 'wake:'
             for i, d in ipairs(stale) do wake[i] = wbase .. d end
-            redis.call('ZREM', KEYS[7], unpack(stale))
+            redis.call('ZREM', KEYS[4], unpack(stale))
             redis.call('ZREM', KEYS[8], unpack(stale))
             redis.call('DEL', unpack(wake))
             if KEYS[12] then redis.call('HDEL', KEYS[12], unpack(stale)) end
@@ -226,18 +292,18 @@ end
 -- FREED counts the permits this call frees, PLACES the queue places: it
 -- wakes at most that many waiters (places count only when the queue is
 -- longer than the free permits: otherwise every waiter may go already).
-local queue = KEYS[7] -- wake lists: queue minus 'queue', plus 'wake:' and the holder id
+local queue = KEYS[4] -- wake lists: queue minus 'queue', plus 'wake:' and the holder id
 local flags, rate, retry, hint, freed, places, queued, pos = ARGV[7] or '', 0, 0, -1, n_swept, window_places, false, 0
 local takes_grants = false -- flag "g": not a flag of what this call does, so out of FLAGS
 if flags ~= '' and string.find(flags, 'g', 1, true) then
     takes_grants, flags = true, (string.gsub(flags, 'g', ''))
 end
 if ARGV[8] and ARGV[8] ~= '0' and ARGV[8] ~= '0.000000' then rate = tonumber(ARGV[8]) or 0 end -- (sem.c's %.6f)
-local qlen = redis.call('ZCARD', queue)
+qlen = qlen or redis.call('ZCARD', queue)
 local qlen0 = qlen
 if qlen > 0 then
     -- tickets not refreshed in time: their waiters are gone
-    local qexp, wbase = KEYS[8], string.sub(KEYS[7], 1, -6) .. 'wake:'
+    local qexp, wbase = KEYS[8], string.sub(KEYS[4], 1, -6) .. 'wake:'
     now_s = now_s or string.format('%d', now)
     local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now_s, 'LIMIT', 0, SWEEP)
     if #dead > 0 then
@@ -313,7 +379,7 @@ end
 -- once (renew.lua writes them); a grant writes none, as a holder never
 -- renewed was granted at its score - lease (the CLI reads it so). The sweep
 -- drops the swept holders' entries.
-local since = KEYS[4]
+local since = KEYS[5]
 for i = 1, n_swept, 1000 do
     redis.call('HDEL', since, unpack(swept, i, math.min(i + 999, n_swept)))
 end
@@ -380,7 +446,7 @@ do
     -- waiters: only a caller that was refused (or may have been: it waited,
     -- or holds or held a ticket) is or was listed there
     if granted == 0 or wait_ms > 0 or queued or flags ~= '' then
-        local waiters = KEYS[5]
+        local waiters = KEYS[6]
         local wait_left = math.max(0, math.floor(tonumber(ARGV[5]) or 0))
         if fresh or full == 1 then
             redis.call('ZREM', waiters, holder)
@@ -397,7 +463,7 @@ do
     end
     local audit_max = ARGV[12] == '0' and 0 or math.floor(tonumber(ARGV[12]) or 0)
     if ev and audit_max > 0 then
-        redis.call('XADD', KEYS[6], 'MAXLEN', '~', audit_max, '*', 'event', ev, 'holder', holder,
+        redis.call('XADD', KEYS[7], 'MAXLEN', '~', audit_max, '*', 'event', ev, 'holder', holder,
                    'wait_ms', wait_ms, 'count', count, 'limit', limit)
     end
 end
@@ -417,7 +483,7 @@ do
         end
         -- a caller that never held a ticket nor waited has no wake list
         if queued or flags ~= '' or wait_ms > 0 then
-            redis.call('DEL', string.sub(KEYS[7], 1, -6) .. 'wake:' .. holder)
+            redis.call('DEL', string.sub(KEYS[4], 1, -6) .. 'wake:' .. holder)
         end
     else
         qlen = qlen + redis.call('ZADD', queue, 'NX',
@@ -452,7 +518,7 @@ do
     local top = math.min(free, qlen)
     if free < qlen0 then freed = freed + places end
     if freed > 0 and top > 0 then
-        local wbase = string.sub(KEYS[7], 1, -6) .. 'wake:'
+        local wbase = string.sub(KEYS[4], 1, -6) .. 'wake:'
         for _, w in ipairs(redis.call('ZRANGE', queue, 0, math.min(freed, top) - 1)) do
             if w ~= holder then
                 local e = tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)
@@ -463,7 +529,7 @@ do
         end
     end
     if flags ~= '' and string.find(flags, 'u', 1, true) then
-        local mykey = string.sub(KEYS[7], 1, -6) .. 'wake:' .. holder
+        local mykey = string.sub(KEYS[4], 1, -6) .. 'wake:' .. holder
         redis.call('LPUSH', mykey, 'u')
         redis.call('LTRIM', mykey, 0, 0)
         redis.call('PEXPIRE', mykey, string.format('%d', math.max(tonumber(ARGV[4]) or 0, 1000)))

@@ -1,12 +1,16 @@
 -- release.lua -- gives back exactly one holder's permit; idempotent.
 --
 -- KEYS[1]  <prefix>{name}:holders  (see acquire.lua)
--- KEYS[2]  <prefix>{name}:stats    KEYS[3] <prefix>{name}:since
--- KEYS[4]  <prefix>{name}:audit    KEYS[5] <prefix>{name}:limit
--- KEYS[6]  <prefix>{name}:queue    KEYS[7] <prefix>{name}:qexp  (see acquire.lua)
--- KEYS[8]  <prefix>{name}:waiters  KEYS[9] <prefix>{name}:epoch
--- KEYS[10] <prefix>{name}:grant    (see acquire.lua; KEYS[8..10] optional:
---                                  with 7 keys a release only wakes)
+-- KEYS[2]  <prefix>{name}:stats    KEYS[3] <prefix>{name}:limit
+-- KEYS[4]  <prefix>{name}:queue    KEYS[5] <prefix>{name}:qexp  (see acquire.lua)
+-- KEYS[6]  <prefix>{name}:waiters  KEYS[7] <prefix>{name}:epoch
+-- KEYS[8]  <prefix>{name}:grant    (see acquire.lua; optional: with 7 keys
+--                                  a release only wakes)
+-- KEYS[9]  <prefix>{name}:since    KEYS[10] <prefix>{name}:audit: needed
+--                                  only with flag "r" (since), and audit
+--                                  (ARGV[4] > 0): sem.c sends KEYS[1..8] or
+--                                  KEYS[1..9] without them (each key costs
+--                                  Redis about 1.2k instructions a call)
 -- ARGV[1]  holder id
 -- ARGV[2]  configured limit (-1: unknown, wake one waiter per permit freed)
 -- ARGV[3]  flags (default ''): "r" HOLDER was renewed at least once, so it
@@ -51,17 +55,17 @@ local removed = redis.call('ZREM', holders, holder)
 if removed == 1 then
     redis.call('HINCRBY', KEYS[2], 'released', '1')
     if ARGV[3] and ARGV[3] ~= '' and string.find(ARGV[3], 'r', 1, true) then
-        redis.call('HDEL', KEYS[3], holder)
+        redis.call('HDEL', KEYS[9], holder)
     end
-    local audit_max = math.floor(tonumber(ARGV[4]) or 0)
+    local audit_max = ARGV[4] and math.floor(tonumber(ARGV[4]) or 0) or 0 -- (sem.c leaves out a 0)
     if audit_max > 0 then
         -- (score > 0: not a failover window's marker, see acquire.lua)
-        redis.call('XADD', KEYS[4], 'MAXLEN', '~', audit_max, '*', 'event', 'release', 'holder', holder,
+        redis.call('XADD', KEYS[10], 'MAXLEN', '~', audit_max, '*', 'event', 'release', 'holder', holder,
                    'count', redis.call('ZCOUNT', holders, '(0', '+inf'))
     end
 end
 -- wake-ups: hand the freed permit to the first waiters --
-local queue = KEYS[6]
+local queue = KEYS[4]
 local qlen0 = redis.call('ZCARD', queue)
 if qlen0 > 0 then
     -- (made here: the empty queue's path builds no closure)
@@ -87,7 +91,7 @@ if qlen0 > 0 then
         local lease, lim = string.match(g, '^(%d+) (%d+)$')
         lease, lim = tonumber(lease), lkey or tonumber(lim)
         if not lease or lease <= 0 or not lim or live + ahead >= lim then return nil end
-        local arrival = tonumber(redis.call('ZSCORE', KEYS[6], w)) or (now * 1000)
+        local arrival = tonumber(redis.call('ZSCORE', KEYS[4], w)) or (now * 1000)
         local holders = KEYS[1]
         redis.call('ZADD', holders, string.format('%d', now + lease), w)
         -- the holders key outlives every lease (acquire.lua's rule)
@@ -95,10 +99,10 @@ if qlen0 > 0 then
             local top = redis.call('ZRANGE', holders, -1, -1, 'WITHSCORES')
             redis.call('PEXPIRE', holders, string.format('%d', tonumber(top[2]) - now + lease))
         end
-        redis.call('ZREM', KEYS[6], w)
-        redis.call('ZREM', KEYS[7], w)
+        redis.call('ZREM', KEYS[4], w)
+        redis.call('ZREM', KEYS[5], w)
         redis.call('HDEL', grants, w)
-        redis.call('ZREM', KEYS[8], w)
+        redis.call('ZREM', KEYS[6], w)
         -- counted as acquire.lua counts a grant after a wait
         local wait_ms = math.max(0, math.floor((tonumber(t[1]) * 1000000 + tonumber(t[2]) - arrival) / 1000))
         local bucket = 'wait_le_inf'
@@ -112,12 +116,12 @@ if qlen0 > 0 then
         redis.call('HINCRBY', stats, 'wait_sum_ms', string.format('%d', wait_ms))
         local audit_max = math.floor(tonumber(ARGV[4]) or 0)
         if audit_max > 0 then
-            redis.call('XADD', KEYS[4], 'MAXLEN', '~', audit_max, '*', 'event', 'acquire', 'holder', w,
+            redis.call('XADD', KEYS[10], 'MAXLEN', '~', audit_max, '*', 'event', 'acquire', 'holder', w,
                        'wait_ms', wait_ms, 'count', live + 1, 'limit', lim, 'by', 'release')
         end
         return lease
     end
-    local qexp, wbase = KEYS[7], string.sub(KEYS[6], 1, -6) .. 'wake:'
+    local qexp, wbase = KEYS[5], string.sub(KEYS[4], 1, -6) .. 'wake:'
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     -- HOLDER's ticket (a waiter giving up): not a leaving holder's, which
@@ -126,7 +130,7 @@ if qlen0 > 0 then
     if left == 1 then
         redis.call('ZREM', qexp, holder)
         redis.call('DEL', wbase .. holder)
-        if KEYS[10] then redis.call('HDEL', KEYS[10], holder) end
+        if KEYS[8] then redis.call('HDEL', KEYS[8], holder) end
     end
     local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now, 'LIMIT', 0, 50)
     if #dead > 0 then
@@ -135,12 +139,12 @@ if qlen0 > 0 then
         redis.call('ZREM', queue, unpack(dead))
         redis.call('ZREM', qexp, unpack(dead))
         redis.call('DEL', unpack(wake))
-        if KEYS[10] then redis.call('HDEL', KEYS[10], unpack(dead)) end
+        if KEYS[8] then redis.call('HDEL', KEYS[8], unpack(dead)) end
     end
     if removed + left + #dead > 0 then
         -- live holders only; the expired ones are swept by the next acquire
         local live = redis.call('ZCOUNT', holders, '(' .. now, '+inf')
-        local lkey = tonumber(redis.call('GET', KEYS[5]))
+        local lkey = tonumber(redis.call('GET', KEYS[3]))
         local limit = lkey or tonumber(ARGV[2]) or -1
         local free = removed
         if limit >= 0 then free = limit - live end
@@ -150,8 +154,8 @@ if qlen0 > 0 then
         if free < qlen0 then freed = freed + left + #dead end
         local top = math.min(free, redis.call('ZCARD', queue))
         if freed > 0 and top > 0 then
-            local grants = KEYS[10]
-            if grants then grants = may_grant(holders, KEYS[9], now) and grants end
+            local grants = KEYS[8]
+            if grants then grants = may_grant(holders, KEYS[7], now) and grants end
             -- AHEAD: waiters woken, not granted, ahead of the next one: their
             -- places are kept (the FIFO rule, as acquire.lua counts them)
             local ahead = 0

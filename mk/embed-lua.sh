@@ -13,6 +13,8 @@
 # checks that its keys are those its script's header names ("-- KEYS[i]
 # <prefix>{name}:SUFFIX"), of one semaphore: a caller that may only FCALL
 # cannot point a function at another key (the limit, the audit stream).
+# A call with the keys found good before for its first key passes with one
+# comparison per key, unrolled; any other takes conncap_bad_keys.
 # Usage: mk/embed-lua.sh OUT.c acquire.lua release.lua ...
 out=$1; shift
 ver=$(cat "$@" "$0" | sha1sum | cut -c1-12)
@@ -21,6 +23,26 @@ suffixes() {
   grep -o 'KEYS\[[0-9]*\] *<prefix>{name}:[a-z]*' "$1" |
     sed 's/KEYS\[\([0-9]*\)\] *<prefix>{name}:\([a-z]*\)/\1 \2/' | sort -n |
     awk '{ printf "%s\047%s\047", (NR > 1 ? ", " : ""), $2 }'
+}
+# The check of a call with all of FILE's keys against the keys remembered
+# for its first key (conncap_memo), unrolled: " and KEYS[2] == conncap_memo[2] ... and
+# KEYS[N+1] == nil" (a loop over them cost about half as much again; a call
+# with fewer keys takes conncap_bad_keys, which lets it through too).
+# A script that names "KEYS[1..S]" (a call with only its first S keys:
+# acquire.lua's short call, release.lua without since or audit) lets those
+# through as well: " and (KEYS[S+1] == nil or (... the rest))".
+unrolled() {
+  local k=$(grep -o 'KEYS\[[0-9]*\] *<prefix>{name}:[a-z]*' "$1" | wc -l) i close=''
+  local s=" $(grep -o 'KEYS\[1\.\.[0-9]*\]' "$1" | tr -dc '0-9\n' | sed 's/^1//' | tr '\n' ' ')"
+  for i in $(seq 2 "$k"); do
+    case "$s" in
+    *" $((i - 1)) "*)
+      printf ' and (KEYS[%d] == nil or (KEYS[%d] == conncap_memo[%d]' "$i" "$i" "$i"
+      close="$close))" ;;
+    *) printf ' and KEYS[%d] == conncap_memo[%d]' "$i" "$i" ;;
+    esac
+  done
+  printf ' and KEYS[%d] == nil%s' $((k + 1)) "$close"
 }
 cstr() { sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$/\\n"/'; }
 # FILE's text as cstr embeds it (every line ends in a newline), then its SHA1.
@@ -83,8 +105,11 @@ LUA
       n=$(basename "$f" .lua)
       printf 'local conncap_%s_suffix, conncap_%s_ok = {%s}, {[0] = 0}\n' "$n" "$n" "$(suffixes "$f")"
       printf 'local function conncap_%s(KEYS, ARGV)\n' "$n"
+      printf 'local conncap_memo = conncap_%s_ok[KEYS[1]]\n' "$n"
+      printf 'if not (conncap_memo%s) then\n' "$(unrolled "$f")"
       printf 'local bad = conncap_bad_keys(KEYS, conncap_%s_suffix, conncap_%s_ok)\n' "$n" "$n"
       printf 'if bad then return redis.error_reply(bad) end\n'
+      printf 'end\n'
       cat "$f"
       printf 'end\nredis.register_function(%sconncap_%s_%s%s, conncap_%s)\n' "'" "$n" "$ver" "'" "$n"
     done

@@ -366,7 +366,7 @@ static void test_functions(void **state)
     assert_int_equal(ccap_sem_count_fallback(R, PFX, "fn", 2), 0);
     assert_int_equal(cli_int("ZCARD " PFX "{fn}:holders"), 0);
     assert_int_equal(cli_int("HINCRBY " PFX "{fn}:stats fallback_granted 0"), 2);
-    assert_int_equal(cmd_calls("fcall"), 6);
+    assert_int_equal(cmd_calls("fcall"), 7); /* b's acquire: acquire.lua's short call, then the full one */
     assert_int_equal(cmd_calls("evalsha") + cmd_calls("script|load") + cmd_calls("script"), 0);
     for (int s = 0; s < CCAP_SCRIPT_COUNT; s++)
         assert_false(script_exists((enum ccap_script)s));
@@ -1506,6 +1506,101 @@ static int rel(const char *name, const char *who, int limit)
     return ccap_sem_release(R, PFX, name, &r);
 }
 
+extern const char ccap_lua_acquire[];
+
+/* acquire.lua's short call as sem.c makes it (4 keys, 3 arguments, EXTRA
+ * more if not NULL): its reply. */
+static redisReply *short_acq(const char *name, const char *holder, const char *limit, const char *extra)
+{
+    char k[4][64];
+    const char *sfx[4] = { "holders", "limit", "stats", "queue" };
+    const char *av[12] = { "EVAL", ccap_lua_acquire, "4" };
+    int n = 3;
+
+    for (int i = 0; i < 4; i++) {
+        snprintf(k[i], sizeof k[i], PFX "{%s}:%s", name, sfx[i]);
+        av[n++] = k[i];
+    }
+    av[n++] = holder;
+    av[n++] = "10000";
+    av[n++] = limit;
+    if (extra)
+        av[n++] = extra;
+    redisReply *rep = redisCommandArgv(CLI, n, av, NULL);
+    assert_non_null(rep);
+    return rep;
+}
+
+/* The short call grants as the full call does, and wherever the full call
+ * would do more (a queue, no permit free, a holder to sweep, an argument
+ * past its three) it writes nothing and answers 12; ccap_sem_acquire then
+ * makes the full call, with the full call's outcome. */
+static void test_short_call(void **state)
+{
+    struct ccap_sem_result res;
+    redisReply *rep;
+    (void)state;
+
+    rep = short_acq("sc", "A", "2", NULL);
+    assert_int_equal(rep->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(rep->elements, 7);
+    assert_int_equal(rep->element[0]->integer, 1);
+    assert_int_equal(rep->element[1]->integer, 1);
+    assert_int_equal(rep->element[2]->integer, 2);
+    freeReplyObject(rep);
+    assert_true(has_holder("sc", "A"));
+    assert_ttl_covers_leases("sc");
+    assert_int_equal(cli_int("HINCRBY " PFX "{sc}:stats acquired 0"), 1);
+    /* the limit key: its limit, read only when it is there */
+    cli_ok("SET " PFX "{sc}:limit 1");
+    rep = short_acq("sc", "B", "2", NULL);
+    assert_int_equal(rep->type, REDIS_REPLY_INTEGER);
+    assert_int_equal(rep->integer, 12);
+    freeReplyObject(rep);
+    cli_ok("SET " PFX "{sc}:limit 3");
+    rep = short_acq("sc", "B", "2", NULL);
+    assert_int_equal(rep->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(rep->element[1]->integer, 2);
+    assert_int_equal(rep->element[2]->integer, 3);
+    freeReplyObject(rep);
+    cli_ok("DEL " PFX "{sc}:limit");
+    /* no permit free: nothing written (no denied, no waiter), then the full call refuses */
+    rep = short_acq("sc", "C", "2", NULL);
+    assert_int_equal(rep->integer, 12);
+    freeReplyObject(rep);
+    assert_int_equal(cli_int("HINCRBY " PFX "{sc}:stats denied 0"), 0);
+    assert_int_equal(cli_int("EXISTS " PFX "{sc}:waiters"), 0);
+    struct ccap_sem_req q = {
+        .holder = "C", .lease_ms = 10000, .limit = 2, .ticket_ttl_ms = 5000, .wait_left_ms = 5000
+    };
+    assert_int_equal(ccap_sem_acquire(R, PFX, "sc", &q, &res), 0);
+    assert_int_equal(res.granted, 0);
+    assert_int_equal(res.queue_len, 1);
+    assert_int_equal(cli_int("HINCRBY " PFX "{sc}:stats denied 0"), 1);
+    /* a queue: not for the short call, even with a permit free */
+    assert_int_equal(t_release(R, PFX, "sc", "A"), 1);
+    rep = short_acq("sc", "D", "2", NULL);
+    assert_int_equal(rep->integer, 12);
+    freeReplyObject(rep);
+    assert_false(has_holder("sc", "D"));
+    /* an expired holder, to be swept (and counted) by the full call */
+    rep = short_acq("sx", "E", "2", NULL);
+    freeReplyObject(rep);
+    cli_ok("ZADD " PFX "{sx}:holders 1 E");
+    rep = short_acq("sx", "F", "2", NULL);
+    assert_int_equal(rep->integer, 12);
+    freeReplyObject(rep);
+    assert_true(has_holder("sx", "E"));
+    assert_int_equal(acq("sx", "F", 10000, 2).granted, 1);
+    assert_false(has_holder("sx", "E"));
+    assert_int_equal(cli_int("HINCRBY " PFX "{sx}:stats reclaimed 0"), 1);
+    /* more than its three arguments: the full call's */
+    rep = short_acq("sy", "G", "2", "5000");
+    assert_int_equal(rep->integer, 12);
+    freeReplyObject(rep);
+    assert_int_equal(cli_int("EXISTS " PFX "{sy}:holders"), 0);
+}
+
 static void test_release_grants(void **state)
 {
     char tok[8];
@@ -1651,6 +1746,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failover_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failover_window_tickets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failover_window_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_short_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_release_grants, setup, teardown),
         cmocka_unit_test_setup_teardown(test_release_grant_rules, setup, teardown),
     };
