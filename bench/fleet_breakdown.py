@@ -5,8 +5,9 @@ Usage: FLEET_MONITOR=/tmp/mon.txt FLEET_ITERS=10 bash bench/scale.sh fleet
        python3 bench/fleet_breakdown.py /tmp/mon.txt
 MONITOR shows each command when Redis runs it, those a script runs as
 "[db lua]" right after it; so a script's outcome is read from its calls:
-an acquire (10-12 keys, the second :limit) granted makes a ZADD on
-:holders, a release (7 or 10 keys, the second :stats) that removed a holder
+an acquire (10-12 keys, or 4 for its short call, the second :limit) granted
+makes a ZADD on :holders (a short call that did not grant answered 12, and the
+full call followed), a release (7-10 keys, the second :stats) that removed a holder
 a HINCRBY released; a wake-up is a LPUSH "w" on a :wake: list, a grant by a
 release a LPUSH "g" (the waiter holds its permit from then on). Prints, per connect: the commands clients sent by kind,
 acquires refused per grant, pokes (a client's own LPUSH), wake-ups pushed
@@ -50,11 +51,13 @@ def classify(e):
         calls = e["inner"]
         nk = int(e["args"][1]) if e["args"][1].isdigit() else 0
         second = e["args"][3] if nk > 1 else ""
-        if nk >= 10 and second.endswith(":limit"):
+        if (nk >= 10 or nk == 4) and second.endswith(":limit"):
             e["holder"] = e["args"][2 + nk]
             e["ok"] = any(c[1] == "ZADD" and c[2][0].endswith(":holders") for c in calls)
+            if nk == 4 and not e["ok"]:
+                return "acquire's short call, answered 12 (the full call follows)"
             return "acquire"
-        if nk in (7, 10) and second.endswith(":stats"):
+        if 7 <= nk <= 10 and second.endswith(":stats"):
             e["holder"] = e["args"][2 + nk]
             e["ok"] = any(c[1] == "HINCRBY" and c[2][1:2] == ["released"] for c in calls)
             # the waiters this release granted a permit (a 'g' token)

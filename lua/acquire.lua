@@ -81,7 +81,9 @@
 -- wake_ms, queue_full (0/1)}: retry_ms > 0: admitted by the limit and the
 -- queue, but the rate or the restart grace says not yet: the next slot is in
 -- that many ms; wake_ms: ms until the earliest live lease ends, when a waiter
--- must re-check even if nobody wakes it (-1: none).
+-- must re-check even if nobody wakes it (-1: none); the 7th element, the
+-- tickets queued after the call. The short call (below) answers 12 instead
+-- when it cannot decide.
 --
 -- Bounded work: one call drops at most SWEEP expired holders and SWEEP dead
 -- tickets, and wakes at most as many waiters as it freed permits or queue
