@@ -31,7 +31,6 @@
  * valgrind --tool=callgrind --collect-atstart=no, only they are counted.
  */
 #include <arpa/inet.h>
-#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -41,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/select.h>
@@ -324,7 +324,6 @@ static void qh_writable(int fd, int ep, char mode)
 {
     struct epoll_event got;
     struct pollfd p = { .fd = fd, .events = POLLOUT };
-
     long long end = now_ns() + QH_GIVE_UP_MS * 1000000LL;
 
     for (;;) {
@@ -411,7 +410,7 @@ static int do_qhandoff(int port, int n, const char *modes)
         die("listener");
     for (const char *m = modes; *m; m++) /* warm-up: configuration, waker, park listener */
         qh_round(&a, *m, &k, 1);
-    for (int i = 0; i < n; i++) /* b q q b ...: neither mode always goes first */
+    for (int i = 0; i < n; i++) /* b q p, p q b, ...: no mode always goes first */
         for (size_t j = 0, len = strlen(modes); j < len; j++)
             qh_round(&a, modes[i % 2 ? len - 1 - j : j], &k, 0);
     fflush(stdout);

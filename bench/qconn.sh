@@ -31,8 +31,9 @@ CONF
     echo $out
 }
 
-# qconn_same A50 A99 B50 B99: "ok" when B's p50 is within 0.02 ms of A's and its p99 within 0.1 ms
-# (what two halves of one mode's own rounds differ by on this machine, quiet), else "MISSED".
+# qconn_same A50 A99 B50 B99: "ok" when B's p50 is within 0.02 ms of A's (what the two halves of one run's
+# blocking rounds differed by at p50, bench/RESULTS.md) and its p99 within 0.1 ms, else "MISSED". Under load
+# the p99s of one kind's own halves differ by far more: read a p99 verdict with the load average next to it.
 qconn_same() {
     awk -v a="$1" -v b="$2" -v c="$3" -v d="$4" 'BEGIN {print (c <= a + 0.02 && d <= b + 0.1) ? "ok" : "MISSED"}'
 }
