@@ -201,4 +201,4 @@ printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..62})" "$(printf -- '-%.0s' {1.
 printf '%s\n' "${rows[@]}"
 
 # short-lived processes: a section of its own (bench/shortlived.sh)
-only shortlived && { echo; bash bench/shortlived.sh; }
+if only shortlived; then echo; bash bench/shortlived.sh; fi
