@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
+
 #define CCAP_KEY_MAX 512
 
 /* Three memcpy, not snprintf: a matched connect+close builds 17 keys, and
@@ -132,6 +134,11 @@ static void flag_arg(char *out, int flags)
 #define ACQUIRE_SHORT_KEYS 4
 #define ACQUIRE_SHORT_NO 12
 static _Atomic unsigned char sem_busy[64];
+/* Set once Redis refused the short call itself (-EPROTO or -EACCES: most
+ * likely a worker ACL written before it, without EXISTS): the full call
+ * follows at once and from then on, in the whole process, with one
+ * warning; the cap holds either way, only Redis's work per call differs. */
+static atomic_bool short_refused;
 
 static _Atomic unsigned char *busy_of(const char *prefix, const char *name)
 {
@@ -157,6 +164,13 @@ static int acquire_short(struct ccap_redis *r, const struct ccap_sem_req *q, con
     if (q->check_epoch)
         ccap_redis_expect_epoch(r, q->epoch);
     rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, ACQUIRE_SHORT_KEYS, ACQUIRE_SHORT_KEYS + 3, av, &rep);
+    if (rc == -EPROTO || rc == -EACCES) {
+        if (!atomic_exchange(&short_refused, true))
+            ccap_log(CCAP_LOG_WARN, "redis refused acquire's short call (%s): the full call from now on; "
+                                    "a worker ACL without +exists on ~conncap:*? (examples/redis-acl.conf)",
+                     ccap_redis_errstr(r));
+        return 1;
+    }
     if (rc < 0)
         return rc;
     if (rep->type == REDIS_REPLY_INTEGER && rep->integer == ACQUIRE_SHORT_NO) {
@@ -210,6 +224,7 @@ int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name,
     busy = busy_of(prefix, name);
     if (q->rate <= 0 && q->grace_ms == 0 && q->audit_maxlen <= 0 && q->waited_ms <= 0 &&
         !(q->flags & ~CCAP_SEM_GRANTS) && !atomic_load_explicit(busy, memory_order_relaxed) &&
+        !atomic_load_explicit(&short_refused, memory_order_relaxed) &&
         (rc = acquire_short(r, q, args, res, busy)) <= 0)
         return rc;
     if (q->check_epoch)

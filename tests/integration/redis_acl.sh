@@ -74,7 +74,7 @@ for i in 1 2 3; do
     grep -q '^held 1$' "$T/c$i.out" || h_fail "client $i got no permit as the worker: $(cat "$T/c$i.out" "$T/c$i.err")"
 done
 [ "$(h_server_stat max)" -le 2 ] || h_fail "cap exceeded as the worker"
-grep -h 'redis' "$T"/c*.err | grep -iq 'unreachable\|NOPERM\|refused\|not loaded' &&
+grep -h 'redis' "$T"/c*.err | grep -iq 'unreachable\|NOPERM\|refused\|not loaded\|cannot serve\|can.t run' &&
     h_fail "redis trouble as the worker: $(cat "$T"/c*.err)"
 out=$(run "$FC" try 127.0.0.2 "$SRV_PORT" 1 2> "$T/short.err")
 case "$out" in ETIMEDOUT*) ;; *) h_fail "short: expected ETIMEDOUT, got $out $(cat "$T/short.err")" ;; esac
@@ -88,6 +88,44 @@ sleep 1.2   # > 2 heartbeats (lease 1500 ms)
 calls=$(admin info commandstats)
 echo "$calls" | grep -q '^cmdstat_fcall:calls=' || h_fail "the shim made no FCALL"
 echo "$calls" | grep -Eq '^cmdstat_(evalsha|eval|script)' && h_fail "something ran EVAL/EVALSHA/SCRIPT: $calls"
+
+# ---- nothing the shim needed so far was refused (the ACL log: commands run
+# inside functions too); the cases below are refused on purpose
+denied=$(admin acl log)
+[ -z "$denied" ] || h_fail "the ACL refused the shim something: $(echo "$denied" | paste -sd' ' -)"
+
+# ---- acquire's short call (a semaphore without audit or rate): the example
+# lets the worker run it; an ACL written before it (no EXISTS) still caps,
+# through the full call, with one warning per process
+grep -v '^audit = true;$' "$T/c.conf" > "$T/plain.conf"
+for acl in example no-exists; do
+    [ $acl = no-exists ] && admin acl setuser conncap-worker -exists >/dev/null
+    admin acl log reset >/dev/null
+    for i in 1 2 3; do
+        env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/plain.conf" "$FC" multi 127.0.0.1 "$SRV_PORT" 1 600 \
+            > "$T/p$i.out" 2> "$T/p$i.err" &
+        _pids+=("$!")
+        eval "p$i=\$!"
+    done
+    wait $p1 $p2 $p3
+    for i in 1 2 3; do
+        grep -q '^held 1$' "$T/p$i.out" || h_fail "$acl ACL: client $i got no permit: $(cat "$T/p$i.out" "$T/p$i.err")"
+        n=$(grep -c "refused acquire's short call" "$T/p$i.err")
+        if [ $acl = example ]; then
+            [ "$n" -eq 0 ] || h_fail "the example ACL refused the short call: $(cat "$T/p$i.err")"
+        else
+            [ "$n" -eq 1 ] || h_fail "no-exists ACL: want one warning of the refused short call, got $n: $(cat "$T/p$i.err")"
+        fi
+    done
+    [ "$(h_server_stat max)" -le 2 ] || h_fail "$acl ACL: cap exceeded as the worker"
+    if [ $acl = example ]; then
+        denied=$(admin acl log)
+        [ -z "$denied" ] || h_fail "the example ACL refused the short call: $(echo "$denied" | paste -sd' ' -)"
+        admin info commandstats | grep -q '^cmdstat_exists:' || h_fail "no short call was made (no EXISTS ran)"
+    fi
+done
+admin acl setuser conncap-worker +exists >/dev/null
+admin acl log reset >/dev/null
 
 # ---- what a stolen worker password cannot do (each refused with NOPERM)
 admin set 'conncap:{api}:limit' 2 > /dev/null
