@@ -59,7 +59,8 @@ instr() {
     awk '/^(summary|totals):/ {print $2; exit}' "$out"
 }
 # ROWS=name,...: only those sections (core: rows 1-6; scale, fleet: bench/scale.sh; shim: bench/shim_pairs.sh;
-# cli: bench/cli_scale.sh; waiters: bench/waiters.sh; shortlived: bench/shortlived.sh); all by default
+# cli: bench/cli_scale.sh; waiters: bench/waiters.sh; qconn: bench/qmany.sh; shortlived: bench/shortlived.sh);
+# all by default
 only() { [ -z "${ROWS:-}" ] || [[ ",$ROWS," == *",$1,"* ]]; }
 rows=()
 . bench/lib.sh
@@ -185,6 +186,10 @@ only cli && while IFS= read -r l; do rows+=("$l"); done < <(bash bench/cli_scale
 # 8. sleeping waiters: Redis commands, CPU and connections (bench/waiters.sh)
 . bench/waiters.sh
 only waiters && waiters_rows 15
+
+# 9. 10,000 queued connects in one event-loop process: memory, Redis connections, Redis time (bench/qmany.sh)
+. bench/qmany.sh
+only qconn && qmany_rows 10000 100
 
 echo
 load=$(cut -d' ' -f1-3 /proc/loadavg)
