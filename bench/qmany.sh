@@ -87,6 +87,9 @@ for e in sorted(over, key=lambda e: -e[2])[:5]:
     print("over-1ms", e[2], e[3][0], len(e[3]), "args", "at go%+d s" % (e[1] - tgo))' "$tgo"
     redis-cli -p "$port" info commandstats | tr -d '\r' |
         sed -n 's/^cmdstat_\([a-z|]*\):calls=\([0-9]*\),usec=\([0-9]*\),usec_per_call=\([0-9.]*\).*/cmd \1 calls \2 usec_per_call \4/p'
+    # the machine's own floor: the longest a busy loop at Redis's niceness was held off the CPU in 3 s
+    echo "intrinsic-latency-us $($rnice redis-cli --intrinsic-latency 3 2>/dev/null | tr '\r' '\n' |
+        sed -n 's/^Max latency so far: \([0-9]*\) microseconds.*/\1/p' | tail -n 1)"
     kill "$rp" "$lpid" 2>/dev/null; wait "$rp" "$lpid" 2>/dev/null; rm -f "$T/qm.in"
 }
 
@@ -100,6 +103,7 @@ qmany_rows() {
     row "  descriptors / threads per queued connect" "$(f fds-per-queued) / $(f threads-per-queued)" "" ""
     row "  Redis connections of the process, queued / max after" "$(f redis-conns-queued) / $(f redis-conns-max)" "2" "$(verdict "$(f redis-conns-max)" 2)"
     row "  Redis calls over 1 ms (SLOWLOG), slowest" "$(f slowlog-over-1ms), $(f slowest-us) us" "0" "$(verdict "$(f slowlog-over-1ms)" 0)"
+    row "  the machine's floor: longest stall of a busy loop in 3 s" "$(f intrinsic-latency-us) us" "" ""
     row "  Redis usec per call (commandstats): EVALSHA / BLPOP" "$(sed -n 's/^cmd evalsha calls [0-9]* usec_per_call //p' "$out") / $(sed -n 's/^cmd blpop calls [0-9]* usec_per_call //p' "$out")" "" ""
     row "  events for numbers the program had closed" "$(f stale-events)" "0" "$(verdict "$(f stale-events)" 0)"
     row "  all granted and connected, time" "$(f granted), $(f grant-all-ms) ms" "" ""
