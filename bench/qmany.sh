@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # qmany.sh -- 10,000 queued connects in one event-loop process: memory, descriptors, threads, Redis connections and Redis time.
 # Usage: bench/qmany.sh [N [LIMIT]]  (BUILD=dir selects the library, e.g. an older build to compare).
-# Sourced by bench/run.sh (ROWS=qconn), which calls qmany_rows to add its rows to the table.
+# Sourced by bench/run.sh (ROWS=qmany), which calls qmany_rows to add its rows to the table.
 # Method: a private redis-server over TCP (its connections counted per
 # process with ss), slowlog-log-slower-than 100 us, stats reset. bench/qmany
 # takes the LIMIT permits with blocking connects, queues N non-blocking
@@ -13,6 +13,11 @@
 # the slowest call, INFO commandstats calls and usec_per_call. N is bounded
 # by the hard RLIMIT_NOFILE (raised to it) and what the shim needs per
 # queued connect: qmany stops at the first connect it cannot queue.
+# redis-server runs at nice -20 when allowed (root): SLOWLOG and
+# commandstats count wall time, and on a shared 2-core machine the other
+# programs (and qmany's own 10,000 threads) preempt it in the middle of its
+# calls otherwise (an LPUSH "took" 11 ms, an HINCRBY 262 ms). QMANY_NICE
+# sets qmany's niceness (default 0: at 19 it starves on a loaded machine).
 
 # qmany_measure N LIMIT: prints "key value" lines
 qmany_measure() {
@@ -24,7 +29,9 @@ qmany_measure() {
         $(pkg-config --cflags --libs hiredis) || return 1
     port=$(h_free_port)
     mkdir -p "$T/qm"
-    redis-server --port "$port" --bind 127.0.0.1 --dir "$T/qm" --save '' --appendonly no --daemonize no \
+    local rnice=""
+    nice -n -20 true 2>/dev/null && rnice="nice -n -20" # root: Redis first on a loaded machine
+    $rnice redis-server --port "$port" --bind 127.0.0.1 --dir "$T/qm" --save '' --appendonly no --daemonize no \
         --logfile "$T/qm.log" --slowlog-log-slower-than 100 --slowlog-max-len 100000 &
     _pids+=("$!"); local rp=$!
     for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
@@ -41,14 +48,18 @@ CONF
     redis-cli -p "$port" config resetstat >/dev/null
     redis-cli -p "$port" slowlog reset >/dev/null
     rm -f "$T/qm.in" "$T/qm.out"; mkfifo "$T/qm.in"
-    LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/qm.conf" "$B/qmany" "$lp" "$n" "$lim" <"$T/qm.in" >"$T/qm.out" 2>"$T/qm.err" &
+    LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/qm.conf" nice -n "${QMANY_NICE:-0}" "$B/qmany" "$lp" "$n" "$lim" <"$T/qm.in" >"$T/qm.out" 2>"$T/qm.err" &
     local qp=$!
     exec 8>"$T/qm.in"
     for _ in $(seq 1200); do grep -q '^ready' "$T/qm.out" && break; kill -0 "$qp" 2>/dev/null || break; sleep 0.1; done
     conns() { ss -Htnp state established "( dport = :$port )" 2>/dev/null | grep -c "pid=$qp,"; }
     local cq; cq=$(conns)
     local tgo; tgo=$(date +%s)
-    [ -n "${QMANY_PERF:-}" ] && { perf record -e cpu-clock -g -o "$QMANY_PERF" -p "$qp" >/dev/null 2>&1 & }
+    local perfp=""
+    if [ -n "${QMANY_PERF:-}" ]; then
+        perf record -e cpu-clock -g -o "$QMANY_PERF" -p "$qp" >/dev/null 2>&1 &
+        perfp=$!
+    fi
     echo go >&8
     local most=$cq c
     while kill -0 "$qp" 2>/dev/null; do
@@ -56,9 +67,11 @@ CONF
         sleep 0.2
     done
     wait "$qp"; local rc=$?
+    [ -n "$perfp" ] && wait "$perfp"
     exec 8>&-
     cat "$T/qm.out"
     echo "exit $rc"
+    echo "redis-nice ${rnice:-0}"
     echo "redis-conns-queued $cq"
     echo "redis-conns-max $most"
     redis-cli -p "$port" --json slowlog get 100000 | python3 -c '
@@ -74,6 +87,9 @@ for e in sorted(over, key=lambda e: -e[2])[:5]:
     print("over-1ms", e[2], e[3][0], len(e[3]), "args", "at go%+d s" % (e[1] - tgo))' "$tgo"
     redis-cli -p "$port" info commandstats | tr -d '\r' |
         sed -n 's/^cmdstat_\([a-z|]*\):calls=\([0-9]*\),usec=\([0-9]*\),usec_per_call=\([0-9.]*\).*/cmd \1 calls \2 usec_per_call \4/p'
+    # the machine's own floor: the longest a busy loop at Redis's niceness was held off the CPU in 3 s
+    echo "intrinsic-latency-us $($rnice redis-cli --intrinsic-latency 3 2>/dev/null | tr '\r' '\n' |
+        sed -n 's/^Max latency so far: \([0-9]*\) microseconds.*/\1/p' | tail -n 1)"
     kill "$rp" "$lpid" 2>/dev/null; wait "$rp" "$lpid" 2>/dev/null; rm -f "$T/qm.in"
 }
 
@@ -87,6 +103,9 @@ qmany_rows() {
     row "  descriptors / threads per queued connect" "$(f fds-per-queued) / $(f threads-per-queued)" "" ""
     row "  Redis connections of the process, queued / max after" "$(f redis-conns-queued) / $(f redis-conns-max)" "2" "$(verdict "$(f redis-conns-max)" 2)"
     row "  Redis calls over 1 ms (SLOWLOG), slowest" "$(f slowlog-over-1ms), $(f slowest-us) us" "0" "$(verdict "$(f slowlog-over-1ms)" 0)"
+    row "  the machine's floor: longest stall of a busy loop in 3 s" "$(f intrinsic-latency-us) us" "" ""
+    row "  Redis usec per call (commandstats): EVALSHA / BLPOP" "$(sed -n 's/^cmd evalsha calls [0-9]* usec_per_call //p' "$out") / $(sed -n 's/^cmd blpop calls [0-9]* usec_per_call //p' "$out")" "" ""
+    row "  events for numbers the program had closed" "$(f stale-events)" "0" "$(verdict "$(f stale-events)" 0)"
     row "  all granted and connected, time" "$(f granted), $(f grant-all-ms) ms" "" ""
 }
 

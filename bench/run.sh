@@ -59,7 +59,8 @@ instr() {
     awk '/^(summary|totals):/ {print $2; exit}' "$out"
 }
 # ROWS=name,...: only those sections (core: rows 1-6; scale, fleet: bench/scale.sh; shim: bench/shim_pairs.sh;
-# cli: bench/cli_scale.sh; waiters: bench/waiters.sh; qconn: bench/qconn.sh; shortlived: bench/shortlived.sh);
+# cli: bench/cli_scale.sh; waiters: bench/waiters.sh; qconn: bench/qconn.sh; qmany: bench/qmany.sh;
+# shortlived: bench/shortlived.sh);
 # all by default
 only() { [ -z "${ROWS:-}" ] || [[ ",$ROWS," == *",$1,"* ]]; }
 rows=()
@@ -190,6 +191,10 @@ only waiters && waiters_rows 15
 # 9. the queued connect's hand-off next to a blocking waiter's, one run (bench/qconn.sh)
 . bench/qconn.sh
 only qconn && qconn_rows 300
+
+# 10. 10,000 queued connects in one event-loop process: memory, Redis connections, Redis time (bench/qmany.sh)
+. bench/qmany.sh
+only qmany && qmany_rows 10000 100
 
 echo
 load=$(cut -d' ' -f1-3 /proc/loadavg)

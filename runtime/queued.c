@@ -48,6 +48,7 @@ struct q_ent {
                               /* (kept after a failure too: a retry or a shutdown puts it back, see restore) */
     dev_t rdev;
     ino_t rino;               /* the program's socket's identity */
+    int ph;                   /* ours, during a swap only (hold_ph): the placeholder, for wake; else -1 */
     dev_t qdev;
     ino_t qino;     /* the placeholder's identity */
     int efd;        /* eventfd: written at the swap, for pollers; -1 until a poll asks, or once closed */
@@ -476,6 +477,7 @@ static void free_ent(struct q_ent *e)
     while (e->nfds > 0)
         drop_alias(e, 0);
     close_if(&e->real, e->rdev, e->rino);
+    close_own(&e->ph);
     close_own(&e->efd);
     free(e->regs);
     free(e);
@@ -503,10 +505,12 @@ static void forget_locked(int fd)
     }
 }
 
-/* A descriptor of E's placeholder: one of the program's numbers (the
- * shim keeps none of its own); -1 when none is left. Under qlock. */
+/* A descriptor of E's placeholder: ours while it is being swapped out,
+ * or one of the program's numbers; -1 when none is left. Under qlock. */
 static int ph_of(struct q_ent *e)
 {
+    if (e->ph >= 0 && is_file(e->ph, e->qdev, e->qino))
+        return e->ph;
     for (int i = 0; i < e->nfds; i++)
         if (is_file(e->fds[i], e->qdev, e->qino))
             return e->fds[i];
@@ -599,6 +603,18 @@ static void wake(struct q_ent *e)
     }
 }
 
+/* Before E's numbers are swapped: a descriptor of the placeholder of our
+ * own, for the duration (E->ph, marked: a raw close of the number waits
+ * for qlock), so that wake reaches the pollers still sleeping on it after
+ * its last number went (a poll() the shim does not see). Under qlock. */
+static void hold_ph(struct q_ent *e)
+{
+    int ph = ph_of(e);
+
+    e->ph = ph >= 0 ? fcntl(ph, F_DUPFD_CLOEXEC, 0) : -1;
+    mark(e->ph, true);
+}
+
 /* E's wait ended without a permit (ERR): the placeholder is reset, so every
  * copy of it reports a failed connect; SO_ERROR says ERR once. The program's
  * socket stays kept for restore. */
@@ -640,6 +656,7 @@ static void restore(struct q_ent *e)
     struct q_reg r[Q_ALIASES * Q_REGS];
     int nr = 0, k;
 
+    hold_ph(e);
     while (e->nfds > 0) {
         int fd = e->fds[0];
         if (e->real >= 0 && is_file(e->real, e->rdev, e->rino) && is_file(fd, e->qdev, e->qino)) {
@@ -652,6 +669,7 @@ static void restore(struct q_ent *e)
     close_if(&e->real, e->rdev, e->rino); /* on the program's numbers now: see swap_regs */
     regs_put(r, nr);
     wake(e);
+    close_own(&e->ph);
 }
 
 /* Starts E's real connect without waiting for it. A blocking socket (a
@@ -698,6 +716,7 @@ static struct ccap_permit *grant(struct q_ent *e)
     bool taken = false;
     struct q_reg r[Q_ALIASES * Q_REGS];
     int nr = 0, k;
+    hold_ph(e);
     while (e->nfds > 0) {
         int fd = e->fds[0];
         if (swap_regs(e, e->real, fd, r + nr, &k) == 0 &&
@@ -711,6 +730,7 @@ static struct ccap_permit *grant(struct q_ent *e)
     if (taken)
         p = NULL;
     wake(e);
+    close_own(&e->ph);
     kick_sleepers(e);
     return p;
 }
@@ -776,7 +796,7 @@ static struct q_ent *new_ent(int fd, const struct sockaddr *sa, socklen_t len, i
         free(e);
         return NULL;
     }
-    e->real = e->efd = -1;
+    e->real = e->efd = e->ph = -1;
     e->family = socket_family(fd);
     *ph = ccap_park_open(e->family, lifetime_ms);
     if (*ph < 0 || fstat(*ph, &st) != 0) {

@@ -245,7 +245,7 @@ static bool any_armed(const struct ccap_wait_lane *l)
 struct sem_count {
     const char *key; /* a waiter's key: the semaphore is its part up to "}:wake:" */
     size_t len;
-    int armed, skip, skip2; /* left out: in the count, then in the copy */
+    int taken; /* keys of it in the BLPOP so far */
 };
 
 /* The semaphore of wake list KEY in C (*N of them, WAKER_SEMS at most),
@@ -262,61 +262,74 @@ static struct sem_count *sem_of(struct sem_count *c, int *n, const char *key)
             return &c[i];
     if (*n == WAKER_SEMS)
         return NULL;
-    c[*n] = (struct sem_count){ key, len, 0, 0, 0 };
+    c[*n] = (struct sem_count){ key, len, 0 };
     return &c[(*n)++];
 }
 
 /* Under P.lock: the BLPOP's arguments for L's armed waiters, copied into
  * *BUF (the keys) and *ARGV (grown as needed; the caller frees both). At
  * most WAKER_KEYS_PER_SEM keys of one semaphore: those of its oldest
- * waiters (L's list is newest first), who are first in its queue; a BLPOP
- * of 10,000 keys takes Redis milliseconds each time. The waiters left out
- * are marked in the block too (they need not poll: a token pushed to them
- * stays in their lists, and they come in as older waiters leave; the
- * ticket's refresh re-checks them anyway). Marks L blocking. Returns argc,
- * or -ENOMEM. */
+ * waiters (L's list is newest first), who are first in its queue, oldest
+ * first (BLPOP pops the first list that has a token); a BLPOP of 10,000
+ * keys takes Redis milliseconds each time. The waiters left out are marked
+ * in the block too (they need not poll: a token pushed to them stays in
+ * their lists, and they come in as older waiters leave; the ticket's
+ * refresh re-checks them anyway). Marks L blocking. Returns argc, or
+ * -ENOMEM. */
 static int collect(struct ccap_wait_lane *l, char **buf, size_t *cap, const char ***argv, size_t *acap)
 {
     struct sem_count c[WAKER_SEMS], *g;
-    size_t n = 0, len = 0, off = 0;
+    struct ccap_waiter **armed = NULL;
+    size_t n = 0, na = 0, ca = 0, len = 0, off = 0;
     int argc = 0, nc = 0;
 
-    for (struct ccap_waiter *w = l->head; w; w = w->next)
-        if (w->armed && (g = sem_of(c, &nc, w->key)))
-            g->armed++;
-    for (int i = 0; i < nc; i++)
-        c[i].skip = c[i].skip2 = c[i].armed > WAKER_KEYS_PER_SEM ? c[i].armed - WAKER_KEYS_PER_SEM : 0;
     for (struct ccap_waiter *w = l->head; w; w = w->next) {
         w->in_block = w->armed;
         if (!w->armed)
             continue;
-        if ((g = sem_of(c, &nc, w->key)) && g->skip > 0) {
-            g->skip--;
+        if (na == ca) {
+            struct ccap_waiter **a = realloc(armed, (ca = ca ? 2 * ca : 64) * sizeof *a);
+            if (!a) {
+                free(armed);
+                return -ENOMEM;
+            }
+            armed = a;
+        }
+        armed[na++] = w;
+    }
+    for (size_t i = na; i-- > 0;) { /* oldest first; the ones left out become NULL */
+        if ((g = sem_of(c, &nc, armed[i]->key)) && g->taken++ >= WAKER_KEYS_PER_SEM) {
+            armed[i] = NULL;
             continue;
         }
-        len += strlen(w->key) + 1;
+        len += strlen(armed[i]->key) + 1;
         n++;
     }
     len += strlen(l->poke) + 1 + 16;
     if (len > *cap) {
         char *b = realloc(*buf, len);
-        if (!b)
+        if (!b) {
+            free(armed);
             return -ENOMEM;
+        }
         *buf = b, *cap = len;
     }
     if (n + 3 > *acap) {
         const char **a = realloc(*argv, (n + 3) * sizeof **argv);
-        if (!a)
+        if (!a) {
+            free(armed);
             return -ENOMEM;
+        }
         *argv = a, *acap = n + 3;
     }
     (*argv)[argc++] = "BLPOP";
-    for (struct ccap_waiter *w = l->head; w; w = w->next) {
-        if (!w->armed || ((g = sem_of(c, &nc, w->key)) && g->skip2-- > 0))
+    for (size_t i = na; i-- > 0;) {
+        if (!armed[i])
             continue;
-        (*argv)[argc++] = strcpy(*buf + off, w->key);
-        off += strlen(w->key) + 1;
+        (*argv)[argc++] = strcpy(*buf + off, armed[i]->key);
+        off += strlen(armed[i]->key) + 1;
     }
+    free(armed);
     (*argv)[argc++] = strcpy(*buf + off, l->poke);
     off += strlen(l->poke) + 1;
     snprintf(*buf + off, 16, "%d", WAKER_BLOCK_S); /* whole seconds: older servers take no fractions */

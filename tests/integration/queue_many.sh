@@ -1,5 +1,5 @@
 # queue_many.sh -- thousands of queued connects in one event-loop process (issue 26; bench/qmany.c, which
-# `make bench` ROWS=qconn runs at 10,000). The program takes the limit's permits with blocking connects,
+# `make bench` ROWS=qmany runs at 10,000). The program takes the limit's permits with blocking connects,
 # queues N non-blocking ones (epoll, each added after its connect), lets the holders go, and closes each
 # connect once connected until all are. A queued connect costs the process 2 descriptors (the program's
 # number and the kept socket), so N queue under RLIMIT_NOFILE 2N + 200 (the shim took 4 a connect); the
