@@ -702,6 +702,8 @@ static int solo_block(struct ccap_waiter *w, long long until_ms)
         pthread_mutex_lock(&P.lock);
     } else {
         key[0] = '\0';
+        if (rc != -ECONNREFUSED) /* sent, then lost: a later reply is not this block's (no I/O here) */
+            ccap_redis_close(r);
     }
     solo_done(w, rc, key, grant);
     return 0;
