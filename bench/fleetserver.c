@@ -11,6 +11,7 @@
  * once, uncounted: the clients' warm-up connects. {"cur", "max", "total"}
  * go to STATS (JSON, atomically replaced) when the maximum changes, every
  * 100 ms while they change, and at SIGTERM. */
+#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

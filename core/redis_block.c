@@ -1,5 +1,8 @@
 /* redis_block.c -- a blocking command (BLPOP) on a waiter's own connection, with a deadline of our own. */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -7,6 +10,7 @@
 #include <unistd.h>
 
 #include "redis_int.h"
+#include "tls.h"
 #include "wait.h"
 
 /* The node serving KEY, connected: the shared client's own choice
@@ -64,4 +68,49 @@ void ccap_redis_close(struct ccap_redis *r)
 {
     if (r && r->last)
         ccap_node_drop(r->last);
+}
+
+/* The descriptor flags ccap_redis_await cleared, put back (also when a
+ * cancellation unwinds its recv). */
+struct await_flags {
+    int fd, fl;
+};
+static void await_restore(void *arg)
+{
+    const struct await_flags *a = arg;
+
+    if (a->fl & O_NONBLOCK)
+        fcntl(a->fd, F_SETFL, a->fl);
+}
+
+int ccap_redis_await(struct ccap_redis *r)
+{
+    struct ccap_node *n = r->last;
+    struct await_flags a;
+    ssize_t k;
+    char c;
+    int e;
+
+    if (!still_ours(n))
+        return -EPIPE;
+    if ((n->tls && (ccap_tls_pending(n->tls) || n->want != POLLIN)) || n->ctx->reader->pos < n->ctx->reader->len)
+        return 1; /* bytes read already, or TLS mid-renegotiation: ccap_redis_recv goes on */
+    a.fd = n->ctx->fd;
+    if ((a.fl = fcntl(a.fd, F_GETFL)) < 0)
+        return -errno;
+    if ((a.fl & O_NONBLOCK) && fcntl(a.fd, F_SETFL, a.fl & ~O_NONBLOCK) != 0)
+        return -errno;
+    pthread_cleanup_push(await_restore, &a);
+    k = recv(a.fd, &c, 1, MSG_PEEK); /* blocking: restarted or EINTR as connect() is */
+    e = errno;
+    pthread_cleanup_pop(1);
+    return k < 0 && e == EINTR ? -EINTR : 1; /* EOF and errors too: ccap_redis_recv reports them */
+}
+
+void ccap_redis_interrupt(struct ccap_redis *r)
+{
+    struct ccap_node *n = r ? r->last : NULL;
+
+    if (still_ours(n))
+        shutdown(n->ctx->fd, SHUT_RDWR);
 }

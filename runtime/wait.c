@@ -2,6 +2,7 @@
 #include "wait.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 
 #include "clock.h"
 #include "keys.h"
+#include "rt_int.h"
 #include "sem.h"
 
 #define now_ms ccap_now_ms
@@ -38,6 +40,13 @@ struct ccap_wait_lane {
     char tag[256];                /* semaphore name (cluster), or "" */
     char poke[CCAP_WAIT_KEY_MAX]; /* the lane's poke list, in its waiters' slot */
     struct ccap_redis *r;         /* its lent connection, or NULL */
+    struct ccap_waiter *solo;     /* a lone waiter whose own thread has the pending BLPOP (below) */
+    bool solo_reading;            /* ... and reads its reply now: R is that thread's */
+    bool solo_cut;                /* ... and the waker shut R down to end it */
+    bool solo_kick;               /* ... and must end it: a nudge */
+    bool adopt;                   /* a BLPOP pending on R is the waker's to read (a lone waiter left it) */
+    long long solo_until;         /* the lone waiter's wake-up time (monotonic ms) */
+    long long waker_wake;         /* the waker sleeps on CV until then (LLONG_MIN: it is awake) */
     struct ccap_waiter *head;
     pthread_cond_t cv; /* the waker's idle and backoff sleeps */
 };
@@ -220,6 +229,15 @@ static void cond_wait_until(pthread_cond_t *cv, long long until)
     pthread_cond_timedwait(cv, &P.lock, &ts);
 }
 
+/* Under P.lock: L's waker sleeps on its CV until UNTIL or a signal; L
+ * knows until when (a lone waiter signals it only for an earlier time). */
+static void waker_sleep(struct ccap_wait_lane *l, long long until)
+{
+    l->waker_wake = until;
+    cond_wait_until(&l->cv, until);
+    l->waker_wake = LLONG_MIN;
+}
+
 /* Under P.lock: sets BITS on every waiter of L and wakes them. */
 static void wake_all(struct ccap_wait_lane *l, int bits)
 {
@@ -392,25 +410,80 @@ static void deliver(struct ccap_wait_lane *l, int rc, const char *key, bool gran
     if (l->failures++ == 0)
         wake_all(l, CCAP_WOKE_BROKEN);
     int backoff = WAKER_BACKOFF_MS << (l->failures < 5 ? l->failures - 1 : 4);
-    cond_wait_until(&l->cv, now_ms() + (backoff < WAKER_BACKOFF_MAX_MS ? backoff : WAKER_BACKOFF_MAX_MS));
+    waker_sleep(l, now_ms() + (backoff < WAKER_BACKOFF_MAX_MS ? backoff : WAKER_BACKOFF_MAX_MS));
 }
 
-/* Under P.lock: waits, without a BLPOP, until a waiter of L is armed
- * (true), or L had no waiter for WAKER_IDLE_MS (false). Waiters that are
+/* Under P.lock: whether L's only waiter is W and may block on its own wake
+ * list in its own thread (a lone waiter: one thread wake-up per token, not
+ * the waker's and then its own). Only a waiter sleeping on a timerfd nap (a
+ * program's thread) does: its block is then a blocking recv, as its nap's
+ * read would be, for the same signals and cancellation (runtime/nap.h). */
+static bool lone(const struct ccap_wait_lane *l, const struct ccap_waiter *w)
+{
+    return l->head == w && !w->next && w->solo_ok && l->failures == 0;
+}
+
+/* Under P.lock: whether the waker must block for L's armed waiters (a
+ * lone waiter blocks by itself). */
+static bool waker_needed(const struct ccap_wait_lane *l)
+{
+    return any_armed(l) && !lone(l, l->head);
+}
+
+/* Under P.lock: waits, without a BLPOP, until a waiter of L needs the
+ * waker, a lone waiter blocks on its own or left a BLPOP to read (true),
+ * or L had no waiter for WAKER_IDLE_MS (false). Waiters that are
  * registered but not armed (woken, re-checking) keep the waker. */
 static bool idle_wait(struct ccap_wait_lane *l)
 {
     long long until = now_ms() + WAKER_IDLE_MS;
 
-    while (!any_armed(l)) {
+    while (!waker_needed(l) && !l->solo && !l->adopt) {
         long long now = now_ms();
         if (l->head)
             until = now + WAKER_IDLE_MS;
         else if (now >= until)
             return false;
-        cond_wait_until(&l->cv, until);
+        waker_sleep(l, until);
     }
     return true;
+}
+
+/* Under P.lock, after a block of L ended: a lone armed waiter sleeping on
+ * its nap (it found this block pending) is kicked to block on its own. */
+static void kick_lone(struct ccap_wait_lane *l)
+{
+    if (l->head && any_armed(l) && lone(l, l->head) && !l->solo)
+        ccap_nap_kick(l->head->nap);
+}
+
+/* Under P.lock: the waker's part while a lone waiter blocks in its own
+ * thread: at the lone waiter's wake-up time, or when it is nudged, the
+ * waker shuts the connection down to end that block (a token it may lose
+ * then is found by the waiter's next attempt: a holder asking again keeps
+ * its permit); when the lone waiter left its BLPOP pending (a signal, a
+ * cancel), the waker reads its reply and delivers it (KEY: a buffer). */
+static void watch_solo(struct ccap_wait_lane *l, char *key, size_t keylen)
+{
+    while (l->solo) {
+        long long now = now_ms();
+        if (!l->solo_reading && !l->solo_cut && (l->solo_kick || now >= l->solo_until)) {
+            l->solo_cut = true;
+            ccap_redis_interrupt(l->r);
+        }
+        waker_sleep(l, l->solo_cut || l->solo_kick ? now + 100 : l->solo_until);
+    }
+    if (l->adopt) {
+        struct ccap_redis *r = l->r;
+        bool grant;
+        l->adopt = false;
+        pthread_mutex_unlock(&P.lock);
+        int rc = block_reply(r, key, keylen, &grant);
+        pthread_mutex_lock(&P.lock);
+        l->blocking = false;
+        deliver(l, rc, key, grant);
+        kick_lone(l);
+    }
 }
 
 /* A lane's thread: blocks on all of its armed waiters' wake lists and its
@@ -427,7 +500,11 @@ static void *waker_main(void *arg)
     size_t cap = 0, acap = 0;
 
     pthread_mutex_lock(&P.lock);
-    while (any_armed(l) || idle_wait(l)) {
+    while (idle_wait(l)) {
+        if (l->solo || l->adopt) {
+            watch_solo(l, key, sizeof key);
+            continue;
+        }
         int rc = collect(l, &buf, &cap, &argv, &acap);
         r = l->r;
         pthread_mutex_unlock(&P.lock);
@@ -442,6 +519,7 @@ static void *waker_main(void *arg)
         pthread_mutex_lock(&P.lock);
         l->blocking = false;
         deliver(l, rc, key, grant);
+        kick_lone(l);
     }
     r = l->r;
     l->r = NULL;
@@ -503,6 +581,7 @@ static struct ccap_wait_lane *lane_for(const struct ccap_redis_conf *conf, const
     if (ccap_sem_wake_key(l->poke, sizeof l->poke, prefix, name, id) < 0)
         return NULL;
     strcpy(l->tag, tag);
+    l->waker_wake = LLONG_MIN;
     cond_init(&l->cv);
     l->used = true;
     return l;
@@ -521,7 +600,8 @@ static int arm_locked(struct ccap_waiter *w, char *poke, size_t pokelen)
         l->stale = true;
         return 1;
     }
-    pthread_cond_signal(&l->cv); /* an idle waker starts blocking */
+    if (waker_needed(l))
+        pthread_cond_signal(&l->cv); /* an idle waker starts blocking (a lone waiter blocks on its own) */
     return 0;
 }
 
@@ -553,6 +633,7 @@ int ccap_waiter_join(struct ccap_waiter *w, struct ccap_nap *nap, const struct c
         nap = &w->own;
     }
     w->nap = nap;
+    w->solo_ok = atomic_load(&nap->fd) >= 0;
     w->lane = l;
     w->next = l->head;
     l->head = w;
@@ -588,6 +669,104 @@ static bool must_poll(const struct ccap_waiter *w)
     return !w->armed || l->failures > 0 || (l->blocking && !w->in_block && !l->stale);
 }
 
+/* Under P.lock: L's lone waiter leaves its own block before its reply
+ * (a signal, a cancel): the waker reads the pending BLPOP and delivers it,
+ * or, when the waker cut it already, the connection is dropped (the next
+ * block reconnects). */
+static void solo_abandon(struct ccap_wait_lane *l)
+{
+    if (l->solo_cut) {
+        ccap_redis_close(l->r); /* no I/O: its descriptor closed */
+        l->blocking = false;
+    } else {
+        l->adopt = true;
+    }
+    l->solo = NULL;
+    l->solo_cut = l->solo_kick = false;
+    pthread_cond_signal(&l->cv);
+}
+
+/* The outcome RC of lone waiter W's own block (KEY popped, GRANT), under
+ * P.lock: as deliver, without a kick (W's thread is here), and a failure
+ * hands the lane to the waker (its backoff). A block the waker cut short
+ * (W's wake-up time, a nudge) is no failure. */
+static void solo_done(struct ccap_waiter *w, int rc, const char *key, bool grant)
+{
+    struct ccap_wait_lane *l = w->lane;
+    bool cut = l->solo_cut;
+
+    l->solo = NULL;
+    l->solo_reading = l->solo_cut = l->solo_kick = false;
+    l->blocking = false;
+    if (rc >= 0 && key[0] && strcmp(w->key, key) == 0) {
+        w->woke |= CCAP_WOKE_TOKEN | (grant ? CCAP_WOKE_GRANT : 0);
+        w->armed = false;
+    } else if (rc < 0 && !cut && l->failures++ == 0) {
+        wake_all(l, CCAP_WOKE_BROKEN);
+    }
+    if (waker_needed(l))
+        pthread_cond_signal(&l->cv); /* a waiter joined (its poke ended this block), or a failure: the waker's */
+}
+
+/* Under P.lock (released meanwhile): lone waiter W (lone, armed, no block
+ * pending) blocks on its own wake list and the poke list in its own thread,
+ * on the lane's connection, until a token, UNTIL_MS or a nudge (the waker
+ * cuts it), or a signal. Returns 0, or -EINTR: a handler without SA_RESTART
+ * interrupted it, and its BLPOP, still pending, is the waker's to read. In
+ * a program's thread the block is the program's (runtime/nap.h). */
+static int solo_block(struct ccap_waiter *w, long long until_ms)
+{
+    struct ccap_wait_lane *l = w->lane;
+    struct ccap_redis *r = l->r;
+    char secs[16], poke[CCAP_WAIT_KEY_MAX], key[CCAP_WAIT_KEY_MAX];
+    const char *argv[4] = { "BLPOP", w->key, poke, secs };
+    bool grant = false;
+    int rc, back;
+
+    snprintf(poke, sizeof poke, "%s", l->poke);
+    snprintf(secs, sizeof secs, "%d", WAKER_BLOCK_S);
+    l->solo = w;
+    l->solo_until = until_ms;
+    l->solo_reading = true; /* R is this thread's while it sends */
+    l->blocking = true;
+    l->stale = false;
+    w->in_block = true;
+    pthread_mutex_unlock(&P.lock);
+    rc = ccap_redis_send(r, 4, argv);
+    pthread_mutex_lock(&P.lock);
+    l->solo_reading = false; /* from now on the waker may cut the block */
+    if (rc >= 0 && (l->solo_kick || now_ms() >= until_ms)) {
+        l->solo_cut = true; /* due already: the pending BLPOP is abandoned */
+        ccap_redis_interrupt(r);
+    } else if (until_ms < l->waker_wake || l->solo_kick) {
+        pthread_cond_signal(&l->cv); /* the waker ends this block at UNTIL_MS: it must know */
+    }
+    pthread_mutex_unlock(&P.lock);
+    if (rc >= 0) {
+        back = ccap_rt.hooks.outside ? ccap_rt.hooks.outside() : -1;
+        rc = ccap_redis_await(r);
+        if (ccap_rt.hooks.inside)
+            ccap_rt.hooks.inside(back);
+    }
+    pthread_mutex_lock(&P.lock);
+    if (rc == -EINTR) {
+        solo_abandon(l);
+        return -EINTR;
+    }
+    if (rc >= 0) {
+        l->solo_reading = true;
+        pthread_mutex_unlock(&P.lock);
+        rc = block_reply(r, key, sizeof key, &grant);
+        pthread_mutex_lock(&P.lock);
+    } else {
+        key[0] = '\0';
+        if (rc != -ECONNREFUSED) /* sent, then lost: a later reply is not this block's (no I/O here) */
+            ccap_redis_close(r);
+    }
+    solo_done(w, rc, key, grant);
+    return 0;
+}
+
 int ccap_waiter_wait(struct ccap_waiter *w, long long until_ms)
 {
     long long start = now_ms(), poll_end = start + CCAP_WAIT_POLL_MS;
@@ -604,6 +783,13 @@ int ccap_waiter_wait(struct ccap_waiter *w, long long until_ms)
         if (poll && now >= poll_end) {
             woke = CCAP_WOKE_POLL;
             break;
+        }
+        if (w->armed && lone(w->lane, w) && !w->lane->blocking && !w->lane->adopt && w->lane->r) {
+            if (solo_block(w, until_ms) == -EINTR) {
+                woke = w->woke | CCAP_WOKE_SIGNAL;
+                break;
+            }
+            continue;
         }
         /* the sleep holds no lock: the nap may be a cancellation point */
         pthread_mutex_unlock(&P.lock);
@@ -622,6 +808,8 @@ int ccap_waiter_wait(struct ccap_waiter *w, long long until_ms)
 void ccap_waiter_leave(struct ccap_waiter *w)
 {
     pthread_mutex_lock(&P.lock);
+    if (w->lane->solo == w) /* cancelled in its own block */
+        solo_abandon(w->lane);
     for (struct ccap_waiter **pp = &w->lane->head; *pp; pp = &(*pp)->next) {
         if (*pp == w) {
             *pp = w->next;
@@ -640,6 +828,10 @@ void ccap_waiter_nudge(struct ccap_waiter *w)
         if (x == w) {
             w->woke |= CCAP_WOKE_TOKEN;
             ccap_nap_kick(w->nap);
+            if (w->lane->solo == w) { /* blocking on its own: the waker ends that block */
+                w->lane->solo_kick = true;
+                pthread_cond_signal(&w->lane->cv);
+            }
             break;
         }
     }

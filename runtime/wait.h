@@ -27,7 +27,14 @@
  * arming) while a BLPOP without its key is pending pushes one token to the
  * poke list (on the shared connection) so that the waker blocks again with
  * its key; joins in the meantime share that poke. Leaving costs nothing
- * (the waker drops the key at its next block). So a process keeps at most
+ * (the waker drops the key at its next block). A lone waiter (the lane's
+ * only one) in a program's thread blocks on its key itself, on the waker's
+ * connection: a token then costs one thread wake-up, not two (the waker's,
+ * then the waiter's); its block is a blocking recv, with its nap's signal
+ * and cancellation rules, and the waker ends it at the waiter's wake-up time
+ * or a nudge (a shutdown of the connection), reads it when the waiter leaves
+ * it pending, and takes over when a second waiter joins (its poke ends the
+ * lone block). So a process keeps at most
  * two Redis connections however many of its threads wait: the shared one
  * and the waker's. In Redis Cluster one BLPOP takes keys of one slot only,
  * and the semaphore name is the hash tag: there is one waker (thread and
@@ -60,6 +67,7 @@ struct ccap_waiter {
     bool armed;                  /* wants KEY in the waker's BLPOP (join, arm; a token ends it) */
     bool in_block;               /* KEY is in the waker's pending (or next) BLPOP, or left out of it as
                                   * a later waiter of a semaphore with many (wait.c, collect) */
+    bool solo_ok;                /* its nap has a timerfd: alone, it blocks on KEY itself */
     struct ccap_nap *nap;        /* what it sleeps on, kicked by the waker: the caller's, or OWN */
     struct ccap_nap own;
     struct ccap_wait_lane *lane;
@@ -160,6 +168,21 @@ int ccap_redis_recv(struct ccap_redis *r, int timeout_ms, redisReply **reply);
 /* Closes the connection used last (if its descriptor is still ours),
  * abandoning a pending reply; the next call reconnects. */
 void ccap_redis_close(struct ccap_redis *r);
+
+/* Blocks, without a deadline, until the pending reply on R can be read
+ * (bytes came, or the connection ended), in a blocking recv() of R's
+ * socket: a signal handler with SA_RESTART has the kernel restart it, one
+ * without makes it return -EINTR, as connect() does, and it is a
+ * cancellation point (the socket's flags are put back either way). Returns
+ * 1 (read the reply with ccap_redis_recv), -EINTR, or -errno (the pending
+ * reply's connection is gone). For a waiting thread that blocks on its own
+ * wake list (a lone waiter, below). */
+int ccap_redis_await(struct ccap_redis *r);
+
+/* Ends a ccap_redis_await on R in another thread: shuts R's socket down
+ * (if its descriptor is still ours); the pending reply is lost and the next
+ * ccap_redis_recv fails and closes R. No allocation, no Redis I/O. */
+void ccap_redis_interrupt(struct ccap_redis *r);
 
 /* Sends BLPOP KEY on R (a lent connection) and waits up to BLOCK_MS for its
  * reply. The server-side timeout is BLOCK_MS rounded up to whole seconds
