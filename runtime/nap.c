@@ -19,6 +19,7 @@ void ccap_nap_init(struct ccap_nap *n)
 
     atomic_init(&n->fd, -1);
     atomic_init(&n->kicked, false);
+    n->program = false;
     n->dev = 0;
     n->ino = 0;
     pthread_mutex_init(&n->mu, NULL);
@@ -48,6 +49,11 @@ int ccap_nap_use_fd(struct ccap_nap *n)
     n->ino = st.st_ino;
     atomic_store(&n->fd, fd);
     return 0;
+}
+
+void ccap_nap_want_fd(struct ccap_nap *n)
+{
+    n->program = true;
 }
 
 /* Whether FD is still the timerfd N made (the program may have closed its
@@ -136,6 +142,14 @@ static int fd_sleep(struct ccap_nap *n, int fd, long long until_ms)
 int ccap_nap_sleep(struct ccap_nap *n, long long until_ms)
 {
     int fd = atomic_load(&n->fd);
+
+    if (fd < 0 && n->program) {
+        n->program = false; /* one try: a failure sleeps on the condition */
+        if (ccap_nap_use_fd(n) == 0)
+            fd = atomic_load(&n->fd);
+        else
+            ccap_log(CCAP_LOG_DEBUG, "no timerfd for a wait: signals and cancellation wait for its end");
+    }
 
     if (fd >= 0 && !still_ours(n, fd)) {
         atomic_store(&n->fd, -1);

@@ -37,6 +37,7 @@ struct ccap_nap {
     dev_t dev;          /* its identity (every timerfd shares one inode: this */
     ino_t ino;          /* tells only that the number is still a timerfd) */
     atomic_bool kicked; /* a kick not yet seen by a sleep */
+    bool program;       /* ccap_nap_want_fd: the first sleep makes the timerfd */
     pthread_mutex_t mu; /* the condition's, without a timerfd */
     pthread_cond_t cv;
 };
@@ -48,6 +49,11 @@ void ccap_nap_init(struct ccap_nap *n);
  * Returns 0, or -errno (N then sleeps on its condition). Call it only in the
  * thread that sleeps on N, before its first sleep. */
 int ccap_nap_use_fd(struct ccap_nap *n);
+
+/* As ccap_nap_use_fd, made by N's first sleep (in the thread that sleeps
+ * on N), not now: a wait that never sleeps on N (a lone waiter blocks on
+ * its wake list, runtime/wait.h) makes no timerfd. No I/O. */
+void ccap_nap_want_fd(struct ccap_nap *n);
 
 /* Frees what N holds (its descriptor, closed only if it is still ours). No
  * kick may run meanwhile. */

@@ -633,7 +633,7 @@ int ccap_waiter_join(struct ccap_waiter *w, struct ccap_nap *nap, const struct c
         nap = &w->own;
     }
     w->nap = nap;
-    w->solo_ok = atomic_load(&nap->fd) >= 0;
+    w->solo_ok = atomic_load(&nap->fd) >= 0 || nap->program;
     w->lane = l;
     w->next = l->head;
     l->head = w;

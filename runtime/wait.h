@@ -67,7 +67,7 @@ struct ccap_waiter {
     bool armed;                  /* wants KEY in the waker's BLPOP (join, arm; a token ends it) */
     bool in_block;               /* KEY is in the waker's pending (or next) BLPOP, or left out of it as
                                   * a later waiter of a semaphore with many (wait.c, collect) */
-    bool solo_ok;                /* its nap has a timerfd: alone, it blocks on KEY itself */
+    bool solo_ok;                /* its nap is a program's (a timerfd): alone, it blocks on KEY itself */
     struct ccap_nap *nap;        /* what it sleeps on, kicked by the waker: the caller's, or OWN */
     struct ccap_nap own;
     struct ccap_wait_lane *lane;

@@ -531,8 +531,8 @@ static int block(struct ccap_wait *ws)
         until = t + ws->res.wake_ms + 1;
     if (refresh < until)
         until = refresh;
-    if ((ws->flags & CCAP_WAIT_PROGRAM) && ccap_nap_use_fd(&ws->nap) < 0)
-        ccap_log(CCAP_LOG_DEBUG, "no timerfd for %s: signals and cancellation wait for its end", ws->p->holder);
+    if (ws->flags & CCAP_WAIT_PROGRAM)
+        ccap_nap_want_fd(&ws->nap); /* its sleeps are the program's: a timerfd, made at the first */
     if (!ws->unjoinable)
         join(ws);
     if (!ws->joined) {
