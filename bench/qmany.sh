@@ -10,8 +10,9 @@
 # connections are counted while they are queued and sampled every 0.2 s
 # while the holders' permits go down the queue (each connected socket is
 # closed at once). Then Redis's own accounting: SLOWLOG entries over 1 ms,
-# the slowest call, INFO commandstats calls and usec_per_call. N is bounded
-# by the hard RLIMIT_NOFILE (raised to it) and what the shim needs per
+# the slowest call, INFO commandstats calls and usec_per_call. qmany raises
+# RLIMIT_NOFILE to 3 N + LIMIT + 1024 when it may (root), else its soft
+# limit to the hard one, which then bounds N with what the shim needs per
 # queued connect: qmany stops at the first connect it cannot queue.
 # redis-server runs at nice -20 when allowed (root): SLOWLOG and
 # commandstats count wall time, and on a shared 2-core machine the other

@@ -14,6 +14,7 @@
 #include "holder.h"
 #include "log.h"
 #include "nap.h"
+#include "queued.h"
 #include "reload.h"
 #include "rt_int.h"
 #include "sem.h"
@@ -22,6 +23,7 @@
 
 #define WAIT_DOWN_NAP_MS 50     /* Redis down and the local limit full: re-check this often */
 #define WAIT_ALIVE_MS 1000      /* a queued connect: looks this often whether its descriptor is still open */
+#define WAIT_ALIVE_RATE 200     /* ... but all of a process's queued connects together at most this often a second */
 #define WAIT_TICKET_MIN_MS 3000 /* the shortest ticket TTL (short leases) */
 #define WAIT_INTERRUPTED CCAP_WAIT_INTERRUPTED /* step(): a handler without SA_RESTART interrupted a sleep */
 #define REFUSAL_LOG_MS 10000 /* a semaphore's refusals: one line this often, the others counted in it */
@@ -515,6 +517,20 @@ static bool gone(struct ccap_wait *ws)
     return atomic_load(&ws->cancelled);
 }
 
+/* How often a queued connect's thread looks whether its descriptor is
+ * still open (a close the shim's hooks saw ends its wait at once; this
+ * finds the others): WAIT_ALIVE_MS, stretched so that the process's
+ * queued connects together wake at most WAIT_ALIVE_RATE times a second (a
+ * thread each: 10,000 queued ones would otherwise be 10,000 wake-ups a
+ * second, most of the process's CPU, and Redis preempted in its calls). */
+static long long alive_every_ms(void)
+{
+    long long live = atomic_load_explicit(&ccap_q_live, memory_order_relaxed);
+    long long every = live * 1000 / WAIT_ALIVE_RATE;
+
+    return every > WAIT_ALIVE_MS ? every : WAIT_ALIVE_MS;
+}
+
 /* Sleeps until the next re-check: a token, a failed waker, the rate's next
  * slot, the earliest lease end, the ticket's refresh, or the deadline.
  * Returns 0, or WAIT_INTERRUPTED (see nap). In a program's thread the nap
@@ -542,9 +558,9 @@ static int block(struct ccap_wait *ws)
         return rc;
     }
     for (;;) {
-        long long slice = until;
-        if (ws->alive && ccap_now_ms() + WAIT_ALIVE_MS < until)
-            slice = ccap_now_ms() + WAIT_ALIVE_MS;
+        long long slice = until, every = alive_every_ms();
+        if (ws->alive && ccap_now_ms() + every < until)
+            slice = ccap_now_ms() + every;
         woke = ccap_waiter_wait(&ws->w, slice);
         if (woke & CCAP_WOKE_GRANT)
             ws->granted = true; /* kept through an interruption: a resumed wait takes it */

@@ -20,14 +20,26 @@ h_conf "$T/q.conf" qm $LIMIT 60000 120000 "127.0.0.1:$UP"
 cc -O2 -std=gnu11 -D_GNU_SOURCE -o "$T/qmany" "$ROOT/bench/qmany.c" || h_fail "cannot build bench/qmany.c"
 
 clients() { h_rcli client list | grep -vc 'cmd=client'; }
+# the voluntary context switches of every thread of process $1 so far
+switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^voluntary_ctxt_switches/ {s += $2} END {print s + 0}'; }
+mkfifo "$T/go"
 (
     ulimit -n $((2 * N + 200)) || exit 3
-    echo go | LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/q.conf" timeout 240 "$T/qmany" "$UP" $N $LIMIT
+    LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/q.conf" exec timeout 240 "$T/qmany" "$UP" $N $LIMIT <"$T/go"
 ) >"$T/q.out" 2>"$T/q.err" &
 qp=$!
-most=0
+exec 8>"$T/go"
+most=0 idle=-1
 while kill -0 "$qp" 2>/dev/null; do
     c=$(clients); [ "$c" -gt "$most" ] && most=$c
+    if [ $idle -lt 0 ] && grep -q '^ready' "$T/q.out"; then
+        # all queued: their threads sleep until the permits come (each also looks now and then whether
+        # its descriptor is still open: at most 200 such looks a second for the whole process)
+        pid=$(pgrep -P "$qp" -x qmany || echo "$qp")
+        s0=$(switches "$pid"); sleep 3; idle=$(($(switches "$pid") - s0))
+        echo go >&8
+        exec 8>&-
+    fi
     sleep 0.2
 done
 wait "$qp"; rc=$?
@@ -49,6 +61,10 @@ h_note "the largest BLPOP: $blpop arguments (BLPOP, keys, timeout)"
 [ "$(fact stale-events)" = 0 ] || h_fail "$(fact stale-events) events reported for numbers the program had closed"
 [ "$blpop" -gt 0 ] && [ "$blpop" -le 259 ] || h_fail "a BLPOP of $blpop arguments (at most 256 wake lists + the poke list)"
 [ "$most" -le 2 ] || h_fail "$most Redis connections from one process"
+h_note "$idle context switches in 3 s with $N connects queued"
+if [ -z "${SAN:-}" ] && { [ "$idle" -lt 0 ] || [ "$idle" -ge $N ]; }; then
+    h_fail "$idle context switches in 3 s of $N queued connects: their threads wake about once a second each"
+fi
 [ $rc -eq 0 ] || h_fail "qmany exit $rc: $(tail -n 3 "$T/q.err")"
 empty() { local k; for k in holders queue qexp; do [ "$(h_rcli zcard "conncap:{qm}:$k")" -eq 0 ] || return 1; done; }
 WAIT_S=20 h_wait_for empty || h_fail "left in Redis: holders $(h_holders qm), queue $(h_rcli zcard 'conncap:{qm}:queue')"
