@@ -113,10 +113,14 @@ void ccap_redis_set_err(struct ccap_redis *r, const char *fmt, ...)
 
 static atomic_uint forks;
 
+/* Guards the process's reserve of sockets (ccap_redis_reserve). */
+static pthread_mutex_t reserve_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* Core registers no fork handler (a library any process may link); the
  * shim's runtime calls this from its one pthread_atfork child handler. */
 void ccap_redis_fork_child(void)
 {
+    reserve_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER; /* a thread of the parent's may have held it */
     atomic_fetch_add(&forks, 1);
 }
 
@@ -297,12 +301,95 @@ static int wait_connected(int fd, long long deadline)
     return so_err ? -so_err : 0;
 }
 
+/* The process's reserve (ccap_redis_reserve): one unconnected socket per
+ * family, on a high number, for a connect that finds no number free. */
+static struct reserve {
+    int family, fd;
+    dev_t dev;
+    ino_t ino;
+    unsigned forks; /* ccap_redis_forks() when made: a fork child's copy is shared with its parent */
+} reserves[] = { { AF_INET, -1, 0, 0, 0 }, { AF_INET6, -1, 0, 0, 0 }, { AF_UNIX, -1, 0, 0, 0 } };
+
+static struct reserve *reserve_of(int family)
+{
+    for (size_t i = 0; i < sizeof reserves / sizeof *reserves; i++)
+        if (reserves[i].family == family)
+            return &reserves[i];
+    return NULL;
+}
+
+/* Under reserve_lock: whether V's socket is still ours (the program may
+ * have closed or replaced the number: it is then forgotten, never closed)
+ * and this process's own (a fork child closes its copy of the parent's:
+ * one socket connected by both would be both's connection). */
+static bool reserve_held(struct reserve *v)
+{
+    struct stat st;
+
+    if (v->fd >= 0 && (fstat(v->fd, &st) != 0 || st.st_dev != v->dev || st.st_ino != v->ino))
+        v->fd = -1;
+    if (v->fd >= 0 && v->forks != ccap_redis_forks()) {
+        close(v->fd);
+        v->fd = -1;
+    }
+    return v->fd >= 0;
+}
+
+static int move_high(int fd);
+
+void ccap_redis_reserve(const struct ccap_redis *r)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    struct reserve *v;
+    struct stat st;
+    int cur = r ? ccap_redis_fd(r) : -1, fd;
+
+    if (cur < 0 || getsockname(cur, (struct sockaddr *)&ss, &len) != 0 || !(v = reserve_of(ss.ss_family)))
+        return;
+    pthread_mutex_lock(&reserve_lock);
+    if (!reserve_held(v) && (fd = socket(v->family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) >= 0) {
+        fd = move_high(fd);
+        if (fstat(fd, &st) == 0) {
+            v->fd = fd;
+            v->dev = st.st_dev;
+            v->ino = st.st_ino;
+            v->forks = ccap_redis_forks();
+        } else {
+            close(fd);
+        }
+    }
+    pthread_mutex_unlock(&reserve_lock);
+}
+
+/* A socket of FAMILY when none can be made: the reserve's (taken), or -1. */
+static int take_reserve(int family)
+{
+    struct reserve *v = reserve_of(family);
+    int fd = -1;
+
+    if (!v)
+        return -1;
+    pthread_mutex_lock(&reserve_lock);
+    if (reserve_held(v)) {
+        fd = v->fd;
+        v->fd = -1;
+    }
+    pthread_mutex_unlock(&reserve_lock);
+    return fd;
+}
+
 /* One socket to one address, bounded by DEADLINE. Returns the descriptor or -errno. */
 static int connect_addr(int family, const struct sockaddr *sa, socklen_t len, long long deadline)
 {
     int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int rc;
 
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+        int e = errno;
+        if ((fd = take_reserve(family)) < 0)
+            errno = e; /* no number free, and no reserve: the process ran out of descriptors */
+    }
     if (fd < 0)
         return -errno;
     for (;;) {

@@ -168,6 +168,16 @@ void ccap_redis_forget(struct ccap_redis *r);
  * (the shim's runtime does, runtime/lifecycle.c). Async-signal-safe. */
 void ccap_redis_fork_child(void);
 
+/* Keeps a socket ready, process-wide, for a connect that finds no
+ * descriptor free (EMFILE, ENFILE, or RLIMIT_NOFILE lowered below every
+ * free number): one unconnected socket of the family of R's connection
+ * (none when R is not connected), made now if there is none, on a high
+ * number, CLOEXEC. Any client's next connect of that family takes it when
+ * socket() fails so; the next call makes another. No network I/O: for
+ * the start of a wait, whose waker connects later, perhaps after the
+ * program used up its descriptors. Thread-safe. */
+void ccap_redis_reserve(const struct ccap_redis *r);
+
 /* The descriptor currently in use (with several servers: the one used
  * last), or -1. A program closing this number is noticed at the next use. */
 int ccap_redis_fd(const struct ccap_redis *r);

@@ -17,6 +17,12 @@ static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
 static int listen_fd = -1, filler_fd = -1; /* the listener and its one connection, never accepted */
 static dev_t listen_dev, filler_dev;
 static ino_t listen_ino, filler_ino;
+/* A copy of the listener, or during a hold (ccap_park_hold) a placeholder:
+ * the file it refers to now is SPARE_DEV/SPARE_INO. */
+static int spare_fd = -1;
+static dev_t spare_dev;
+static ino_t spare_ino;
+static int hold_fd = -1; /* during a hold: the number ccap_park_hold returned; else -1 */
 static in_port_t listen_port; /* network order */
 
 int ccap_park_move_high(int fd)
@@ -74,6 +80,11 @@ static int make_listener(void)
     filler_dev = st.st_dev;
     filler_ino = st.st_ino;
     listen_port = a.sin_port;
+    if (hold_fd < 0) { /* (during a hold the spare holds a placeholder: unhold points it here) */
+        spare_fd = ccap_park_move_elsewhere(l); /* none when no number is free: a hold then needs one */
+        spare_dev = listen_dev;
+        spare_ino = listen_ino;
+    }
     return 0;
 fail:
     e = errno;
@@ -91,6 +102,11 @@ static int listener_port(in_port_t *port)
 
     pthread_mutex_lock(&park_lock);
     if (!same_file(listen_fd, listen_dev, listen_ino)) {
+        if (hold_fd < 0) {
+            if (same_file(spare_fd, spare_dev, spare_ino))
+                close(spare_fd); /* still ours: the old listener's copy */
+            spare_fd = -1;
+        }
         listen_fd = filler_fd = -1; /* the program closed them: never close its numbers */
         rc = make_listener();
     }
@@ -139,7 +155,7 @@ int ccap_park_open(int family, int lifetime_ms)
     return ccap_park_move_high(fd);
 }
 
-int ccap_park_own(int fds[2])
+int ccap_park_own(int fds[CCAP_PARK_OWN_MAX])
 {
     int n = 0;
 
@@ -148,8 +164,49 @@ int ccap_park_own(int fds[2])
         fds[n++] = listen_fd;
     if (same_file(filler_fd, filler_dev, filler_ino))
         fds[n++] = filler_fd;
+    if (same_file(spare_fd, spare_dev, spare_ino))
+        fds[n++] = spare_fd;
     pthread_mutex_unlock(&park_lock);
     return n;
+}
+
+int ccap_park_hold(int ph)
+{
+    struct stat st;
+    int rc = -EBADF;
+
+    pthread_mutex_lock(&park_lock);
+    if (hold_fd < 0 && same_file(spare_fd, spare_dev, spare_ino) && fstat(ph, &st) == 0 &&
+        dup3(ph, spare_fd, O_CLOEXEC) == spare_fd) {
+        spare_dev = st.st_dev;
+        spare_ino = st.st_ino;
+        rc = hold_fd = spare_fd;
+    }
+    pthread_mutex_unlock(&park_lock);
+    return rc;
+}
+
+bool ccap_park_unhold(int fd)
+{
+    bool spare;
+
+    pthread_mutex_lock(&park_lock);
+    spare = fd >= 0 && fd == hold_fd; /* (the spare may have moved since: rehome) */
+    if (spare)
+        hold_fd = -1;
+    if (spare && !same_file(spare_fd, spare_dev, spare_ino)) {
+        spare_fd = -1; /* the program closed or replaced it: its number now, never closed */
+    } else if (spare) {
+        if (same_file(listen_fd, listen_dev, listen_ino) && dup3(listen_fd, spare_fd, O_CLOEXEC) == spare_fd) {
+            spare_dev = listen_dev;
+            spare_ino = listen_ino;
+        } else {
+            close(spare_fd); /* no listener to copy: the spare goes, the placeholder with it */
+            spare_fd = -1;
+        }
+    }
+    pthread_mutex_unlock(&park_lock);
+    return spare;
 }
 
 /* Moves *FD (DEV, INO: still ours) off its number; -1 when no number is free. */
@@ -181,6 +238,9 @@ int ccap_park_rehome(int fd)
     } else if (fd >= 0 && fd == filler_fd) {
         move_off(&filler_fd, filler_dev, filler_ino);
         moved = filler_fd;
+    } else if (fd >= 0 && fd == spare_fd) {
+        move_off(&spare_fd, spare_dev, spare_ino);
+        moved = spare_fd;
     }
     pthread_mutex_unlock(&park_lock);
     return moved;

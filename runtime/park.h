@@ -2,6 +2,8 @@
 #ifndef CCAP_PARK_H
 #define CCAP_PARK_H
 
+#include <stdbool.h>
+
 /* A placeholder is a TCP socket connected, non-blocking, to a private
  * loopback listener of this process whose accept queue is full (listen
  * backlog 0 and one filler connection never accepted): the kernel drops
@@ -32,9 +34,27 @@ int ccap_park_fail(int fd);
  * listener exists. Returns the descriptor or -errno. */
 int ccap_park_failed(int family);
 
-/* The listener's and its filler's numbers (while they are still the
- * park's) into FDS; returns how many (0 to 2). Thread-safe. */
-int ccap_park_own(int fds[2]);
+/* The park's own numbers (the listener, its filler and the spare, while
+ * they are still the park's) into FDS; returns how many (0 to
+ * CCAP_PARK_OWN_MAX). Thread-safe. */
+#define CCAP_PARK_OWN_MAX 3
+int ccap_park_own(int fds[CCAP_PARK_OWN_MAX]);
+
+/* Puts placeholder PH on the park's spare number (a copy of the listener
+ * made with it), so that the placeholder outlives its last number of the
+ * program's for the moment of a swap without a free descriptor being
+ * needed then (a process at RLIMIT_NOFILE still gets its pollers woken).
+ * Returns that number, or -EBADF when there is no spare (no number was
+ * free when the listener was made, or the program closed it with none free
+ * to move it to) or it cannot take the placeholder (RLIMIT_NOFILE lowered
+ * below it: dup3 onto it fails). One hold at a time: the
+ * caller serializes them (qlock) and ends each with ccap_park_unhold. */
+int ccap_park_hold(int ph);
+
+/* Ends the hold on number FD if it is the spare's (from ccap_park_hold):
+ * the spare refers to the listener again, and the placeholder is only the
+ * program's. Returns whether FD was the spare. */
+bool ccap_park_unhold(int fd);
 
 /* The program is about to close or replace number FD: if it is the
  * listener or the filler, that moves to another number first (the

@@ -25,6 +25,7 @@
 #define Q_REGS 16     /* epoll sets one number is in */
 #define Q_POLL_EXTRA 8 /* eventfds one poll call adds at most */
 #define Q_RECHECK_MS 1000 /* a connect() waiting on a queued descriptor looks again this often */
+#define Q_POLL_BLIND_MS 50 /* a poll on a queued descriptor no swap can wake (no descriptor free) looks again this often */
 
 enum { Q_QUEUED, Q_FAILED };
 
@@ -48,7 +49,7 @@ struct q_ent {
                               /* (kept after a failure too: a retry or a shutdown puts it back, see restore) */
     dev_t rdev;
     ino_t rino;               /* the program's socket's identity */
-    int ph;                   /* ours, during a swap only (hold_ph): the placeholder, for wake; else -1 */
+    int ph;                   /* during a swap only (hold_ph): the park's spare, holding the placeholder; else -1 */
     dev_t qdev;
     ino_t qino;     /* the placeholder's identity */
     int efd;        /* eventfd: written at the swap, for pollers; -1 until a poll asks, or once closed */
@@ -407,6 +408,7 @@ static void drop_alias(struct q_ent *e, int i)
 
 static void forget_locked(int fd);
 static void rehome(int fd);
+static void unhold_ph(struct q_ent *e);
 static void fail_in_place(struct q_ent *e, int err);
 
 /* The entry FD is a number of, if FD still refers to its placeholder (a
@@ -477,7 +479,7 @@ static void free_ent(struct q_ent *e)
     while (e->nfds > 0)
         drop_alias(e, 0);
     close_if(&e->real, e->rdev, e->rino);
-    close_own(&e->ph);
+    unhold_ph(e);
     close_own(&e->efd);
     free(e->regs);
     free(e);
@@ -521,7 +523,7 @@ static int ph_of(struct q_ent *e)
  * filler, marked (close_own unmarks). Under qlock. */
 static void mark_own(struct q_ent *e)
 {
-    int park[2], n = ccap_park_own(park);
+    int park[CCAP_PARK_OWN_MAX], n = ccap_park_own(park);
 
     mark(e->real, true);
     mark(e->efd, true);
@@ -603,16 +605,31 @@ static void wake(struct q_ent *e)
     }
 }
 
-/* Before E's numbers are swapped: a descriptor of the placeholder of our
- * own, for the duration (E->ph, marked: a raw close of the number waits
- * for qlock), so that wake reaches the pollers still sleeping on it after
- * its last number went (a poll() the shim does not see). Under qlock. */
+/* Before E's numbers are swapped: the placeholder held on the park's spare
+ * number for the duration (E->ph, marked as the park's: a raw close of the
+ * number waits for qlock; no free descriptor needed, so a process at its
+ * RLIMIT_NOFILE gets the wake too), so that wake reaches the pollers still
+ * sleeping on it after its last number went (a poll() the shim does not
+ * see, or one whose eventfd could not be made). Under qlock. */
 static void hold_ph(struct q_ent *e)
 {
     int ph = ph_of(e);
 
-    e->ph = ph >= 0 ? fcntl(ph, F_DUPFD_CLOEXEC, 0) : -1;
-    mark(e->ph, true);
+    e->ph = ph >= 0 ? ccap_park_hold(ph) : -1;
+    if (e->ph < 0 && ph >= 0) { /* no spare (or the program's RLIMIT_NOFILE fell below it): any free number */
+        e->ph = fcntl(ph, F_DUPFD_CLOEXEC, 0);
+        mark(e->ph, true);
+    }
+    if (e->ph < 0)
+        e->ph = -1;
+}
+
+/* The end of hold_ph's hold. Under qlock. */
+static void unhold_ph(struct q_ent *e)
+{
+    if (e->ph >= 0 && ccap_park_unhold(e->ph))
+        e->ph = -1;
+    close_own(&e->ph);
 }
 
 /* E's wait ended without a permit (ERR): the placeholder is reset, so every
@@ -669,7 +686,7 @@ static void restore(struct q_ent *e)
     close_if(&e->real, e->rdev, e->rino); /* on the program's numbers now: see swap_regs */
     regs_put(r, nr);
     wake(e);
-    close_own(&e->ph);
+    unhold_ph(e);
 }
 
 /* Starts E's real connect without waiting for it. A blocking socket (a
@@ -730,7 +747,7 @@ static struct ccap_permit *grant(struct q_ent *e)
     if (taken)
         p = NULL;
     wake(e);
-    close_own(&e->ph);
+    unhold_ph(e);
     kick_sleepers(e);
     return p;
 }
@@ -1047,8 +1064,8 @@ static int cmp_uint(const void *a, const void *b)
  * when none). Returns how many. Under qlock. */
 static size_t own_in(unsigned lo, unsigned hi, unsigned **out)
 {
-    size_t n = 0, cap = 2;
-    int park[2], np = ccap_park_own(park);
+    size_t n = 0, cap = CCAP_PARK_OWN_MAX;
+    int park[CCAP_PARK_OWN_MAX], np = ccap_park_own(park);
 
     for (struct q_ent *e = q_head; e; e = e->next)
         cap += 2;
@@ -1233,7 +1250,7 @@ static int make_efd(struct q_ent *e)
  * None of FDS marked (the marks' false is definite): none, without qlock --
  * a poll that a swap's eventfd woke polls the real socket again at once,
  * not after the queue's thread has finished with the entry. */
-static int extras_of(const struct pollfd *fds, nfds_t n, struct pollfd *x, int max)
+static int extras_of(const struct pollfd *fds, nfds_t n, struct pollfd *x, int max, bool *blind)
 {
     int k = 0;
     bool asked = false;
@@ -1252,6 +1269,8 @@ static int extras_of(const struct pollfd *fds, nfds_t n, struct pollfd *x, int m
         struct q_ent *e = lookup(fds[i].fd);
         if (e && e->state == Q_QUEUED && (e->efd >= 0 || make_efd(e) == 0))
             x[k++] = (struct pollfd){ .fd = e->efd, .events = POLLIN };
+        else if (e && e->state == Q_QUEUED)
+            *blind = true;
     }
     pthread_mutex_unlock(&qlock);
     return k;
@@ -1267,11 +1286,15 @@ int ccap_q_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const 
         return (r0 = real(fds, n, tmo, mask)) < 0 ? -errno : r0; /* no wake-up at a swap then */
     for (;;) {
         memcpy(all, fds, n * sizeof *fds);
-        int k = extras_of(fds, n, all + n, Q_POLL_EXTRA), r;
+        bool blind = false;
+        int k = extras_of(fds, n, all + n, Q_POLL_EXTRA, &blind), r;
         struct timespec left, *lp = NULL;
-        if (deadline >= 0) {
-            long long ms = deadline - ccap_now_ms();
-            ms = ms < 0 ? 0 : ms;
+        long long ms = deadline >= 0 ? deadline - ccap_now_ms() : -1;
+        if (ms < 0 && deadline >= 0)
+            ms = 0;
+        if (blind && (ms < 0 || ms > Q_POLL_BLIND_MS))
+            ms = Q_POLL_BLIND_MS; /* a swap may find no way to wake this poll: look again soon */
+        if (ms >= 0) {
             left = (struct timespec){ ms / 1000, (ms % 1000) * 1000000L };
             lp = &left;
         }
@@ -1284,6 +1307,8 @@ int ccap_q_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const 
         int mine = r;
         for (int i = 0; i < k; i++)
             mine -= all[n + (nfds_t)i].revents != 0;
+        if (r == 0 && blind && (deadline < 0 || ccap_now_ms() < deadline))
+            continue;
         if (mine > 0 || r == 0 || k == 0) {
             for (nfds_t i = 0; i < n; i++)
                 fds[i].revents = all[i].revents;

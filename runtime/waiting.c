@@ -141,6 +141,8 @@ static int try_acquire(const struct ccap_sem_conf *s, size_t sem, const struct c
         }
         if (rc == 0 && res->granted)
             ccap_rt_note_use((int)sem);
+        else if (rc == 0)
+            ccap_redis_reserve(ccap_rt.redis); /* the waker connects later: perhaps with no descriptor free */
         ccap_breaker_note(rc);
     }
     pthread_mutex_unlock(&ccap_rt.rlock);
