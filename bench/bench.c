@@ -410,7 +410,7 @@ static int do_qhandoff(int port, int n, const char *modes)
         die("listener");
     pthread_setname_np(t, "qh-listener"); /* tests/integration/queue_lone_hop.sh tells it from the shim's */
     setvbuf(stdout, NULL, _IOLBF, 0);     /* a line per round as it ends (outside the timed spans) */
-    for (const char *m = modes; *m; m++) /* warm-up: configuration, waker, park listener */
+    for (const char *m = modes; *m; m++)  /* warm-up: configuration, waker, park listener */
         qh_round(&a, *m, &k, 1);
     for (int i = 0; i < n; i++) /* b q p, p q b, ...: no mode always goes first */
         for (size_t j = 0, len = strlen(modes); j < len; j++)
@@ -441,8 +441,16 @@ static void hook_call(char c, int s, int ep)
     case 'e': epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev); break;
     case 'p': poll(&p, 1, 0); break;
     case 'P': ppoll(&p, 1, &z, NULL); break;
-    case 'x': FD_ZERO(&r); FD_SET(s, &r); select(s + 1, &r, NULL, NULL, &tz); break;
-    case 'X': FD_ZERO(&r); FD_SET(s, &r); pselect(s + 1, &r, NULL, NULL, &z, NULL); break;
+    case 'x':
+        FD_ZERO(&r);
+        FD_SET(s, &r);
+        select(s + 1, &r, NULL, NULL, &tz);
+        break;
+    case 'X':
+        FD_ZERO(&r);
+        FD_SET(s, &r);
+        pselect(s + 1, &r, NULL, NULL, &z, NULL);
+        break;
     case 'd': shutdown(s, SHUT_RD); break;
     case 'y': syscall(SYS_getppid); break;
     case 'f': fcntl(s, F_GETFL); break;
@@ -454,7 +462,10 @@ static void hook_call(char c, int s, int ep)
     case 'M': sendmmsg(s, &mm, 1, MSG_NOSIGNAL | MSG_DONTWAIT); break;
     case 'k': __poll_chk(&p, 1, 0, sizeof p); break;
     case 'K': __ppoll_chk(&p, 1, &z, NULL, sizeof p); break;
-    case 'R': v = dup(s); close_range((unsigned)v, (unsigned)v, 0); break;
+    case 'R':
+        v = dup(s);
+        close_range((unsigned)v, (unsigned)v, 0);
+        break;
     case 'C': syscall(SYS_close, dup(s)); break;
     case 'F': fclose(fdopen(dup(s), "r")); break;
     case 'E': close(epoll_create1(0)); break;
@@ -463,11 +474,29 @@ static void hook_call(char c, int s, int ep)
 
 static int do_hook(const char *call, int n)
 {
-    static const char *const names[] = { "setsockopt", "getsockopt", "getsockname", "epoll_ctl", "poll",
-                                         "ppoll", "select", "pselect", "shutdown", "syscall", "fcntl",
-                                         "dup+close", "dup2", "dup3", "sendto", "sendmsg", "sendmmsg",
-                                         "__poll_chk", "__ppoll_chk", "dup+close_range", "dup+syscall_close",
-                                         "dup+fclose", "epoll_create1+close" };
+    static const char *const names[] = { "setsockopt",
+                                         "getsockopt",
+                                         "getsockname",
+                                         "epoll_ctl",
+                                         "poll",
+                                         "ppoll",
+                                         "select",
+                                         "pselect",
+                                         "shutdown",
+                                         "syscall",
+                                         "fcntl",
+                                         "dup+close",
+                                         "dup2",
+                                         "dup3",
+                                         "sendto",
+                                         "sendmsg",
+                                         "sendmmsg",
+                                         "__poll_chk",
+                                         "__ppoll_chk",
+                                         "dup+close_range",
+                                         "dup+syscall_close",
+                                         "dup+fclose",
+                                         "epoll_create1+close" };
     static const char codes[] = "sgnepPxXdyfD23tmMkKRCFE";
     int s = socket(AF_INET, SOCK_STREAM, 0), ep = epoll_create1(0), k = -1;
     struct epoll_event ev = { .events = EPOLLIN };

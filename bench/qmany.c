@@ -95,8 +95,8 @@ static void thread_cpu(void)
             }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("process-cpu-ms %ld\n", (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000L +
-                                       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000);
+    printf("process-cpu-ms %ld\n",
+           (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000L + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000);
     printf("other-threads-left-cpu-ms");
     for (int i = 0; i < n; i++)
         printf(" %ld", v[i]);

@@ -248,13 +248,14 @@ static bool rule_matches(const struct ctx *c, const struct ccap_rule *r, const s
 static void print_rule(FILE *f, const struct ccap_config *cfg, const struct ccap_rule *r)
 {
     const struct ccap_sem_conf *s = &cfg->sems[r->sem];
-    fprintf(f, "rule %zu (%s:%d) -> semaphore \"%s\" (limit %d, lease %d ms, wait %d ms; non-blocking: %s %s)",
-            (size_t)(r - cfg->rules) + 1, r->file ? r->file : cfg->path, r->line, s->name, s->limit, s->lease_ms,
-            s->wait_timeout_ms,
-            cfg->nonblocking == CCAP_NONBLOCK_FAIL   ? "fail at once with"
-            : cfg->nonblocking == CCAP_NONBLOCK_WAIT ? "the thread waits, then fails with"
-                                                     : "queued until its turn, then fails with",
-            ccap_errno_name(cfg->nonblocking == CCAP_NONBLOCK_QUEUE ? cfg->on_timeout_errno : cfg->nonblocking_errno));
+    fprintf(
+        f, "rule %zu (%s:%d) -> semaphore \"%s\" (limit %d, lease %d ms, wait %d ms; non-blocking: %s %s)",
+        (size_t)(r - cfg->rules) + 1, r->file ? r->file : cfg->path, r->line, s->name, s->limit, s->lease_ms,
+        s->wait_timeout_ms,
+        cfg->nonblocking == CCAP_NONBLOCK_FAIL   ? "fail at once with"
+        : cfg->nonblocking == CCAP_NONBLOCK_WAIT ? "the thread waits, then fails with"
+                                                 : "queued until its turn, then fails with",
+        ccap_errno_name(cfg->nonblocking == CCAP_NONBLOCK_QUEUE ? cfg->on_timeout_errno : cfg->nonblocking_errno));
 }
 
 /* Explains one address (recorded in C's verdicts); returns the rule that

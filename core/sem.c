@@ -166,8 +166,9 @@ static int acquire_short(struct ccap_redis *r, const struct ccap_sem_req *q, con
     rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, ACQUIRE_SHORT_KEYS, ACQUIRE_SHORT_KEYS + 3, av, &rep);
     if (rc == -EPROTO || rc == -EACCES) {
         if (!atomic_exchange(&short_refused, true))
-            ccap_log(CCAP_LOG_WARN, "redis refused acquire's short call (%s): the full call from now on; "
-                                    "a worker ACL without +exists on ~conncap:*? (examples/redis-acl.conf)",
+            ccap_log(CCAP_LOG_WARN,
+                     "redis refused acquire's short call (%s): the full call from now on; "
+                     "a worker ACL without +exists on ~conncap:*? (examples/redis-acl.conf)",
                      ccap_redis_errstr(r));
         return 1;
     }

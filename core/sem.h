@@ -131,7 +131,8 @@ struct ccap_sem_req {
 };
 #define CCAP_SEM_UNBLOCK 1 /* push a token to HOLDER's own wake list (ends its pending BLPOP) */
 #define CCAP_SEM_LEAVE 2   /* leave the queue if not admitted now (the last attempt) */
-#define CCAP_SEM_GRANTS 4  /* HOLDER, if it queues, takes grants: a release may admit it and push
+#define CCAP_SEM_GRANTS                                                                                             \
+    4 /* HOLDER, if it queues, takes grants: a release may admit it and push
                             * CCAP_SEM_TOKEN_GRANT to its wake list (ignored under a rate) */
 
 /* The tokens of a wake list (one at most): this header owns their format

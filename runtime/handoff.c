@@ -240,7 +240,7 @@ char **ccap_handoff_envp(char *const *envp, const char *extra)
 
 /* ---- the lifecycle ---- */
 
-static const char *recorded; /* the constructor's copy (env.c) */
+static const char *recorded;      /* the constructor's copy (env.c) */
 atomic_bool ccap_handoff_pending; /* ccap_handoff_waiting */
 #define waiting ccap_handoff_pending
 static pthread_once_t adopt_once = PTHREAD_ONCE_INIT;

@@ -9,8 +9,8 @@
  * after a fork() the child (ccap_rt_owner_fork_child): never merely the
  * process that loaded the library, whose prefork children create state of
  * their own. */
-static atomic_int owner_pid; /* the process the state belongs to; 0 before any */
-static atomic_bool stateful; /* fork handlers registered: state may exist */
+static atomic_int owner_pid;               /* the process the state belongs to; 0 before any */
+static atomic_bool stateful;               /* fork handlers registered: state may exist */
 atomic_int ccap_rt_own_fd_low = INT32_MAX; /* ccap_redis_fd_base() once claimed */
 static pthread_once_t claim_once = PTHREAD_ONCE_INIT;
 

@@ -22,7 +22,7 @@ static ino_t listen_ino, filler_ino;
 static int spare_fd = -1;
 static dev_t spare_dev;
 static ino_t spare_ino;
-static int hold_fd = -1; /* during a hold: the number ccap_park_hold returned; else -1 */
+static int hold_fd = -1;      /* during a hold: the number ccap_park_hold returned; else -1 */
 static in_port_t listen_port; /* network order */
 
 int ccap_park_move_high(int fd)

@@ -49,8 +49,8 @@ static inline bool ccap_ptab_maybe(int fd)
 {
     if ((unsigned)fd >= CCAP_PTAB_MAX_FD)
         return false;
-    ccap_ptab_slot *c = atomic_load_explicit(&ccap_ptab_chunks[(unsigned)fd >> CCAP_PTAB_CHUNK_BITS],
-                                             memory_order_acquire);
+    ccap_ptab_slot *c =
+        atomic_load_explicit(&ccap_ptab_chunks[(unsigned)fd >> CCAP_PTAB_CHUNK_BITS], memory_order_acquire);
     return c && atomic_load_explicit(&c[(unsigned)fd & ((1u << CCAP_PTAB_CHUNK_BITS) - 1)], memory_order_relaxed);
 }
 

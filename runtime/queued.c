@@ -21,11 +21,12 @@
 #include "rt_int.h"
 #include "waiting.h"
 
-#define Q_ALIASES 8   /* numbers of one queued socket in this process (dup) */
-#define Q_REGS 16     /* epoll sets one number is in */
-#define Q_POLL_EXTRA 8 /* eventfds one poll call adds at most */
+#define Q_ALIASES 8       /* numbers of one queued socket in this process (dup) */
+#define Q_REGS 16         /* epoll sets one number is in */
+#define Q_POLL_EXTRA 8    /* eventfds one poll call adds at most */
 #define Q_RECHECK_MS 1000 /* a connect() waiting on a queued descriptor looks again this often */
-#define Q_POLL_BLIND_MS 50 /* a poll on a queued descriptor no swap can wake (no descriptor free) looks again this often */
+#define Q_POLL_BLIND_MS                                                                                             \
+    50 /* a poll on a queued descriptor no swap can wake (no descriptor free) looks again this often */
 
 enum { Q_QUEUED, Q_FAILED };
 
@@ -48,13 +49,13 @@ struct q_ent {
     int real;                 /* the program's socket, kept aside (ours, high, CLOEXEC); -1 once given back */
                               /* (kept after a failure too: a retry or a shutdown puts it back, see restore) */
     dev_t rdev;
-    ino_t rino;               /* the program's socket's identity */
-    int ph;                   /* during a swap only (hold_ph): the park's spare, holding the placeholder; else -1 */
+    ino_t rino; /* the program's socket's identity */
+    int ph;     /* during a swap only (hold_ph): the park's spare, holding the placeholder; else -1 */
     dev_t qdev;
-    ino_t qino;     /* the placeholder's identity */
-    int efd;        /* eventfd: written at the swap, for pollers; -1 until a poll asks, or once closed */
-    int state;      /* Q_QUEUED, Q_FAILED */
-    int err;        /* Q_FAILED: the errno SO_ERROR and connect() report once; 0 after */
+    ino_t qino; /* the placeholder's identity */
+    int efd;    /* eventfd: written at the swap, for pollers; -1 until a poll asks, or once closed */
+    int state;  /* Q_QUEUED, Q_FAILED */
+    int err;    /* Q_FAILED: the errno SO_ERROR and connect() report once; 0 after */
     int family;
     unsigned long long wid; /* its wait, for ccap_rt_wait_cancel */
     struct ccap_wait *ws;   /* its wait until the thread takes it */
@@ -64,8 +65,8 @@ struct q_ent {
     struct q_sleeper *sleepers; /* threads in connect() on a blocking number of it */
     struct q_reg *regs;         /* its numbers' epoll registrations (NREGS of CREGS) */
     int nregs, cregs;
-    bool regs_unknown;          /* one could not be recorded: a swap reads them from the kernel */
-    bool linked;                /* on the list from q_head */
+    bool regs_unknown; /* one could not be recorded: a swap reads them from the kernel */
+    bool linked;       /* on the list from q_head */
     struct q_ent *next, *prev;
 };
 
@@ -932,7 +933,8 @@ static long long sndtimeo_end(const struct q_ent *e)
 {
     struct timeval tv = { 0, 0 };
     socklen_t l = sizeof tv;
-    if (e->real < 0 || getsockopt(e->real, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) != 0 || (tv.tv_sec <= 0 && tv.tv_usec <= 0))
+    if (e->real < 0 || getsockopt(e->real, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) != 0 ||
+        (tv.tv_sec <= 0 && tv.tv_usec <= 0))
         return -1;
     return ccap_now_ms() + tv.tv_sec * 1000LL + tv.tv_usec / 1000;
 }
@@ -944,7 +946,7 @@ static long long sndtimeo_end(const struct q_ent *e)
 static int sleep_on(int fd)
 {
     struct q_sleeper s = { .e = NULL };
-    volatile int rc = 0; /* set inside pthread_cleanup_push's setjmp region */
+    volatile int rc = 0;         /* set inside pthread_cleanup_push's setjmp region */
     volatile long long end = -2; /* read from the entry at the first look */
 
     ccap_nap_init(&s.nap);

@@ -207,9 +207,9 @@ int ccap_wait_finish(struct ccap_redis *r, int timeout_ms)
 
 #define WAKER_BLOCK_S 30          /* server timeout of a waker's BLPOP: a safety net, then sent again */
 #define WAKER_REPLY_SLACK_MS 5000 /* its reply may come this much after the server's timeout */
-#define SOLO_SOFT_SLACK_MS 500    /* a soft lone block (ccap_waiter.soft) is cut this long after its server timeout */
-#define WAKER_IDLE_MS 10000       /* a waker without waiters ends after this long */
-#define WAKER_BACKOFF_MS 250      /* a failed block is tried again after this, doubling ... */
+#define SOLO_SOFT_SLACK_MS 500 /* a soft lone block (ccap_waiter.soft) is cut this long after its server timeout */
+#define WAKER_IDLE_MS 10000    /* a waker without waiters ends after this long */
+#define WAKER_BACKOFF_MS 250   /* a failed block is tried again after this, doubling ... */
 #define WAKER_BACKOFF_MAX_MS 4000 /* ... up to this */
 
 static void cond_init(pthread_cond_t *cv)

@@ -83,7 +83,8 @@ struct ccap_waiter {
 #define CCAP_WOKE_BROKEN 2 /* the waker's connection failed: a token may be lost, re-check */
 #define CCAP_WOKE_POLL 4   /* CCAP_WAIT_POLL_MS passed while a token could be missed: re-check */
 #define CCAP_WOKE_SIGNAL 8 /* a signal handler without SA_RESTART interrupted the sleep (runtime/nap.h) */
-#define CCAP_WOKE_GRANT 16 /* with CCAP_WOKE_TOKEN: the token was CCAP_SEM_TOKEN_GRANT, the permit is
+#define CCAP_WOKE_GRANT                                                                                             \
+    16 /* with CCAP_WOKE_TOKEN: the token was CCAP_SEM_TOKEN_GRANT, the permit is
                             * the waiter's in Redis (no acquire needed) */
 
 /* Registers W (W->key set) with the waker of semaphore NAME (key prefix

@@ -165,8 +165,7 @@ EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
     return poll(fds, n, timeout);
 }
 
-EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask,
-                       size_t fdslen)
+EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask, size_t fdslen)
 {
     if (ccap_guard || !ccap_q_any() || fdslen / sizeof *fds < n)
         return REAL(__ppoll_chk)(fds, n, tmo, mask, fdslen);

@@ -390,10 +390,21 @@ static void test_functions(void **state)
      * a first key seen before does not let other keys through, more keys
      * than the script's are refused, fewer pass, and so it stays once
      * the memo started afresh (256 first keys) */
-    const char *more[] = { "FCALL", ccap_script_function(CCAP_SCRIPT_RELEASE), "11", PFX "{fn}:holders",
-                           PFX "{fn}:stats", PFX "{fn}:since", PFX "{fn}:audit", PFX "{fn}:limit",
-                           PFX "{fn}:queue", PFX "{fn}:qexp", PFX "{fn}:qexp", PFX "{fn}:qexp",
-                           PFX "{fn}:qexp", PFX "{fn}:qexp", "h" };
+    const char *more[] = { "FCALL",
+                           ccap_script_function(CCAP_SCRIPT_RELEASE),
+                           "11",
+                           PFX "{fn}:holders",
+                           PFX "{fn}:stats",
+                           PFX "{fn}:since",
+                           PFX "{fn}:audit",
+                           PFX "{fn}:limit",
+                           PFX "{fn}:queue",
+                           PFX "{fn}:qexp",
+                           PFX "{fn}:qexp",
+                           PFX "{fn}:qexp",
+                           PFX "{fn}:qexp",
+                           PFX "{fn}:qexp",
+                           "h" };
     rep = redisCommandArgv(CLI, 15, more, NULL);
     assert_int_equal(rep->type, REDIS_REPLY_ERROR);
     assert_non_null(strstr(rep->str, "ERR conncap: 11 keys, not 1..10"));
@@ -403,10 +414,15 @@ static void test_functions(void **state)
     assert_true(rep->type != REDIS_REPLY_ERROR || !strstr(rep->str, "ERR conncap: "));
     freeReplyObject(rep);
     for (int round = 0; round < 2; round++) {
-        const char *av[] = {
-            "FCALL", ccap_script_function(CCAP_SCRIPT_ACQUIRE), "3", PFX "{fn}:holders", PFX "{fn}:limit",
-            PFX "{fn}:since", "h", "1000", "100000"
-        };
+        const char *av[] = { "FCALL",
+                             ccap_script_function(CCAP_SCRIPT_ACQUIRE),
+                             "3",
+                             PFX "{fn}:holders",
+                             PFX "{fn}:limit",
+                             PFX "{fn}:since",
+                             "h",
+                             "1000",
+                             "100000" };
         rep = redisCommandArgv(CLI, 9, av, NULL);
         assert_int_equal(rep->type, REDIS_REPLY_ERROR);
         assert_non_null(strstr(rep->str, "ERR conncap: key 3 is not <prefix>{name}:stats"));
