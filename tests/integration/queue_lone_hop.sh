@@ -9,14 +9,7 @@
 # token and kicked the queue's thread, 2 or more switches per hand-off.
 . "$(dirname "$0")/../lib/harness.sh"
 h_redis_start
-san=""
-case "${SAN:-}" in
-    asan) san="-fsanitize=address -fno-omit-frame-pointer" ;;
-    tsan) san="-fsanitize=thread" ;;
-esac
-# shellcheck disable=SC2046,SC2086
-cc -O1 -g -std=gnu11 -D_GNU_SOURCE -pthread $san $(pkg-config --cflags hiredis) -o "$T/bench" \
-    "$ROOT/bench/bench.c" $(pkg-config --libs hiredis) || h_fail "bench/bench.c did not build"
+h_build_bench
 port=$(h_free_port)
 h_conf "$T/h.conf" qh 1 30000 10000 "127.0.0.1:$port"
 rounds=400

@@ -420,3 +420,16 @@ h_connloop_monitored() {
     sleep 0.3
     kill "$mon" 2>/dev/null
 }
+
+# h_build_bench: bench/bench.c built as $T/bench, with the sanitizer of the
+# run (SAN) when there is one; fails the test when it does not build.
+h_build_bench() {
+    local san=""
+    case "${SAN:-}" in
+        asan) san="-fsanitize=address -fno-omit-frame-pointer" ;;
+        tsan) san="-fsanitize=thread" ;;
+    esac
+    # shellcheck disable=SC2046,SC2086
+    cc -O1 -g -std=gnu11 -D_GNU_SOURCE -pthread $san $(pkg-config --cflags hiredis) -o "$T/bench" \
+        "$ROOT/bench/bench.c" $(pkg-config --libs hiredis) || h_fail "bench/bench.c did not build"
+}
