@@ -19,7 +19,6 @@ void ccap_nap_init(struct ccap_nap *n)
 
     atomic_init(&n->fd, -1);
     atomic_init(&n->kicked, false);
-    atomic_init(&n->shim, false);
     n->program = false;
     n->dev = 0;
     n->ino = 0;
@@ -54,13 +53,7 @@ int ccap_nap_use_fd(struct ccap_nap *n)
 
 void ccap_nap_want_fd(struct ccap_nap *n)
 {
-    atomic_store(&n->shim, false);
     n->program = true;
-}
-
-void ccap_nap_shim(struct ccap_nap *n)
-{
-    atomic_store(&n->shim, true);
 }
 
 /* Whether FD is still the timerfd N made (the program may have closed its

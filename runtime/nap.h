@@ -38,7 +38,6 @@ struct ccap_nap {
     ino_t ino;          /* tells only that the number is still a timerfd) */
     atomic_bool kicked; /* a kick not yet seen by a sleep */
     bool program;       /* ccap_nap_want_fd: the first sleep makes the timerfd */
-    atomic_bool shim;   /* ccap_nap_shim: its sleeper is a thread of the shim's (runtime/wait.h) */
     pthread_mutex_t mu; /* the condition's, without a timerfd */
     pthread_cond_t cv;
 };
@@ -55,13 +54,6 @@ int ccap_nap_use_fd(struct ccap_nap *n);
  * on N), not now: a wait that never sleeps on N (a lone waiter blocks on
  * its wake list, runtime/wait.h) makes no timerfd. No I/O. */
 void ccap_nap_want_fd(struct ccap_nap *n);
-
-/* N's sleeper is a thread of the shim's (the queue's: every signal blocked,
- * never cancelled by the program): a lone waiter on N blocks on its wake
- * list itself, without a timerfd and without giving the thread to the
- * program (runtime/wait.h). ccap_nap_want_fd undoes it. Call it in the
- * thread that sleeps on N, before it joins a waker; read from any. No I/O. */
-void ccap_nap_shim(struct ccap_nap *n);
 
 /* Frees what N holds (its descriptor, closed only if it is still ours). No
  * kick may run meanwhile. */

@@ -207,9 +207,8 @@ int ccap_wait_finish(struct ccap_redis *r, int timeout_ms)
 
 #define WAKER_BLOCK_S 30          /* server timeout of a waker's BLPOP: a safety net, then sent again */
 #define WAKER_REPLY_SLACK_MS 5000 /* its reply may come this much after the server's timeout */
-#define SOLO_SOFT_SLACK_MS 500 /* a soft lone block (ccap_waiter.soft) is cut this long after its server timeout */
-#define WAKER_IDLE_MS 10000    /* a waker without waiters ends after this long */
-#define WAKER_BACKOFF_MS 250   /* a failed block is tried again after this, doubling ... */
+#define WAKER_IDLE_MS 10000       /* a waker without waiters ends after this long */
+#define WAKER_BACKOFF_MS 250      /* a failed block is tried again after this, doubling ... */
 #define WAKER_BACKOFF_MAX_MS 4000 /* ... up to this */
 
 static void cond_init(pthread_cond_t *cv)
@@ -418,13 +417,10 @@ static void deliver(struct ccap_wait_lane *l, int rc, const char *key, bool gran
  * list in its own thread (a lone waiter: one thread wake-up per token, not
  * the waker's and then its own). Only a waiter sleeping on a timerfd nap (a
  * program's thread) does: its block is then a blocking recv, as its nap's
- * read would be, for the same signals and cancellation (runtime/nap.h); or
- * one in a thread of the shim's (ccap_nap_shim: the queue's), whose recv,
- * as its condition, no signal interrupts and no cancel reaches (a cancel of
- * its wait is a nudge: the waker cuts the block). */
+ * read would be, for the same signals and cancellation (runtime/nap.h). */
 static bool lone(const struct ccap_wait_lane *l, const struct ccap_waiter *w)
 {
-    return l->head == w && !w->next && (w->solo_ok || atomic_load(&w->nap->shim)) && l->failures == 0;
+    return l->head == w && !w->next && w->solo_ok && l->failures == 0;
 }
 
 /* Under P.lock: whether the waker must block for L's armed waiters (a
@@ -707,10 +703,6 @@ static void solo_done(struct ccap_waiter *w, int rc, const char *key, bool grant
         w->armed = false;
     } else if (rc < 0 && !cut && l->failures++ == 0) {
         wake_all(l, CCAP_WOKE_BROKEN);
-    } else if (rc < 0 && cut) {
-        w->woke |= CCAP_WOKE_TOKEN; /* a token the cut lost is found by a re-check now, not at the
-                                     * wait's next step (a queued wait's slices, WAIT_ALIVE_MS, end
-                                     * with no step) */
     }
     if (waker_needed(l))
         pthread_cond_signal(&l->cv); /* a waiter joined (its poke ended this block), or a failure: the waker's */
@@ -721,29 +713,20 @@ static void solo_done(struct ccap_waiter *w, int rc, const char *key, bool grant
  * on the lane's connection, until a token, UNTIL_MS or a nudge (the waker
  * cuts it), or a signal. Returns 0, or -EINTR: a handler without SA_RESTART
  * interrupted it, and its BLPOP, still pending, is the waker's to read. In
- * a program's thread the block is the program's (runtime/nap.h); in a
- * shim's (ccap_nap_shim) it stays the shim's, and a soft UNTIL_MS (W->soft:
- * a queued wait's look at its descriptor) is the BLPOP's own timeout,
- * rounded up to whole seconds, so that it ends with a nil reply, the
- * connection kept (the waker cuts it only SOLO_SOFT_SLACK_MS later). */
+ * a program's thread the block is the program's (runtime/nap.h). */
 static int solo_block(struct ccap_waiter *w, long long until_ms)
 {
     struct ccap_wait_lane *l = w->lane;
     struct ccap_redis *r = l->r;
     char secs[16], poke[CCAP_WAIT_KEY_MAX], key[CCAP_WAIT_KEY_MAX];
     const char *argv[4] = { "BLPOP", w->key, poke, secs };
-    bool grant = false, shim = atomic_load(&w->nap->shim);
-    long long now = now_ms(), left = until_ms - now, watch = until_ms;
-    int rc, back, timeout_s = WAKER_BLOCK_S;
+    bool grant = false;
+    int rc, back;
 
-    if (shim && w->soft && left > 0 && left <= WAKER_BLOCK_S * 1000LL) {
-        timeout_s = (int)((left + 999) / 1000); /* the server ends it at UNTIL_MS or up to 1 s after */
-        watch = now + timeout_s * 1000LL + SOLO_SOFT_SLACK_MS; /* the waker cuts it only if that is late */
-    }
     snprintf(poke, sizeof poke, "%s", l->poke);
-    snprintf(secs, sizeof secs, "%d", timeout_s);
+    snprintf(secs, sizeof secs, "%d", WAKER_BLOCK_S);
     l->solo = w;
-    l->solo_until = watch;
+    l->solo_until = until_ms;
     l->solo_reading = true; /* R is this thread's while it sends */
     l->blocking = true;
     l->stale = false;
@@ -752,16 +735,14 @@ static int solo_block(struct ccap_waiter *w, long long until_ms)
     rc = ccap_redis_send(r, 4, argv);
     pthread_mutex_lock(&P.lock);
     l->solo_reading = false; /* from now on the waker may cut the block */
-    if (rc >= 0 && (l->solo_kick || now_ms() >= watch)) {
+    if (rc >= 0 && (l->solo_kick || now_ms() >= until_ms)) {
         l->solo_cut = true; /* due already: the pending BLPOP is abandoned */
         ccap_redis_interrupt(r);
-    } else if (watch < l->waker_wake || l->solo_kick) {
+    } else if (until_ms < l->waker_wake || l->solo_kick) {
         pthread_cond_signal(&l->cv); /* the waker ends this block at UNTIL_MS: it must know */
     }
     pthread_mutex_unlock(&P.lock);
-    if (rc >= 0 && shim) {
-        rc = ccap_redis_await(r); /* a shim's thread stays the shim's (signals blocked, no cancel) */
-    } else if (rc >= 0) {
+    if (rc >= 0) {
         back = ccap_rt.hooks.outside ? ccap_rt.hooks.outside() : -1;
         rc = ccap_redis_await(r);
         if (ccap_rt.hooks.inside)

@@ -28,8 +28,7 @@
  * poke list (on the shared connection) so that the waker blocks again with
  * its key; joins in the meantime share that poke. Leaving costs nothing
  * (the waker drops the key at its next block). A lone waiter (the lane's
- * only one) in a program's thread, or in the queue's (runtime/nap.h,
- * ccap_nap_shim), blocks on its key itself, on the waker's
+ * only one) in a program's thread blocks on its key itself, on the waker's
  * connection: a token then costs one thread wake-up, not two (the waker's,
  * then the waiter's); its block is a blocking recv, with its nap's signal
  * and cancellation rules, and the waker ends it at the waiter's wake-up time
@@ -68,12 +67,7 @@ struct ccap_waiter {
     bool armed;                  /* wants KEY in the waker's BLPOP (join, arm; a token ends it) */
     bool in_block;               /* KEY is in the waker's pending (or next) BLPOP, or left out of it as
                                   * a later waiter of a semaphore with many (wait.c, collect) */
-    bool solo_ok;                /* its nap is a program's (a timerfd): alone, it blocks on KEY itself (so does
-                                  * one whose nap is a shim thread's, nap->shim) */
-    bool soft;                   /* set by the waiting thread before ccap_waiter_wait: its UNTIL may pass by
-                                  * up to a second (a queued wait's look at its descriptor, not a deadline):
-                                  * alone in a shim's thread, its BLPOP ends by the server's timeout (whole
-                                  * seconds), not by the waker cutting the connection (a reconnect) */
+    bool solo_ok;                /* its nap is a program's (a timerfd): alone, it blocks on KEY itself */
     struct ccap_nap *nap;        /* what it sleeps on, kicked by the waker: the caller's, or OWN */
     struct ccap_nap own;
     struct ccap_wait_lane *lane;

@@ -551,8 +551,6 @@ static int block(struct ccap_wait *ws)
         until = refresh;
     if (ws->flags & CCAP_WAIT_PROGRAM)
         ccap_nap_want_fd(&ws->nap); /* its sleeps are the program's: a timerfd, made at the first */
-    else
-        ccap_nap_shim(&ws->nap); /* the queue's thread: alone, it blocks on its wake list as a shim's */
     if (!ws->unjoinable)
         join(ws);
     if (!ws->joined) {
@@ -565,7 +563,6 @@ static int block(struct ccap_wait *ws)
         long long slice = until, every = alive_every_ms();
         if (ws->alive && ccap_now_ms() + every < until)
             slice = ccap_now_ms() + every;
-        ws->w.soft = slice < until; /* only a look at the descriptor is due then */
         woke = ccap_waiter_wait(&ws->w, slice);
         if (woke & CCAP_WOKE_GRANT)
             ws->granted = true; /* kept through an interruption: a resumed wait takes it */
