@@ -86,21 +86,27 @@ int ccap_sem_parse_acquire(struct ccap_redis *r, const redisReply *rep, struct c
 {
     long long g, c, l, full, qlen = -1;
 
-    if (!rep || rep->type != REDIS_REPLY_ARRAY || (rep->elements != 6 && rep->elements != 7)) {
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || (rep->elements != 3 && rep->elements != 6 && rep->elements != 7)) {
         if (rep && rep->type == REDIS_REPLY_ARRAY)
-            ccap_redis_set_err(r, "redis: acquire reply: an array of %zu, not of 6 or 7", rep->elements);
+            ccap_redis_set_err(r, "redis: acquire reply: an array of %zu, not of 3, 6 or 7", rep->elements);
         else
             ccap_redis_set_err(r, "redis: acquire reply: %s, not an array", type_name(rep));
         return -EPROTO;
     }
-    if (ccap_sem_parse_int(r, "acquire reply: granted", rep->element[0], 0, 1, &g) ||
+    if (ccap_sem_parse_int(r, "acquire reply: granted", rep->element[0], rep->elements == 3, 1, &g) ||
         ccap_sem_parse_int(r, "acquire reply: count", rep->element[1], 0, INT_MAX, &c) ||
-        ccap_sem_parse_int(r, "acquire reply: limit", rep->element[2], LLONG_MIN, LLONG_MAX, &l) ||
-        ccap_sem_parse_int(r, "acquire reply: retry_ms", rep->element[3], 0, CCAP_SEM_MS_MAX, &res->retry_ms) ||
+        ccap_sem_parse_int(r, "acquire reply: limit", rep->element[2], LLONG_MIN, LLONG_MAX, &l))
+        return -EPROTO;
+    res->retry_ms = 0;
+    res->wake_ms = -1;
+    full = 0;
+    qlen = rep->elements == 3 ? 0 : -1;
+    if (rep->elements > 3 &&
+        (ccap_sem_parse_int(r, "acquire reply: retry_ms", rep->element[3], 0, CCAP_SEM_MS_MAX, &res->retry_ms) ||
         ccap_sem_parse_int(r, "acquire reply: wake_ms", rep->element[4], -1, CCAP_SEM_MS_MAX, &res->wake_ms) ||
         ccap_sem_parse_int(r, "acquire reply: queue_full", rep->element[5], 0, 1, &full) ||
         (rep->elements == 7 &&
-         ccap_sem_parse_int(r, "acquire reply: queue_len", rep->element[6], 0, INT_MAX, &qlen)))
+         ccap_sem_parse_int(r, "acquire reply: queue_len", rep->element[6], 0, INT_MAX, &qlen))))
         return -EPROTO;
     res->granted = (int)g;
     res->count = c;
@@ -241,31 +247,40 @@ int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name,
 }
 
 #define RELEASE_KEYS 10
+#define RELEASE_SHORT_KEYS 3
 
 /* release.lua's keys and its arguments for REL on NAME into KEYS, ARGS
- * (14) and NUM: its 8 keys, then since for a renewed holder, then audit for
- * an audited one (those the script needs: its header), then the arguments
- * from ARGS + *NKEYS. Returns the number of keys and arguments, -EINVAL or
- * -ENAMETOOLONG. */
+ * (14) and NUM: its short call (KEYS[1..3], ARGV[1]) for a holder never
+ * renewed, without audit, while the last acquire of the semaphore found
+ * no queue (busy_of: a wrong guess costs the script three more key names,
+ * never another outcome); else its 8 keys, then since for a renewed
+ * holder, then audit for an audited one (those the script needs: its
+ * header), then the arguments from ARGS + *NKEYS. Returns the number of
+ * keys and arguments, -EINVAL or -ENAMETOOLONG. */
 static int release_args(char (*keys)[CCAP_KEY_MAX], const char **args, char (*num)[16], const char *prefix,
                         const char *name, const struct ccap_sem_rel *rel, int *nkeys)
 {
-    static const char *const suffix[10] = { CCAP_KEY_HOLDERS, CCAP_KEY_STATS,   CCAP_KEY_LIMIT, CCAP_KEY_QUEUE,
+    static const char *const suffix[10] = { CCAP_KEY_HOLDERS, CCAP_KEY_STATS,   CCAP_KEY_QUEUE, CCAP_KEY_LIMIT,
                                             CCAP_KEY_QEXP,    CCAP_KEY_WAITERS, CCAP_KEY_EPOCH, CCAP_KEY_GRANT,
                                             CCAP_KEY_SINCE,   CCAP_KEY_AUDIT };
     static const char *const def[2] = { "", "0" }; /* ARGV[3..4] */
-    int n = rel && rel->audit_maxlen > 0 ? 10 : rel && rel->renewed ? 9 : 8;
-    const char **argv = args + n;
+    int n;
 
     if (!rel || !rel->holder)
         return -EINVAL;
+    n = rel->audit_maxlen > 0 ? 10 : rel->renewed ? 9 : 8;
+    if (n == 8 && !atomic_load_explicit(busy_of(prefix, name), memory_order_relaxed))
+        n = RELEASE_SHORT_KEYS;
     if (sem_keys(keys, args, suffix, n, prefix, name) < 0)
         return -ENAMETOOLONG;
+    const char **argv = args + n;
     argv[0] = rel->holder;
+    *nkeys = n;
+    if (n == RELEASE_SHORT_KEYS)
+        return n + 1;
     argv[1] = ccap_fmt_ll(num[0], rel->limit);
     argv[2] = rel->renewed ? "r" : "";
     argv[3] = ccap_fmt_ll(num[1], rel->audit_maxlen > 0 ? rel->audit_maxlen : 0);
-    *nkeys = n;
     return n + trim_defaults(argv, 2, 4, def);
 }
 

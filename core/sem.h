@@ -47,7 +47,9 @@ struct ccap_sem_result {
 
 /* Parses acquire.lua's reply REP: an array {granted 0|1, count, limit,
  * retry_ms, wake_ms, queue_full 0|1[, queue_len]}, each an integer within the
- * range its field states (queue_len left out: -1). Returns 0 and fills *RES, or -EPROTO with R's error (R may be
+ * range its field states (queue_len left out: -1), or {1, count, limit}: a
+ * grant with nothing more to say (retry_ms 0, wake_ms -1, queue_full 0,
+ * queue_len 0). Returns 0 and fills *RES, or -EPROTO with R's error (R may be
  * NULL) saying which element was wrong and how. Pure; does not free REP. */
 int ccap_sem_parse_acquire(struct ccap_redis *r, const redisReply *rep, struct ccap_sem_result *res);
 

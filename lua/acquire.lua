@@ -82,7 +82,9 @@
 -- queue, but the rate or the restart grace says not yet: the next slot is in
 -- that many ms; wake_ms: ms until the earliest live lease ends, when a waiter
 -- must re-check even if nobody wakes it (-1: none); the 7th element, the
--- tickets queued after the call. The short call (below) answers 12 instead
+-- tickets queued after the call. A grant with nothing more to say (no
+-- retry, no wake, an empty queue) answers its first three only (each
+-- element is Redis's work). The short call (below) answers 12 instead
 -- when it cannot decide.
 --
 -- Bounded work: one call drops at most SWEEP expired holders and SWEEP dead
@@ -146,8 +148,8 @@ end
 -- holders, queue and limit says which of them are there, up to which of
 -- queue and limit when only one of them is: a semaphore without queue nor
 -- limit override reads neither (the limit is then ARGV[3], as below).
-local SWEEP, MARK = 50, '!failover'
-local short, count, qlen, limit = KEYS[5] == nil, 0, nil, nil
+local SWEEP, SWEEP_S, MARK = 50, '50', '!failover' -- (a string for redis.call: a number costs it a %.17g)
+local short, count, qlen, limit, limit_s = KEYS[5] == nil, 0, nil, nil, nil -- (limit_s: its text, when it came as one)
 if not short then
     count = redis.call('ZCARD', holders) -- live holders, kept up to date from here on
 elseif ARGV[4] or not KEYS[4] then
@@ -159,22 +161,26 @@ else
         if count > 0 then e = e - 1 end
     end
     if e > 1 then return 12 end -- a queue
-    limit = tonumber(ARGV[3]) or 0
+    limit, limit_s = tonumber(ARGV[3]) or 0, ARGV[3]
     if e == 1 then -- the limit key or a queue
         local l = redis.call('GET', KEYS[2])
         if not l then return 12 end
-        limit = tonumber(l) or limit
+        if tonumber(l) then limit, limit_s = tonumber(l), l end
     end
     qlen = 0
 end
 -- the holders the sweep drops (their lease ended), at most SWEEP: none in
 -- an empty set, else usually none, so one read
 local swept, n_swept, window = nil, 0, false
-if count > 0 then
+if count > 0 and short then
+    -- (a count: no table; any ended lease or a failover window's marker is the full call's)
+    -- (now as text from TIME's own: cheaper than a string.format)
+    now_s = t[1] .. string.sub('00000' .. t[2], -6, -4)
+    if redis.call('ZCOUNT', holders, '-inf', now_s) > 0 then return 12 end
+elseif count > 0 then
     now_s = string.format('%d', now)
-    swept = redis.call('ZRANGEBYSCORE', holders, '-inf', now_s, 'LIMIT', 0, SWEEP)
+    swept = redis.call('ZRANGEBYSCORE', holders, '-inf', now_s, 'LIMIT', '0', SWEEP_S)
     n_swept = #swept
-    if short and n_swept > 0 then return 12 end
     local more = n_swept == SWEEP
     if n_swept > 0 and swept[1] == MARK then -- a failover window (score 0: first): not a holder
         table.remove(swept, 1)
@@ -198,8 +204,9 @@ if count > 0 then
 end
 
 if not short then
-    limit = redis.call('GET', KEYS[2])
-    limit = limit and tonumber(limit) or tonumber(ARGV[3]) or 0
+    limit_s = redis.call('GET', KEYS[2])
+    if not (limit_s and tonumber(limit_s)) then limit_s = ARGV[3] end
+    limit = tonumber(limit_s) or 0
 end
 
 -- The common call, straight through: nothing swept, no failover window, an
@@ -221,7 +228,7 @@ if short or n_swept == 0 and not window and wait_ms == 0 and (not ARGV[7] or ARG
         if pttl < lease then
             local ttl = lease + lease
             if count > 1 then
-                local top = redis.call('ZRANGE', holders, -1, -1, 'WITHSCORES')
+                local top = redis.call('ZRANGE', holders, '-1', '-1', 'WITHSCORES')
                 ttl = top[2] - now + lease
             end
             redis.call('PEXPIRE', holders, string.format('%d', ttl))
@@ -229,11 +236,14 @@ if short or n_swept == 0 and not window and wait_ms == 0 and (not ARGV[7] or ARG
         if not was_holder then
             redis.call('HINCRBY', KEYS[3], 'acquired', '1')
             if count == limit then
-                redis.call('HSET', KEYS[3], 'full_since', now_s or string.format('%d', now), 'full_limit',
-                           tostring(limit))
+                -- (the limit's own text when it is a plain integer: a tostring is a %.14g)
+                if not (limit_s and (limit_s == ARGV[3] or string.find(limit_s, '^[1-9]%d*$'))) then
+                    limit_s = tostring(limit)
+                end
+                redis.call('HSET', KEYS[3], 'full_since', now_s or string.format('%d', now), 'full_limit', limit_s)
             end
         end
-        return {1, count, limit, 0, -1, 0, 0}
+        return {1, count, limit} -- (a grant with nothing more to say: sem.c reads the rest as 0, -1, 0, 0)
     end
 end
 if short then return 12 end -- no permit free
@@ -255,8 +265,8 @@ if window then
         local gone, stale = {}, {}
         if thr then
             now_s = now_s or string.format('%d', now)
-            gone = redis.call('ZRANGEBYSCORE', holders, '(' .. now_s, '(' .. thr, 'LIMIT', 0, SWEEP)
-            stale = redis.call('ZRANGEBYSCORE', KEYS[8], '(' .. now_s, '(' .. qthr, 'LIMIT', 0, SWEEP)
+            gone = redis.call('ZRANGEBYSCORE', holders, '(' .. now_s, '(' .. thr, 'LIMIT', '0', SWEEP_S)
+            stale = redis.call('ZRANGEBYSCORE', KEYS[8], '(' .. now_s, '(' .. qthr, 'LIMIT', '0', SWEEP_S)
         end
         if #gone > 0 then
             redis.call('ZREM', holders, unpack(gone))
@@ -307,7 +317,7 @@ if qlen > 0 then
     -- tickets not refreshed in time: their waiters are gone
     local qexp, wbase = KEYS[8], string.sub(KEYS[4], 1, -6) .. 'wake:'
     now_s = now_s or string.format('%d', now)
-    local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now_s, 'LIMIT', 0, SWEEP)
+    local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now_s, 'LIMIT', '0', SWEEP_S)
     if #dead > 0 then
         local wake = {}
         for i, d in ipairs(dead) do wake[i] = wbase .. d end
@@ -456,7 +466,7 @@ do
             redis.call('ZADD', waiters, string.format('%d', now + wait_left + 1000), holder)
         end
         now_s = now_s or string.format('%d', now)
-        local gone = redis.call('ZRANGEBYSCORE', waiters, '-inf', now_s, 'LIMIT', 0, SWEEP)
+        local gone = redis.call('ZRANGEBYSCORE', waiters, '-inf', now_s, 'LIMIT', '0', SWEEP_S)
         if #gone > 0 then redis.call('ZREM', waiters, unpack(gone)) end
         local wtop = redis.call('ZRANGE', waiters, -1, -1, 'WITHSCORES')
         if wtop[2] then

@@ -1,8 +1,8 @@
 -- release.lua -- gives back exactly one holder's permit; idempotent.
 --
 -- KEYS[1]  <prefix>{name}:holders  (see acquire.lua)
--- KEYS[2]  <prefix>{name}:stats    KEYS[3] <prefix>{name}:limit
--- KEYS[4]  <prefix>{name}:queue    KEYS[5] <prefix>{name}:qexp  (see acquire.lua)
+-- KEYS[2]  <prefix>{name}:stats    KEYS[3] <prefix>{name}:queue
+-- KEYS[4]  <prefix>{name}:limit    KEYS[5] <prefix>{name}:qexp  (see acquire.lua)
 -- KEYS[6]  <prefix>{name}:waiters  KEYS[7] <prefix>{name}:epoch
 -- KEYS[8]  <prefix>{name}:grant    (see acquire.lua; optional: with 7 keys
 --                                  a release only wakes)
@@ -10,7 +10,13 @@
 --                                  only with flag "r" (since), and audit
 --                                  (ARGV[4] > 0): sem.c sends KEYS[1..8] or
 --                                  KEYS[1..9] without them (each key costs
---                                  Redis about 1.2k instructions a call)
+--                                  Redis about 1k instructions a call)
+-- The short call, KEYS[1..3] and ARGV[1] only (sem.c sends it for a holder
+-- never renewed, without audit, while the process's last acquire of the
+-- semaphore found no queue): the common release touches only those keys.
+-- If it finds a queue after all, it names KEYS[4..8] from the queue key
+-- (its name minus "queue", as the wake lists are named; core/keys.h) and
+-- goes on as the full call with ARGV[2] -1 would.
 -- ARGV[1]  holder id
 -- ARGV[2]  configured limit (-1: unknown, wake one waiter per permit freed)
 -- ARGV[3]  flags (default ''): "r" HOLDER was renewed at least once, so it
@@ -65,9 +71,15 @@ if removed == 1 then
     end
 end
 -- wake-ups: hand the freed permit to the first waiters --
-local queue = KEYS[4]
+local queue = KEYS[3]
 local qlen0 = redis.call('ZCARD', queue)
 if qlen0 > 0 then
+    local K = KEYS
+    if not KEYS[4] then -- the short call (header)
+        local base = string.sub(queue, 1, -6)
+        K = {KEYS[1], KEYS[2], queue, base .. 'limit', base .. 'qexp', base .. 'waiters', base .. 'epoch',
+             base .. 'grant'}
+    end
     -- (made here: the empty queue's path builds no closure)
     -- Whether a release may grant now: no failover window open (its marker in
     -- HOLDERS: acquire.lua closes it) and no restart grace running (EPOCH_KEY
@@ -91,25 +103,25 @@ if qlen0 > 0 then
         local lease, lim = string.match(g, '^(%d+) (%d+)$')
         lease, lim = tonumber(lease), lkey or tonumber(lim)
         if not lease or lease <= 0 or not lim or live + ahead >= lim then return nil end
-        local arrival = tonumber(redis.call('ZSCORE', KEYS[4], w)) or (now * 1000)
-        local holders = KEYS[1]
+        local arrival = tonumber(redis.call('ZSCORE', K[3], w)) or (now * 1000)
+        local holders = K[1]
         redis.call('ZADD', holders, string.format('%d', now + lease), w)
         -- the holders key outlives every lease (acquire.lua's rule)
         if redis.call('PTTL', holders) < lease then
             local top = redis.call('ZRANGE', holders, -1, -1, 'WITHSCORES')
             redis.call('PEXPIRE', holders, string.format('%d', tonumber(top[2]) - now + lease))
         end
-        redis.call('ZREM', KEYS[4], w)
-        redis.call('ZREM', KEYS[5], w)
+        redis.call('ZREM', K[3], w)
+        redis.call('ZREM', K[5], w)
         redis.call('HDEL', grants, w)
-        redis.call('ZREM', KEYS[6], w)
+        redis.call('ZREM', K[6], w)
         -- counted as acquire.lua counts a grant after a wait
         local wait_ms = math.max(0, math.floor((tonumber(t[1]) * 1000000 + tonumber(t[2]) - arrival) / 1000))
         local bucket = 'wait_le_inf'
         for _, b in ipairs({1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}) do
             if wait_ms <= b then bucket = 'wait_le_' .. b break end
         end
-        local stats = KEYS[2]
+        local stats = K[2]
         redis.call('HINCRBY', stats, 'acquired', '1')
         redis.call('HINCRBY', stats, bucket, '1')
         redis.call('HINCRBY', stats, 'wait_count', '1')
@@ -121,7 +133,7 @@ if qlen0 > 0 then
         end
         return lease
     end
-    local qexp, wbase = KEYS[5], string.sub(KEYS[4], 1, -6) .. 'wake:'
+    local qexp, wbase = K[5], string.sub(queue, 1, -6) .. 'wake:'
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     -- HOLDER's ticket (a waiter giving up): not a leaving holder's, which
@@ -130,21 +142,21 @@ if qlen0 > 0 then
     if left == 1 then
         redis.call('ZREM', qexp, holder)
         redis.call('DEL', wbase .. holder)
-        if KEYS[8] then redis.call('HDEL', KEYS[8], holder) end
+        if K[8] then redis.call('HDEL', K[8], holder) end
     end
-    local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now, 'LIMIT', 0, 50)
+    local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now, 'LIMIT', '0', '50')
     if #dead > 0 then
         local wake = {}
         for i, d in ipairs(dead) do wake[i] = wbase .. d end
         redis.call('ZREM', queue, unpack(dead))
         redis.call('ZREM', qexp, unpack(dead))
         redis.call('DEL', unpack(wake))
-        if KEYS[8] then redis.call('HDEL', KEYS[8], unpack(dead)) end
+        if K[8] then redis.call('HDEL', K[8], unpack(dead)) end
     end
     if removed + left + #dead > 0 then
         -- live holders only; the expired ones are swept by the next acquire
         local live = redis.call('ZCOUNT', holders, '(' .. now, '+inf')
-        local lkey = tonumber(redis.call('GET', KEYS[3]))
+        local lkey = tonumber(redis.call('GET', K[4]))
         local limit = lkey or tonumber(ARGV[2]) or -1
         local free = removed
         if limit >= 0 then free = limit - live end
@@ -154,8 +166,8 @@ if qlen0 > 0 then
         if free < qlen0 then freed = freed + left + #dead end
         local top = math.min(free, redis.call('ZCARD', queue))
         if freed > 0 and top > 0 then
-            local grants = KEYS[8]
-            if grants then grants = may_grant(holders, KEYS[7], now) and grants end
+            local grants = K[8]
+            if grants then grants = may_grant(holders, K[7], now) and grants end
             -- AHEAD: waiters woken, not granted, ahead of the next one: their
             -- places are kept (the FIFO rule, as acquire.lua counts them)
             local ahead = 0

@@ -191,11 +191,35 @@ static int parse_qlen(long long qlen, struct ccap_sem_result *res)
     return rc;
 }
 
+/* The 3-element reply, {granted, count, limit}: a grant only. */
+static int parse_short(long long g, long long c, long long l, struct ccap_sem_result *res)
+{
+    redisReply *r = acquire_reply(g, c, l, 0, 0, 0);
+    int rc;
+
+    r->elements = 3;
+    rc = ccap_sem_parse_acquire(NULL, r, res);
+    r->elements = 6; /* (freed as made) */
+    freeReplyObject(r);
+    return rc;
+}
+
 static void test_acquire_ranges(void **state)
 {
     struct ccap_sem_result res;
 
     (void)state;
+    memset(&res, 0x55, sizeof res);
+    assert_int_equal(parse_short(1, 2, 8, &res), 0);
+    assert_int_equal(res.granted, 1);
+    assert_int_equal(res.count, 2);
+    assert_int_equal(res.limit, 8);
+    assert_int_equal(res.retry_ms, 0);
+    assert_int_equal(res.wake_ms, -1);
+    assert_int_equal(res.queue_full, 0);
+    assert_int_equal(res.queue_len, 0);
+    assert_int_equal(parse_short(0, 2, 8, &res), -EPROTO); /* a refusal always says more */
+    assert_int_equal(parse_short(1, -1, 8, &res), -EPROTO);
     assert_int_equal(parse(1, 3, 4, 0, -1, &res), 0);
     assert_int_equal(res.granted, 1);
     assert_int_equal(res.wake_ms, -1);

@@ -701,7 +701,7 @@ static void test_malformed_replies(void **state)
         ":1\r\n",
         "*-1\r\n",                                     /* nil array */
         "*3\r\n*0\r\n:1\r\n:1\r\n",                    /* nested */
-        "*3\r\n:1\r\n:2\r\n:3\r\n",                    /* the short reply of an older script */
+        "*3\r\n:0\r\n:2\r\n:3\r\n",                    /* three elements: a grant only */
         "*6\r\n:1\r\n:2\r\n:3\r\n:0\r\n:-1\r\n:2\r\n", /* queue_full not 0/1 */
         "*6\r\n:1\r\n:2\r\n:3\r\n:0\r\n:-2\r\n:0\r\n", /* wake_ms below -1 */
     };
@@ -1559,7 +1559,7 @@ static void test_short_call(void **state)
 
     rep = short_acq("sc", "A", "2", NULL);
     assert_int_equal(rep->type, REDIS_REPLY_ARRAY);
-    assert_int_equal(rep->elements, 7);
+    assert_int_equal(rep->elements, 3); /* a grant with nothing more to say */
     assert_int_equal(rep->element[0]->integer, 1);
     assert_int_equal(rep->element[1]->integer, 1);
     assert_int_equal(rep->element[2]->integer, 2);
@@ -1615,6 +1615,81 @@ static void test_short_call(void **state)
     assert_int_equal(rep->integer, 12);
     freeReplyObject(rep);
     assert_int_equal(cli_int("EXISTS " PFX "{sy}:holders"), 0);
+}
+
+extern const char ccap_lua_release[];
+
+/* release.lua's short call (KEYS[1..3], ARGV[1]) as sem.c makes it, run as
+ * FCALL when FN, else EVAL: its integer reply. */
+static long long short_rel(const char *name, const char *holder, bool fn)
+{
+    char k[3][64];
+    const char *sfx[3] = { "holders", "stats", "queue" };
+    const char *av[7] = { fn ? "FCALL" : "EVAL", fn ? ccap_script_function(CCAP_SCRIPT_RELEASE) : ccap_lua_release,
+                          "3" };
+
+    for (int i = 0; i < 3; i++) {
+        snprintf(k[i], sizeof k[i], PFX "{%s}:%s", name, sfx[i]);
+        av[3 + i] = k[i];
+    }
+    av[6] = holder;
+    redisReply *rep = redisCommandArgv(CLI, 7, av, NULL);
+    assert_non_null(rep);
+    if (rep->type != REDIS_REPLY_INTEGER)
+        fail_msg("short release: %s", rep->type == REDIS_REPLY_ERROR ? rep->str : "not an integer");
+    long long v = rep->integer;
+    freeReplyObject(rep);
+    return v;
+}
+
+/* The short release that finds a queue after all (another process's
+ * waiters: its own last acquire found none) does what the full call does:
+ * it admits a head waiter that takes grants, wakes one that does not,
+ * takes a waiter that gives up out of the queue; as EVAL and as FCALL
+ * (the library lets its three keys through). The common one touches
+ * holders and stats only. */
+static void test_short_release(void **state)
+{
+    char tok[8];
+    (void)state;
+
+    for (int fn = 0; fn < 2; fn++) {
+        const char *name = fn ? "srf" : "sre";
+        char key[64];
+
+        if (fn) {
+            redisReply *rep = redisCommand(CLI, "FUNCTION LOAD REPLACE %s", ccap_function_library());
+            assert_non_null(rep);
+            assert_int_equal(rep->type, REDIS_REPLY_STRING);
+            freeReplyObject(rep);
+        }
+        assert_int_equal(acq(name, "A", 10000, 1).granted, 1);
+        assert_int_equal(short_rel(name, "A", fn), 1);
+        assert_int_equal(short_rel(name, "A", fn), 0);
+        snprintf(key, sizeof key, PFX "{%s}:holders", name);
+        assert_int_equal(cli_int("EXISTS %s", key), 0);
+        assert_int_equal(acq(name, "A", 10000, 1).granted, 1);
+        assert_int_equal(queue_up(name, "W1", 7000, 1, true, 0).granted, 0);
+        assert_int_equal(queue_up(name, "W2", 7000, 1, false, 0).granted, 0);
+        assert_int_equal(queue_up(name, "W3", 7000, 1, false, 0).granted, 0);
+        assert_int_equal(short_rel(name, "A", fn), 1);
+        assert_true(has_holder(name, "W1"));
+        assert_string_equal(token_of(name, "W1", tok, sizeof tok), CCAP_SEM_TOKEN_GRANT);
+        assert_string_equal(token_of(name, "W2", tok, sizeof tok), "");
+        assert_ttl_covers_leases(name);
+        /* W3 gives up: out of the queue, nobody woken (no permit freed) */
+        assert_int_equal(short_rel(name, "W3", fn), 0);
+        snprintf(key, sizeof key, PFX "{%s}:queue", name);
+        assert_int_equal(cli_int("ZCARD %s", key), 1);
+        snprintf(key, sizeof key, PFX "{%s}:qexp", name);
+        assert_int_equal(cli_int("ZCARD %s", key), 1);
+        /* W1 leaves: W2, which takes no grants, is woken to re-check */
+        assert_int_equal(short_rel(name, "W1", fn), 1);
+        assert_false(has_holder(name, "W2"));
+        assert_string_equal(token_of(name, "W2", tok, sizeof tok), "w");
+        snprintf(key, sizeof key, PFX "{%s}:stats", name);
+        assert_int_equal(cli_int("HINCRBY %s released 0", key), 3);
+    }
 }
 
 static void test_release_grants(void **state)
@@ -1763,6 +1838,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failover_window_tickets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failover_window_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_short_call, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_short_release, setup, teardown),
         cmocka_unit_test_setup_teardown(test_release_grants, setup, teardown),
         cmocka_unit_test_setup_teardown(test_release_grant_rules, setup, teardown),
     };
