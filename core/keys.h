@@ -7,7 +7,9 @@
  * a semaphore's keys live in one slot, so one script may touch them all.
  * the scripts (lua/) receive these keys in KEYS[] and never spell a suffix
  * themselves, except the wake lists, derived from the queue key (its name
- * minus CCAP_KEY_QUEUE plus CCAP_KEY_WAKE and the holder id). */
+ * minus CCAP_KEY_QUEUE plus CCAP_KEY_WAKE and the holder id), and the keys
+ * release.lua's short call leaves out, derived the same way when it finds
+ * a queue (test_sem's test_short_release fails if these names drift). */
 #define CCAP_KEY_HOLDERS "holders"   /* zset: holder id -> lease expiry (ms, server TIME) */
 #define CCAP_KEY_LIMIT "limit"       /* string: limit override (conncap set-limit), no TTL */
 #define CCAP_KEY_STATS "stats"       /* hash: counters (CCAP_STAT_*), no TTL */

@@ -133,11 +133,11 @@ static void flag_arg(char *out, int flags)
 /* Whether the last acquire of a semaphore found it busy (it was refused,
  * or left a queue), by a hash of its prefix and name (two that share a
  * slot share the guess). While not, a plain request goes as acquire.lua's
- * short call (4 keys, 3 arguments: a third less work for Redis), which
+ * short call (5 keys, 3 arguments: a third less work for Redis), which
  * grants as the full call would or, writing nothing, answers
  * ACQUIRE_SHORT_NO: the full call follows. A wrong guess costs one call or
  * the full call's keys, never another outcome. */
-#define ACQUIRE_SHORT_KEYS 4
+#define ACQUIRE_SHORT_KEYS 5
 #define ACQUIRE_SHORT_NO 12
 static _Atomic unsigned char sem_busy[64];
 /* Set once Redis refused the short call itself (-EPROTO or -EACCES: most
@@ -163,7 +163,7 @@ static _Atomic unsigned char *busy_of(const char *prefix, const char *name)
 static int acquire_short(struct ccap_redis *r, const struct ccap_sem_req *q, const char *const *args,
                          struct ccap_sem_result *res, _Atomic unsigned char *busy)
 {
-    const char *av[ACQUIRE_SHORT_KEYS + 3] = { args[0], args[1], args[2], args[3], args[12], args[13], args[14] };
+    const char *av[ACQUIRE_SHORT_KEYS + 3] = { args[0], args[1], args[2], args[3], args[4], args[12], args[13], args[14] };
     redisReply *rep;
     int rc;
 
@@ -196,9 +196,9 @@ static int acquire_short(struct ccap_redis *r, const struct ccap_sem_req *q, con
 int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_req *q,
                      struct ccap_sem_result *res)
 {
-    static const char *const suffix[12] = { CCAP_KEY_HOLDERS, CCAP_KEY_LIMIT,   CCAP_KEY_STATS,    CCAP_KEY_QUEUE,
-                                            CCAP_KEY_SINCE,   CCAP_KEY_WAITERS, CCAP_KEY_AUDIT,    CCAP_KEY_QEXP,
-                                            CCAP_KEY_RATE,    CCAP_KEY_EPOCH,   CCAP_KEY_FAILOVER, CCAP_KEY_GRANT };
+    static const char *const suffix[12] = { CCAP_KEY_HOLDERS, CCAP_KEY_LIMIT, CCAP_KEY_STATS,   CCAP_KEY_QUEUE,
+                                            CCAP_KEY_FAILOVER, CCAP_KEY_SINCE, CCAP_KEY_WAITERS, CCAP_KEY_AUDIT,
+                                            CCAP_KEY_QEXP,     CCAP_KEY_RATE,  CCAP_KEY_EPOCH,   CCAP_KEY_GRANT };
     static const char *const def[9] = { "0", "0", "0", "", "0", "1", "0", "0", "0" }; /* ARGV[4..12] */
     char keys[12][CCAP_KEY_MAX], num[9][24], flags[4], rate[32];
     const char *args[24], **argv = args + 12;

@@ -8,22 +8,24 @@
 -- KEYS[3]  <prefix>{name}:stats    hash of counters, no TTL (see below)
 -- KEYS[4]  <prefix>{name}:queue    sorted set: waiting holder id -> arrival
 --                                  (us of TIME); the FIFO order of waiters
--- KEYS[5]  <prefix>{name}:since    hash: holder id -> acquire time (ms, TIME) of
+-- KEYS[5]  <prefix>{name}:failover string "<end> <threshold> <ticket
+--                                  threshold> <server>": a failover's
+--                                  re-registration window (failover.lua,
+--                                  below), read only while its marker is in
+--                                  the holders set; the short call leaves
+--                                  to the full call while it is there
+-- KEYS[6]  <prefix>{name}:since    hash: holder id -> acquire time (ms, TIME) of
 --                                  the holders renewed at least once (renew.lua
 --                                  writes it; a holder never renewed was granted
 --                                  at its score - lease)
--- KEYS[6]  <prefix>{name}:waiters  sorted set: holder id -> when its wait ends
--- KEYS[7]  <prefix>{name}:audit    stream of events (only when ARGV[12] > 0)
--- KEYS[8]  <prefix>{name}:qexp     sorted set: waiting holder id -> ticket
+-- KEYS[7]  <prefix>{name}:waiters  sorted set: holder id -> when its wait ends
+-- KEYS[8]  <prefix>{name}:audit    stream of events (only when ARGV[12] > 0)
+-- KEYS[9]  <prefix>{name}:qexp     sorted set: waiting holder id -> ticket
 --                                  expiry (ms): a waiter that stops re-checking
 --                                  (crashed) drops out of the queue then
--- KEYS[9]  <prefix>{name}:rate     string: GCRA theoretical arrival time (us)
--- KEYS[10] <prefix>{name}:epoch    string, no TTL: server ms from which new
+-- KEYS[10] <prefix>{name}:rate     string: GCRA theoretical arrival time (us)
+-- KEYS[11] <prefix>{name}:epoch    string, no TTL: server ms from which new
 --                                  grants are allowed (restart grace, below)
--- KEYS[11] <prefix>{name}:failover string "<end> <threshold> <ticket threshold> <server>": a
---                                  failover's re-registration window
---                                  (failover.lua, below), read only while
---                                  its marker is in the holders set
 -- KEYS[12] <prefix>{name}:grant    hash: waiting holder id -> "<lease ms>
 --                                  <limit>": the waiters that take a permit
 --                                  granted by a release (release.lua): a
@@ -55,7 +57,7 @@
 -- ARGV[8]  rate: new permits per second over the fleet (default 0: no rate
 --          limit)
 -- ARGV[9]  burst (>= 1, default 1): permits the rate lets through at once
--- ARGV[10] restart grace in ms (default 0: off): when KEYS[10] is
+-- ARGV[10] restart grace in ms (default 0: off): when KEYS[11] is
 --          missing -- Redis never saw this semaphore, or lost its data (a
 --          restart without persistence, a flush) -- it is set to now + grace,
 --          and until then only holders asking again keep permits: the holders
@@ -140,29 +142,34 @@ if ARGV[6] and ARGV[6] ~= '0' then
     wait_s = string.format('%d', wait_ms)
 end
 
--- The short call (KEYS[1..4], ARGV[1..3]: sem.c sends it while the
+-- The short call (KEYS[1..5], ARGV[1..3]: sem.c sends it while the
 -- semaphore was free at its last call, for a caller without rate, grace,
 -- audit, flags but "g", or time waited) admits HOLDER when the common call
 -- below would, and otherwise writes nothing and returns 12: make the full
 -- call (this one declared no key to sweep or queue with). One EXISTS of
--- holders, queue and limit says which of them are there, up to which of
--- queue and limit when only one of them is: a semaphore without queue nor
--- limit override reads neither (the limit is then ARGV[3], as below).
+-- holders, queue, limit and failover says which of them are there, up to
+-- which of the last three when only one of them is: a semaphore without
+-- queue, limit override or failover window reads none of them (the limit
+-- is then ARGV[3], as below). It admits while the holders, their leases
+-- ended or not, are below the limit, and sweeps none: an ended lease's
+-- permit is needed back only when the others are all taken, and then the
+-- full call follows and sweeps (so at most the limit of them wait for it;
+-- the count it answers includes them).
 local SWEEP, SWEEP_S, MARK = 50, '50', '!failover' -- (a string for redis.call: a number costs it a %.17g)
-local short, count, qlen, limit, limit_s = KEYS[5] == nil, 0, nil, nil, nil -- (limit_s: its text, when it came as one)
+local short, count, qlen, limit, limit_s = KEYS[6] == nil, 0, nil, nil, nil -- (limit_s: its text, when it came as one)
 if not short then
     count = redis.call('ZCARD', holders) -- live holders, kept up to date from here on
-elseif ARGV[4] or not KEYS[4] then
+elseif ARGV[4] or not KEYS[5] then
     return 12
 else
-    local e = redis.call('EXISTS', holders, KEYS[4], KEYS[2])
+    local e = redis.call('EXISTS', holders, KEYS[4], KEYS[2], KEYS[5])
     if e > 0 then
         count = redis.call('ZCARD', holders)
         if count > 0 then e = e - 1 end
     end
-    if e > 1 then return 12 end -- a queue
+    if e > 1 then return 12 end -- a queue or a failover window
     limit, limit_s = tonumber(ARGV[3]) or 0, ARGV[3]
-    if e == 1 then -- the limit key or a queue
+    if e == 1 then -- the limit key, a queue or a failover window
         local l = redis.call('GET', KEYS[2])
         if not l then return 12 end
         if tonumber(l) then limit, limit_s = tonumber(l), l end
@@ -172,11 +179,8 @@ end
 -- the holders the sweep drops (their lease ended), at most SWEEP: none in
 -- an empty set, else usually none, so one read
 local swept, n_swept, window = nil, 0, false
-if count > 0 and short then
-    -- (a count: no table; any ended lease or a failover window's marker is the full call's)
-    -- (now as text from TIME's own: cheaper than a string.format)
-    now_s = t[1] .. string.sub('00000' .. t[2], -6, -4)
-    if redis.call('ZCOUNT', holders, '-inf', now_s) > 0 then return 12 end
+if short then
+    -- (no sweep: above)
 elseif count > 0 then
     now_s = string.format('%d', now)
     swept = redis.call('ZRANGEBYSCORE', holders, '-inf', now_s, 'LIMIT', '0', SWEEP_S)
@@ -256,7 +260,7 @@ if short then return 12 end -- no permit free
 -- the head of the queue until their TTL
 local window_left, window_places = 0, 0
 if window then
-    local w = redis.call('GET', KEYS[11])
+    local w = redis.call('GET', KEYS[5])
     local e, thr, qthr
     if w then e, thr, qthr = string.match(w, '^(%d+) (%d+) (%d+) ') end
     if e and tonumber(e) > now then
@@ -266,7 +270,7 @@ if window then
         if thr then
             now_s = now_s or string.format('%d', now)
             gone = redis.call('ZRANGEBYSCORE', holders, '(' .. now_s, '(' .. thr, 'LIMIT', '0', SWEEP_S)
-            stale = redis.call('ZRANGEBYSCORE', KEYS[8], '(' .. now_s, '(' .. qthr, 'LIMIT', '0', SWEEP_S)
+            stale = redis.call('ZRANGEBYSCORE', KEYS[9], '(' .. now_s, '(' .. qthr, 'LIMIT', '0', SWEEP_S)
         end
         if #gone > 0 then
             redis.call('ZREM', holders, unpack(gone))
@@ -280,7 +284,7 @@ if window then
             local wake, wbase = {}, string.sub(KEYS[4], 1, -6) .. 'wake:'
             for i, d in ipairs(stale) do wake[i] = wbase .. d end
             redis.call('ZREM', KEYS[4], unpack(stale))
-            redis.call('ZREM', KEYS[8], unpack(stale))
+            redis.call('ZREM', KEYS[9], unpack(stale))
             redis.call('DEL', unpack(wake))
             if KEYS[12] then redis.call('HDEL', KEYS[12], unpack(stale)) end
             window_places = #stale
@@ -315,7 +319,7 @@ qlen = qlen or redis.call('ZCARD', queue)
 local qlen0 = qlen
 if qlen > 0 then
     -- tickets not refreshed in time: their waiters are gone
-    local qexp, wbase = KEYS[8], string.sub(KEYS[4], 1, -6) .. 'wake:'
+    local qexp, wbase = KEYS[9], string.sub(KEYS[4], 1, -6) .. 'wake:'
     now_s = now_s or string.format('%d', now)
     local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now_s, 'LIMIT', '0', SWEEP_S)
     if #dead > 0 then
@@ -337,10 +341,10 @@ end
 -- restart grace (opt-in): ms left before new grants, 0 when none
 local grace = 0
 if ARGV[10] and ARGV[10] ~= '0' then
-    local opens = tonumber(redis.call('GET', KEYS[10]))
+    local opens = tonumber(redis.call('GET', KEYS[11]))
     if not opens then
         opens = now + (tonumber(ARGV[10]) or 0)
-        redis.call('SET', KEYS[10], string.format('%d', opens))
+        redis.call('SET', KEYS[11], string.format('%d', opens))
     end
     if opens > now then grace = opens - now end
 end
@@ -361,14 +365,14 @@ elseif grace == 0 and count < limit and rate > 0 and pos < limit - count then
     -- the rate (GCRA): may HOLDER take a free permit now? Consumes a slot if so.
     local T, burst = 1000000 / rate, math.max(tonumber(ARGV[9]) or 1, 1)
     local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2]) -- server time in us
-    local tat = math.max(tonumber(redis.call('GET', KEYS[9])) or 0, now_us)
+    local tat = math.max(tonumber(redis.call('GET', KEYS[10])) or 0, now_us)
     local early = tat - T * (burst - 1) - now_us
     if early > 0 then
         -- the waiters ahead of HOLDER take the slots before its own
         retry = math.ceil((early + pos * T) / 1000)
     else
         local ntat = tat + T
-        redis.call('SET', KEYS[9], string.format('%.3f', ntat), 'PX',
+        redis.call('SET', KEYS[10], string.format('%.3f', ntat), 'PX',
                    string.format('%d', math.ceil((ntat - now_us) / 1000) + 1))
         redis.call('ZADD', holders, expiry, holder)
         granted = 1
@@ -391,7 +395,7 @@ end
 -- once (renew.lua writes them); a grant writes none, as a holder never
 -- renewed was granted at its score - lease (the CLI reads it so). The sweep
 -- drops the swept holders' entries.
-local since = KEYS[5]
+local since = KEYS[6]
 for i = 1, n_swept, 1000 do
     redis.call('HDEL', since, unpack(swept, i, math.min(i + 999, n_swept)))
 end
@@ -458,7 +462,7 @@ do
     -- waiters: only a caller that was refused (or may have been: it waited,
     -- or holds or held a ticket) is or was listed there
     if granted == 0 or wait_ms > 0 or queued or flags ~= '' then
-        local waiters = KEYS[6]
+        local waiters = KEYS[7]
         local wait_left = math.max(0, math.floor(tonumber(ARGV[5]) or 0))
         if fresh or full == 1 then
             redis.call('ZREM', waiters, holder)
@@ -475,13 +479,13 @@ do
     end
     local audit_max = ARGV[12] == '0' and 0 or math.floor(tonumber(ARGV[12]) or 0)
     if ev and audit_max > 0 then
-        redis.call('XADD', KEYS[7], 'MAXLEN', '~', audit_max, '*', 'event', ev, 'holder', holder,
+        redis.call('XADD', KEYS[8], 'MAXLEN', '~', audit_max, '*', 'event', ev, 'holder', holder,
                    'wait_ms', wait_ms, 'count', count, 'limit', limit)
     end
 end
 -- queue bookkeeping, wake-ups --
 do
-    local qexp = KEYS[8]
+    local qexp = KEYS[9]
     if granted == 1 or ticket_ttl <= 0 or leave then
         if queued then
             redis.call('ZREM', queue, holder)

@@ -469,9 +469,10 @@ static void test_ttl_covers_leases(void **state)
     assert_int_equal(t_release(R, PFX, "ttl", "A"), 1);
     assert_ttl_covers_leases("ttl");
 
-    /* A later acquire with a short lease, after sweeping B. */
+    /* A later acquire with a short lease, after sweeping B (at the limit
+     * with B: below it, the short call would leave B to a later sweep). */
     fx_sleep_ms(350);
-    assert_int_equal(acq("ttl", "D", 300, 10).count, 2); /* C and D; B swept */
+    assert_int_equal(acq("ttl", "D", 300, 2).count, 2); /* C and D; B swept */
     assert_false(has_holder("ttl", "B"));
     assert_ttl_covers_leases("ttl");
 }
@@ -487,10 +488,11 @@ static void test_idle_key_vanishes(void **state)
     fx_sleep_ms(300 + 300 + 400); /* lease + margin + slack */
     assert_false(key_exists("idle"));
 
-    /* Expired holders are swept by the next acquire. */
+    /* Expired holders are swept by the next acquire that finds the
+     * semaphore at its limit with them. */
     assert_int_equal(acq("idle", "A", 300, 5).granted, 1);
     fx_sleep_ms(400);
-    assert_int_equal(acq("idle", "C", 10000, 5).count, 1);
+    assert_int_equal(acq("idle", "C", 10000, 1).count, 1);
     assert_false(has_holder("idle", "A"));
 }
 
@@ -1524,16 +1526,16 @@ static int rel(const char *name, const char *who, int limit)
 
 extern const char ccap_lua_acquire[];
 
-/* acquire.lua's short call as sem.c makes it (4 keys, 3 arguments, EXTRA
+/* acquire.lua's short call as sem.c makes it (5 keys, 3 arguments, EXTRA
  * more if not NULL): its reply. */
 static redisReply *short_acq(const char *name, const char *holder, const char *limit, const char *extra)
 {
-    char k[4][64];
-    const char *sfx[4] = { "holders", "limit", "stats", "queue" };
-    const char *av[12] = { "EVAL", ccap_lua_acquire, "4" };
+    char k[5][64];
+    const char *sfx[5] = { "holders", "limit", "stats", "queue", "failover" };
+    const char *av[12] = { "EVAL", ccap_lua_acquire, "5" };
     int n = 3;
 
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         snprintf(k[i], sizeof k[i], PFX "{%s}:%s", name, sfx[i]);
         av[n++] = k[i];
     }
@@ -1599,17 +1601,40 @@ static void test_short_call(void **state)
     assert_int_equal(rep->integer, 12);
     freeReplyObject(rep);
     assert_false(has_holder("sc", "D"));
-    /* an expired holder, to be swept (and counted) by the full call */
+    /* an ended lease: below the limit with it, a grant that sweeps
+     * nothing; at the limit, the full call's, which sweeps it (and counts
+     * it) and grants */
     rep = short_acq("sx", "E", "2", NULL);
     freeReplyObject(rep);
     cli_ok("ZADD " PFX "{sx}:holders 1 E");
     rep = short_acq("sx", "F", "2", NULL);
+    assert_int_equal(rep->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(rep->element[0]->integer, 1);
+    assert_int_equal(rep->element[1]->integer, 2);
+    freeReplyObject(rep);
+    assert_true(has_holder("sx", "E") && has_holder("sx", "F"));
+    assert_ttl_covers_leases("sx");
+    rep = short_acq("sx", "G", "2", NULL);
     assert_int_equal(rep->integer, 12);
     freeReplyObject(rep);
-    assert_true(has_holder("sx", "E"));
-    assert_int_equal(acq("sx", "F", 10000, 2).granted, 1);
+    assert_false(has_holder("sx", "G"));
+    assert_int_equal(acq("sx", "G", 10000, 2).granted, 1);
     assert_false(has_holder("sx", "E"));
+    assert_true(has_holder("sx", "F") && has_holder("sx", "G"));
     assert_int_equal(cli_int("HINCRBY " PFX "{sx}:stats reclaimed 0"), 1);
+    /* a failover window (its key): the full call's, whatever else is there */
+    cli_ok("SET " PFX "{sf}:failover x");
+    rep = short_acq("sf", "H", "2", NULL);
+    assert_int_equal(rep->integer, 12);
+    freeReplyObject(rep);
+    assert_int_equal(cli_int("EXISTS " PFX "{sf}:holders " PFX "{sf}:stats"), 0);
+    rep = short_acq("sf2", "H", "2", NULL);
+    freeReplyObject(rep);
+    cli_ok("SET " PFX "{sf2}:failover x");
+    rep = short_acq("sf2", "I", "2", NULL);
+    assert_int_equal(rep->integer, 12);
+    freeReplyObject(rep);
+    assert_false(has_holder("sf2", "I"));
     /* more than its three arguments: the full call's */
     rep = short_acq("sy", "G", "2", "5000");
     assert_int_equal(rep->integer, 12);
