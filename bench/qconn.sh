@@ -50,17 +50,13 @@ qconn_rows() {
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
-    set -u
-    ROOT=$(cd "$(dirname "$0")/.." && pwd)
-    cd "$ROOT"
-    . tests/lib/harness.sh
+    . "$(dirname "$0")/lib.sh"
+    bench_alone
     B="$BUILD/bench"
     mkdir -p "$B"
     cc -O2 -g -std=gnu11 -D_GNU_SOURCE -pthread $(pkg-config --cflags hiredis) -o "$B/bench" bench/bench.c \
         $(pkg-config --libs hiredis) || exit 1
     h_redis_start
-    rows=()
-    . bench/lib.sh
     qconn_rows "${1:-300}"
     echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
     printf '%s\n' "${rows[@]}"

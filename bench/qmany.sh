@@ -111,12 +111,8 @@ qmany_rows() {
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
-    set -u
-    ROOT=$(cd "$(dirname "$0")/.." && pwd)
-    cd "$ROOT"
-    . tests/lib/harness.sh
-    rows=()
-    . bench/lib.sh
+    . "$(dirname "$0")/lib.sh"
+    bench_alone
     if [ -n "${QMANY_RAW:-}" ]; then qmany_measure "${1:-10000}" "${2:-100}"; exit; fi
     qmany_rows "${1:-10000}" "${2:-100}"
     printf '%s\n' "${rows[@]}"

@@ -121,12 +121,8 @@ CONF
 # Run directly (bash bench/scale.sh fleet), the fleet row alone, for any
 # BUILD: e.g. an older build, to compare.
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
-    set -u
-    ROOT=$(cd "$(dirname "$0")/.." && pwd)
-    cd "$ROOT"
-    . tests/lib/harness.sh
-    rows=()
-    . bench/lib.sh
+    . "$(dirname "$0")/lib.sh"
+    bench_alone
     scale_fleet
     printf '%s\n' "${rows[@]}"
 fi

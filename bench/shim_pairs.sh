@@ -40,18 +40,26 @@ shim_pairs_stats() {
         END { printf "%d %d %d\n", u, c, i }'
 }
 
+# shim_pairs_shim CONF NPROC N: NPROC processes at once, each `bench conn`
+# of N pairs under the shim with CONF; fails if one did.
+shim_pairs_shim() {
+    local p=() i rc=0
+    for i in $(seq "$2"); do
+        CONNCAP_CONFIG="$1" LD_PRELOAD="$LIB" "$B/bench" conn "$SP_PORT" "$3" >/dev/null &
+        p+=("$!")
+    done
+    for i in "${p[@]}"; do wait "$i" || rc=1; done
+    return $rc
+}
+
 # shim_pairs_run KIND NPROC N: one run of KIND (shim, direct, npm); prints
 # "us_per_pair calls_per_pair inner_per_pair pairs".
 shim_pairs_run() {
-    local kind=$1 np=$2 n=$3 pairs top u c i p=()
+    local kind=$1 np=$2 n=$3 pairs top u c i
     redis-cli -s "$REDIS_SOCK" config resetstat >/dev/null
     case $kind in
     shim)
-        for _ in $(seq "$np"); do
-            CONNCAP_CONFIG="$T/sp.conf" LD_PRELOAD="$LIB" "$B/bench" conn "$SP_PORT" "$n" >/dev/null &
-            p+=("$!")
-        done
-        wait "${p[@]}" || { echo "failed"; return; }
+        shim_pairs_shim "$T/sp.conf" "$np" "$n" || { echo "failed"; return; }
         pairs=$((np * (n + 1))) top='fcall|fcall_ro|evalsha|eval' ;;
     direct)
         pairs=$("$B/pairs" conn "$REDIS_SOCK" "$np" "$n" "$np" "$SP_PORT") || { echo "failed"; return; }
@@ -138,15 +146,10 @@ CONF
 
 # shim_pairs_cg_count KIND NPROC N: Redis's instructions for one run of KIND.
 shim_pairs_cg_count() {
-    local kind=$1 np=$2 n=$3 k p=()
+    local kind=$1 np=$2 n=$3 k
     callgrind_control -z "$SPCG_PID" >/dev/null 2>&1 || { echo -1; return; }
     case $kind in
-    shim)
-        for _ in $(seq "$np"); do
-            CONNCAP_CONFIG="$T/spcg.conf" LD_PRELOAD="$LIB" "$B/bench" conn "$SP_PORT" "$n" >/dev/null &
-            p+=("$!")
-        done
-        wait "${p[@]}" ;;
+    shim) shim_pairs_shim "$T/spcg.conf" "$np" "$n" ;;
     direct) "$B/pairs" conn "$SPCG_SOCK" "$np" "$n" 8 "$SP_PORT" >/dev/null ;;
     rs) "$B/pairs" rsconn "$SPCG_SOCK" "$np" "$n" 8 "$SP_PORT" "$SPCG_SHA" >/dev/null ;;
     esac || { echo -1; return; }

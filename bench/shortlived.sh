@@ -9,15 +9,11 @@
 # CONNCAP_HEARTBEAT=lazy; curl fetching one
 # page plain, under LD_PRELOAD and under `conncap run`, as same-run ratios
 # of the fastest of several interleaved rounds.
-set -u
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
-. tests/lib/harness.sh
+. "$(dirname "$0")/lib.sh"
+bench_alone
 B="$BUILD/bench"
 mkdir -p "$B"
 cc -O2 -g -o "$B/hold" tests/progs/hold.c && cc -O2 -g -o "$B/taskhold" tests/progs/taskhold.c || exit 1
-rows=()
-. bench/lib.sh
 
 h_redis_start
 h_server_start 600000; MP=$SRV_PORT                     # matched: accept, hold until EOF

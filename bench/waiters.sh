@@ -76,12 +76,8 @@ waiters_rows() {
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
-    set -u
-    ROOT=$(cd "$(dirname "$0")/.." && pwd)
-    cd "$ROOT"
-    . tests/lib/harness.sh
-    rows=()
-    . bench/lib.sh
+    . "$(dirname "$0")/lib.sh"
+    bench_alone
     waiters_rows "${1:-15}"
     printf '%s\n' "${rows[@]}"
 fi
