@@ -410,7 +410,7 @@ if granted == 1 then
     if pttl < lease then
         local ttl = lease + lease -- HOLDER alone: its expiry is the latest
         if count > 1 then
-            local top = redis.call('ZRANGE', holders, -1, -1, 'WITHSCORES')
+            local top = redis.call('ZRANGE', holders, '-1', '-1', 'WITHSCORES')
             ttl = top[2] - now + lease -- >= 2 leases: HOLDER's is in it
         end
         redis.call('PEXPIRE', holders, string.format('%d', ttl))
@@ -472,7 +472,7 @@ do
         now_s = now_s or string.format('%d', now)
         local gone = redis.call('ZRANGEBYSCORE', waiters, '-inf', now_s, 'LIMIT', '0', SWEEP_S)
         if #gone > 0 then redis.call('ZREM', waiters, unpack(gone)) end
-        local wtop = redis.call('ZRANGE', waiters, -1, -1, 'WITHSCORES')
+        local wtop = redis.call('ZRANGE', waiters, '-1', '-1', 'WITHSCORES')
         if wtop[2] then
             redis.call('PEXPIRE', waiters, string.format('%d', tonumber(wtop[2]) - now + 1))
         end
@@ -519,7 +519,7 @@ do
         end
         if retry == 0 and count > 0 then
             now_s = now_s or string.format('%d', now)
-            local first = redis.call('ZRANGEBYSCORE', holders, '(' .. now_s, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+            local first = redis.call('ZRANGEBYSCORE', holders, '(' .. now_s, '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
             if first[2] then hint = math.max(0, tonumber(first[2]) - now) end
         end
     end
@@ -535,11 +535,11 @@ do
     if free < qlen0 then freed = freed + places end
     if freed > 0 and top > 0 then
         local wbase = string.sub(KEYS[4], 1, -6) .. 'wake:'
-        for _, w in ipairs(redis.call('ZRANGE', queue, 0, math.min(freed, top) - 1)) do
+        for _, w in ipairs(redis.call('ZRANGE', queue, '0', string.format('%d', math.min(freed, top) - 1))) do
             if w ~= holder then
                 local e = tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)
                 redis.call('LPUSH', wbase .. w, 'w')
-                redis.call('LTRIM', wbase .. w, 0, 0)
+                redis.call('LTRIM', wbase .. w, '0', '0')
                 redis.call('PEXPIRE', wbase .. w, string.format('%d', math.max(1, e - now)))
             end
         end
@@ -547,7 +547,7 @@ do
     if flags ~= '' and string.find(flags, 'u', 1, true) then
         local mykey = string.sub(KEYS[4], 1, -6) .. 'wake:' .. holder
         redis.call('LPUSH', mykey, 'u')
-        redis.call('LTRIM', mykey, 0, 0)
+        redis.call('LTRIM', mykey, '0', '0')
         redis.call('PEXPIRE', mykey, string.format('%d', math.max(tonumber(ARGV[4]) or 0, 1000)))
     end
 end

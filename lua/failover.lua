@@ -43,6 +43,6 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = string.format('%d', w + lease)
 redis.call('SET', key, string.format('%d %d %d %s', now + w, now + lease, now + tt, server), 'PX', ttl)
-redis.call('ZADD', holders, 0, '!failover')
+redis.call('ZADD', holders, '0', '!failover')
 if redis.call('PTTL', holders) < w + lease then redis.call('PEXPIRE', holders, ttl) end
 return 1

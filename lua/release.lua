@@ -108,7 +108,7 @@ if qlen0 > 0 then
         redis.call('ZADD', holders, string.format('%d', now + lease), w)
         -- the holders key outlives every lease (acquire.lua's rule)
         if redis.call('PTTL', holders) < lease then
-            local top = redis.call('ZRANGE', holders, -1, -1, 'WITHSCORES')
+            local top = redis.call('ZRANGE', holders, '-1', '-1', 'WITHSCORES')
             redis.call('PEXPIRE', holders, string.format('%d', tonumber(top[2]) - now + lease))
         end
         redis.call('ZREM', K[3], w)
@@ -136,6 +136,7 @@ if qlen0 > 0 then
     local qexp, wbase = K[5], string.sub(queue, 1, -6) .. 'wake:'
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local now_s = string.format('%d', now) -- (for redis.call: a number costs it a %.17g)
     -- HOLDER's ticket (a waiter giving up): not a leaving holder's, which
     -- has none (at most a spent token of its own, expiring by itself)
     local left = redis.call('ZREM', queue, holder)
@@ -144,7 +145,7 @@ if qlen0 > 0 then
         redis.call('DEL', wbase .. holder)
         if K[8] then redis.call('HDEL', K[8], holder) end
     end
-    local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now, 'LIMIT', '0', '50')
+    local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now_s, 'LIMIT', '0', '50')
     if #dead > 0 then
         local wake = {}
         for i, d in ipairs(dead) do wake[i] = wbase .. d end
@@ -155,7 +156,7 @@ if qlen0 > 0 then
     end
     if removed + left + #dead > 0 then
         -- live holders only; the expired ones are swept by the next acquire
-        local live = redis.call('ZCOUNT', holders, '(' .. now, '+inf')
+        local live = redis.call('ZCOUNT', holders, '(' .. now_s, '+inf')
         local lkey = tonumber(redis.call('GET', K[4]))
         local limit = lkey or tonumber(ARGV[2]) or -1
         local free = removed
@@ -171,7 +172,7 @@ if qlen0 > 0 then
             -- AHEAD: waiters woken, not granted, ahead of the next one: their
             -- places are kept (the FIFO rule, as acquire.lua counts them)
             local ahead = 0
-            for _, w in ipairs(redis.call('ZRANGE', queue, 0, math.min(freed, top) - 1)) do
+            for _, w in ipairs(redis.call('ZRANGE', queue, '0', string.format('%d', math.min(freed, top) - 1))) do
                 -- a token lives as long as the ticket, a grant's as its lease
                 local tok, ttl = 'w', grants and grant(w, grants, lkey, live, ahead, now, t)
                 if ttl then
@@ -181,7 +182,7 @@ if qlen0 > 0 then
                     ttl = (tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)) - now
                 end
                 redis.call('LPUSH', wbase .. w, tok)
-                redis.call('LTRIM', wbase .. w, 0, 0)
+                redis.call('LTRIM', wbase .. w, '0', '0')
                 redis.call('PEXPIRE', wbase .. w, string.format('%d', math.max(1, ttl)))
             end
         end

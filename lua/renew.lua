@@ -32,7 +32,7 @@ if not lease or lease <= 0 then
     return redis.error_reply('ERR conncap renew: lease_ms must be > 0')
 end
 local add_missing = ARGV[2] == '1'
-local SWEEP = 50
+local SWEEP, SWEEP_S = 50, '50' -- (a string for redis.call: a number costs it a %.17g)
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -73,7 +73,7 @@ end
 
 -- the holders whose lease ended, at most SWEEP of them; not a failover
 -- window's marker (score 0, first: see acquire.lua), which is no holder
-local swept = redis.call('ZRANGEBYSCORE', holders, '-inf', now_s, 'LIMIT', 0, SWEEP)
+local swept = redis.call('ZRANGEBYSCORE', holders, '-inf', now_s, 'LIMIT', '0', SWEEP_S)
 if #swept > 0 and swept[1] == '!failover' then table.remove(swept, 1) end
 if #swept > 0 then
     redis.call('ZREM', holders, unpack(swept))
@@ -81,7 +81,7 @@ if #swept > 0 then
     redis.call('HINCRBY', stats, 'reclaimed', #swept)
 end
 
-local top = redis.call('ZRANGE', holders, -1, -1, 'WITHSCORES')
+local top = redis.call('ZRANGE', holders, '-1', '-1', 'WITHSCORES')
 if top[2] then
     local ttl = tonumber(top[2]) - now + lease
     if ttl < lease then ttl = lease end

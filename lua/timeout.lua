@@ -23,9 +23,9 @@ local bucket = 'wait_le_inf'
 for _, b in ipairs(bounds) do
     if wait_ms <= b then bucket = 'wait_le_' .. b break end
 end
-redis.call('HINCRBY', stats, 'timed_out', 1)
-redis.call('HINCRBY', stats, bucket, 1)
-redis.call('HINCRBY', stats, 'wait_count', 1)
+redis.call('HINCRBY', stats, 'timed_out', '1')
+redis.call('HINCRBY', stats, bucket, '1')
+redis.call('HINCRBY', stats, 'wait_count', '1')
 redis.call('HINCRBY', stats, 'wait_sum_ms', wait_ms)
 redis.call('ZREM', waiters, holder)
 if audit_max > 0 then
