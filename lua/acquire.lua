@@ -472,9 +472,12 @@ do
         now_s = now_s or string.format('%d', now)
         local gone = redis.call('ZRANGEBYSCORE', waiters, '-inf', now_s, 'LIMIT', '0', SWEEP_S)
         if #gone > 0 then redis.call('ZREM', waiters, unpack(gone)) end
-        local wtop = redis.call('ZRANGE', waiters, '-1', '-1', 'WITHSCORES')
-        if wtop[2] then
-            redis.call('PEXPIRE', waiters, string.format('%d', tonumber(wtop[2]) - now + 1))
+        -- the key outlives every entry: one added here lengthens its TTL
+        -- when short of its own end, to twice that (the next ones of the
+        -- same wait find it long enough: a PTTL, no write); never shortened
+        if granted == 0 and wait_left > 0 and not (fresh or full == 1) and
+           redis.call('PTTL', waiters) < wait_left + 1001 then
+            redis.call('PEXPIRE', waiters, string.format('%d', 2 * (wait_left + 1001)))
         end
     end
     local audit_max = ARGV[12] == '0' and 0 or math.floor(tonumber(ARGV[12]) or 0)
@@ -505,18 +508,23 @@ do
         qlen = qlen + redis.call('ZADD', queue, 'NX',
                                  string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])), holder)
         redis.call('ZADD', qexp, string.format('%d', now + ticket_ttl), holder)
-        local qkeys = { queue, qexp }
+        local gkey -- the grant hash, when this ticket has an entry there
         -- a waiter that takes grants says with what lease and limit
         -- (release.lua admits it as this call would; not under a rate)
         if takes_grants and KEYS[12] and rate <= 0 then
             redis.call('HSET', KEYS[12], holder, ARGV[2] .. ' ' .. string.format('%d', tonumber(ARGV[3]) or 0))
-            qkeys[3] = KEYS[12]
+            gkey = KEYS[12]
         elseif queued and KEYS[12] then
             redis.call('HDEL', KEYS[12], holder) -- no longer (a rate set by a reload, a waiter polling)
         end
-        for _, k in ipairs(qkeys) do
-            if redis.call('PTTL', k) < ticket_ttl then redis.call('PEXPIRE', k, string.format('%d', ticket_ttl)) end
+        -- (queue and qexp hold the same members, made and emptied together,
+        -- and get the same TTL here: one PTTL tells both)
+        local ttl_s = string.format('%d', ticket_ttl)
+        if redis.call('PTTL', queue) < ticket_ttl then
+            redis.call('PEXPIRE', queue, ttl_s)
+            redis.call('PEXPIRE', qexp, ttl_s)
         end
+        if gkey and redis.call('PTTL', gkey) < ticket_ttl then redis.call('PEXPIRE', gkey, ttl_s) end
         if retry == 0 and count > 0 then
             now_s = now_s or string.format('%d', now)
             local first = redis.call('ZRANGEBYSCORE', holders, '(' .. now_s, '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
@@ -538,16 +546,14 @@ do
         for _, w in ipairs(redis.call('ZRANGE', queue, '0', string.format('%d', math.min(freed, top) - 1))) do
             if w ~= holder then
                 local e = tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)
-                redis.call('LPUSH', wbase .. w, 'w')
-                redis.call('LTRIM', wbase .. w, '0', '0')
+                if redis.call('LPUSH', wbase .. w, 'w') > 1 then redis.call('LTRIM', wbase .. w, '0', '0') end
                 redis.call('PEXPIRE', wbase .. w, string.format('%d', math.max(1, e - now)))
             end
         end
     end
     if flags ~= '' and string.find(flags, 'u', 1, true) then
         local mykey = string.sub(KEYS[4], 1, -6) .. 'wake:' .. holder
-        redis.call('LPUSH', mykey, 'u')
-        redis.call('LTRIM', mykey, '0', '0')
+        if redis.call('LPUSH', mykey, 'u') > 1 then redis.call('LTRIM', mykey, '0', '0') end
         redis.call('PEXPIRE', mykey, string.format('%d', math.max(tonumber(ARGV[4]) or 0, 1000)))
     end
 end

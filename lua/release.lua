@@ -138,18 +138,21 @@ if qlen0 > 0 then
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     local now_s = string.format('%d', now) -- (for redis.call: a number costs it a %.17g)
     -- HOLDER's ticket (a waiter giving up): not a leaving holder's, which
-    -- has none (at most a spent token of its own, expiring by itself)
-    local left = redis.call('ZREM', queue, holder)
+    -- has none (every grant takes the ticket out; at most a spent token of
+    -- its own is left, expiring by itself), so not looked for then
+    local left = 0
+    if removed == 0 then left = redis.call('ZREM', queue, holder) end
     if left == 1 then
         redis.call('ZREM', qexp, holder)
         redis.call('DEL', wbase .. holder)
         if K[8] then redis.call('HDEL', K[8], holder) end
     end
     local dead = redis.call('ZRANGEBYSCORE', qexp, '-inf', now_s, 'LIMIT', '0', '50')
+    local qlen = qlen0 - left -- (the queue's length from here on, without another ZCARD)
     if #dead > 0 then
         local wake = {}
         for i, d in ipairs(dead) do wake[i] = wbase .. d end
-        redis.call('ZREM', queue, unpack(dead))
+        qlen = qlen - redis.call('ZREM', queue, unpack(dead))
         redis.call('ZREM', qexp, unpack(dead))
         redis.call('DEL', unpack(wake))
         if K[8] then redis.call('HDEL', K[8], unpack(dead)) end
@@ -165,7 +168,7 @@ if qlen0 > 0 then
         -- than the free permits
         local freed = removed
         if free < qlen0 then freed = freed + left + #dead end
-        local top = math.min(free, redis.call('ZCARD', queue))
+        local top = math.min(free, qlen)
         if freed > 0 and top > 0 then
             local grants = K[8]
             if grants then grants = may_grant(holders, K[7], now) and grants end
@@ -181,8 +184,8 @@ if qlen0 > 0 then
                     ahead = ahead + 1
                     ttl = (tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)) - now
                 end
-                redis.call('LPUSH', wbase .. w, tok)
-                redis.call('LTRIM', wbase .. w, '0', '0')
+                -- (one token at most: a list that was empty holds it alone)
+                if redis.call('LPUSH', wbase .. w, tok) > 1 then redis.call('LTRIM', wbase .. w, '0', '0') end
                 redis.call('PEXPIRE', wbase .. w, string.format('%d', math.max(1, ttl)))
             end
         end
