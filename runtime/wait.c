@@ -619,6 +619,7 @@ int ccap_waiter_join(struct ccap_waiter *w, struct ccap_nap *nap, const struct c
     w->woke = 0;
     w->armed = false;
     w->in_block = false;
+    w->soft = false;
     pthread_mutex_lock(&P.lock);
     l = lane_for(conf, prefix, name);
     if (l && !l->r)

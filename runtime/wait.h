@@ -29,8 +29,9 @@
  * its key; joins in the meantime share that poke. Leaving costs nothing
  * (the waker drops the key at its next block). A lone waiter (the lane's
  * only one) in a program's thread, or in the queue's (runtime/nap.h,
- * ccap_nap_shim), blocks on its key itself, on the waker's connection: a token then costs one thread wake-up, not two (the waker's,
- * then the waiter's); its block is a blocking recv, with its nap's signal
+ * ccap_nap_shim), blocks on its key itself, on the waker's connection: a
+ * token then costs one thread wake-up, not two (the waker's, then the
+ * waiter's); its block is a blocking recv, with its nap's signal
  * and cancellation rules, and the waker ends it at the waiter's wake-up time
  * or a nudge (a shutdown of the connection), reads it when the waiter leaves
  * it pending, and takes over when a second waiter joins (its poke ends the
@@ -69,10 +70,10 @@ struct ccap_waiter {
                                   * a later waiter of a semaphore with many (wait.c, collect) */
     bool solo_ok;                /* its nap is a program's (a timerfd) or a shim thread's (nap->shim):
                                   * alone, it blocks on KEY itself */
-    bool soft;                   /* set by the waiting thread before ccap_waiter_wait: its UNTIL may pass by
-                                  * up to a second (a queued wait's look at its descriptor, not a deadline):
-                                  * a lone block ends then by the server's timeout (whole seconds), keeping
-                                  * the connection, not by the waker cutting it */
+    bool soft;                   /* set by the waiting thread before ccap_waiter_wait (join clears it): its
+                                  * UNTIL may pass by up to a second (a queued wait's look at its descriptor,
+                                  * not a deadline): a lone block ends then by the server's timeout (whole
+                                  * seconds), keeping the connection, not by the waker cutting it */
     struct ccap_nap *nap;        /* what it sleeps on, kicked by the waker: the caller's, or OWN */
     struct ccap_nap own;
     struct ccap_wait_lane *lane;
