@@ -408,7 +408,9 @@ static int do_qhandoff(int port, int n, const char *modes)
     qh.accepted = calloc((size_t)qh.cap, sizeof *qh.accepted);
     if (!qh.accepted || pthread_create(&t, NULL, qh_listener, (void *)(intptr_t)s) != 0)
         die("listener");
-    for (const char *m = modes; *m; m++) /* warm-up: configuration, waker, park listener */
+    pthread_setname_np(t, "qh-listener"); /* tests/integration/queue_lone_hop.sh tells it from the shim's */
+    setvbuf(stdout, NULL, _IOLBF, 0);     /* a line per round as it ends (outside the timed spans) */
+    for (const char *m = modes; *m; m++)  /* warm-up: configuration, waker, park listener */
         qh_round(&a, *m, &k, 1);
     for (int i = 0; i < n; i++) /* b q p, p q b, ...: no mode always goes first */
         for (size_t j = 0, len = strlen(modes); j < len; j++)

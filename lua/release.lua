@@ -22,7 +22,8 @@
 -- ARGV[3]  flags (default ''): "r" HOLDER was renewed at least once, so it
 --          may have an acquire time in since (renew.lua) to delete
 -- ARGV[4]  audit stream MAXLEN ~ (default 0: no audit)
--- Takes HOLDER out of the queue too (a waiter giving up), then wakes at most
+-- Takes HOLDER out of the queue and out of the waiters set too (a waiter
+-- giving up: a release of an id that held no permit), then wakes at most
 -- as many waiters as this call freed permits or queue places, from the
 -- head of the queue (acquire.lua says why), by pushing a token to their
 -- wake lists: 'g' when this call granted that waiter its permit (below),
@@ -50,15 +51,22 @@
 -- full, and the grant that fills it again sets it anew (acquire.lua).
 --
 -- Cost: on the fast path (a holder leaving, never renewed, empty queue, no
--- audit) this is 3 redis.call: ZREM, HINCRBY, ZCARD queue. An empty queue
+-- audit) this is 3 redis.call: ZREM, HINCRBY, ZCARD queue. A holder has no
+-- entry in the waiters set (its grant removed it, acquire.lua or below); an
+-- id that held no permit may have one (a waiter giving up: its wait ended
+-- early, closed or cancelled), which goes now rather than at the end of
+-- its wait (ZREM: one call more, on that path only). An empty queue
 -- has no ticket, dead or alive, and nobody to wake (queue and qexp hold the
 -- same members, added and removed together); HOLDER is not in it, so it has
 -- no wake list either (at most a spent token of its own, which expires by
 -- itself).
 local holders, holder = KEYS[1], ARGV[1]
 local removed = redis.call('ZREM', holders, holder)
--- released counter, acquire time, audit --
-if removed == 1 then
+-- a waiter giving up: its waiters entry; a holder: released counter, acquire time, audit --
+if removed == 0 then
+    -- a waiter giving up (see above); the short call names the key from the queue's (header)
+    redis.call('ZREM', KEYS[6] or string.sub(KEYS[3], 1, -6) .. 'waiters', holder)
+else
     redis.call('HINCRBY', KEYS[2], 'released', '1')
     if ARGV[3] and ARGV[3] ~= '' and string.find(ARGV[3], 'r', 1, true) then
         redis.call('HDEL', KEYS[9], holder)

@@ -20,6 +20,7 @@ void ccap_nap_init(struct ccap_nap *n)
     atomic_init(&n->fd, -1);
     atomic_init(&n->kicked, false);
     n->program = false;
+    n->shim = false;
     n->dev = 0;
     n->ino = 0;
     pthread_mutex_init(&n->mu, NULL);
@@ -53,7 +54,13 @@ int ccap_nap_use_fd(struct ccap_nap *n)
 
 void ccap_nap_want_fd(struct ccap_nap *n)
 {
+    n->shim = false;
     n->program = true;
+}
+
+void ccap_nap_shim(struct ccap_nap *n)
+{
+    n->shim = true;
 }
 
 /* Whether FD is still the timerfd N made (the program may have closed its

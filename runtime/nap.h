@@ -38,6 +38,7 @@ struct ccap_nap {
     ino_t ino;          /* tells only that the number is still a timerfd) */
     atomic_bool kicked; /* a kick not yet seen by a sleep */
     bool program;       /* ccap_nap_want_fd: the first sleep makes the timerfd */
+    bool shim;          /* ccap_nap_shim: its sleeper is a thread of the shim's */
     pthread_mutex_t mu; /* the condition's, without a timerfd */
     pthread_cond_t cv;
 };
@@ -54,6 +55,14 @@ int ccap_nap_use_fd(struct ccap_nap *n);
  * on N), not now: a wait that never sleeps on N (a lone waiter blocks on
  * its wake list, runtime/wait.h) makes no timerfd. No I/O. */
 void ccap_nap_want_fd(struct ccap_nap *n);
+
+/* N's sleeper is a thread of the shim's (the queue's: every signal blocked,
+ * never cancelled, its cancellation disabled): no program's rule to keep,
+ * so a lone waiter on N may block on its wake list itself (runtime/wait.h),
+ * without a timerfd (no descriptor per queued connect).
+ * ccap_nap_want_fd undoes it. Call it in the thread that sleeps on N,
+ * before that thread joins a waker. No I/O. */
+void ccap_nap_shim(struct ccap_nap *n);
 
 /* Frees what N holds (its descriptor, closed only if it is still ours). No
  * kick may run meanwhile. */

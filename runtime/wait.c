@@ -207,6 +207,7 @@ int ccap_wait_finish(struct ccap_redis *r, int timeout_ms)
 
 #define WAKER_BLOCK_S 30          /* server timeout of a waker's BLPOP: a safety net, then sent again */
 #define WAKER_REPLY_SLACK_MS 5000 /* its reply may come this much after the server's timeout */
+#define SOLO_SOFT_SLACK_MS 500    /* a soft lone block is cut this long after its server timeout */
 #define WAKER_IDLE_MS 10000       /* a waker without waiters ends after this long */
 #define WAKER_BACKOFF_MS 250      /* a failed block is tried again after this, doubling ... */
 #define WAKER_BACKOFF_MAX_MS 4000 /* ... up to this */
@@ -417,7 +418,10 @@ static void deliver(struct ccap_wait_lane *l, int rc, const char *key, bool gran
  * list in its own thread (a lone waiter: one thread wake-up per token, not
  * the waker's and then its own). Only a waiter sleeping on a timerfd nap (a
  * program's thread) does: its block is then a blocking recv, as its nap's
- * read would be, for the same signals and cancellation (runtime/nap.h). */
+ * read would be, for the same signals and cancellation (runtime/nap.h); or
+ * one in a thread of the shim's (ccap_nap_shim: the queue's), whose recv,
+ * as its condition would, sees no signal and no cancel (a cancel of its
+ * wait is a nudge: the waker cuts the block). */
 static bool lone(const struct ccap_wait_lane *l, const struct ccap_waiter *w)
 {
     return l->head == w && !w->next && w->solo_ok && l->failures == 0;
@@ -615,6 +619,7 @@ int ccap_waiter_join(struct ccap_waiter *w, struct ccap_nap *nap, const struct c
     w->woke = 0;
     w->armed = false;
     w->in_block = false;
+    w->soft = false;
     pthread_mutex_lock(&P.lock);
     l = lane_for(conf, prefix, name);
     if (l && !l->r)
@@ -633,7 +638,7 @@ int ccap_waiter_join(struct ccap_waiter *w, struct ccap_nap *nap, const struct c
         nap = &w->own;
     }
     w->nap = nap;
-    w->solo_ok = atomic_load(&nap->fd) >= 0 || nap->program;
+    w->solo_ok = atomic_load(&nap->fd) >= 0 || nap->program || nap->shim;
     w->lane = l;
     w->next = l->head;
     l->head = w;
@@ -703,17 +708,40 @@ static void solo_done(struct ccap_waiter *w, int rc, const char *key, bool grant
         w->armed = false;
     } else if (rc < 0 && !cut && l->failures++ == 0) {
         wake_all(l, CCAP_WOKE_BROKEN);
+    } else if (rc < 0 && cut) {
+        w->woke |= CCAP_WOKE_TOKEN; /* a token the cut lost is found by a re-check now, not at the
+                                     * wait's next step (a queued wait's soft slices end with none) */
     }
     if (waker_needed(l))
         pthread_cond_signal(&l->cv); /* a waiter joined (its poke ended this block), or a failure: the waker's */
 }
 
+/* A lone block of W until UNTIL_MS: its BLPOP's server timeout (seconds)
+ * into *SECS, and when the waker cuts it (*WATCH, monotonic ms). A soft
+ * UNTIL_MS (W->soft) is the server's timeout itself, rounded up to whole
+ * seconds (older servers take no fractions): the block ends with a nil
+ * reply and the connection kept, and the waker cuts it only if that reply
+ * is SOLO_SOFT_SLACK_MS late. Otherwise the waker cuts it at UNTIL_MS. */
+static void solo_times(const struct ccap_waiter *w, long long until_ms, int *secs, long long *watch)
+{
+    long long now = now_ms(), left = until_ms - now;
+
+    *secs = WAKER_BLOCK_S;
+    *watch = until_ms;
+    if (w->soft && left > 0 && left <= WAKER_BLOCK_S * 1000LL) {
+        *secs = (int)((left + 999) / 1000);
+        *watch = now + *secs * 1000LL + SOLO_SOFT_SLACK_MS;
+    }
+}
+
 /* Under P.lock (released meanwhile): lone waiter W (lone, armed, no block
  * pending) blocks on its own wake list and the poke list in its own thread,
- * on the lane's connection, until a token, UNTIL_MS or a nudge (the waker
- * cuts it), or a signal. Returns 0, or -EINTR: a handler without SA_RESTART
- * interrupted it, and its BLPOP, still pending, is the waker's to read. In
- * a program's thread the block is the program's (runtime/nap.h). */
+ * on the lane's connection, until a token, UNTIL_MS (solo_times) or a nudge
+ * (the waker cuts it), or a signal. Returns 0; 1 when the server's timeout
+ * of a soft block ended it (W's slice is over); or -EINTR: a handler
+ * without SA_RESTART interrupted it, and its BLPOP, still pending, is the
+ * waker's to read. In a program's thread the block is the program's
+ * (runtime/nap.h); in a shim's, hooks.outside changes nothing. */
 static int solo_block(struct ccap_waiter *w, long long until_ms)
 {
     struct ccap_wait_lane *l = w->lane;
@@ -721,12 +749,14 @@ static int solo_block(struct ccap_waiter *w, long long until_ms)
     char secs[16], poke[CCAP_WAIT_KEY_MAX], key[CCAP_WAIT_KEY_MAX];
     const char *argv[4] = { "BLPOP", w->key, poke, secs };
     bool grant = false;
-    int rc, back;
+    long long watch;
+    int rc, back, timeout_s;
 
+    solo_times(w, until_ms, &timeout_s, &watch);
     snprintf(poke, sizeof poke, "%s", l->poke);
-    snprintf(secs, sizeof secs, "%d", WAKER_BLOCK_S);
+    snprintf(secs, sizeof secs, "%d", timeout_s);
     l->solo = w;
-    l->solo_until = until_ms;
+    l->solo_until = watch;
     l->solo_reading = true; /* R is this thread's while it sends */
     l->blocking = true;
     l->stale = false;
@@ -735,10 +765,10 @@ static int solo_block(struct ccap_waiter *w, long long until_ms)
     rc = ccap_redis_send(r, 4, argv);
     pthread_mutex_lock(&P.lock);
     l->solo_reading = false; /* from now on the waker may cut the block */
-    if (rc >= 0 && (l->solo_kick || now_ms() >= until_ms)) {
+    if (rc >= 0 && (l->solo_kick || now_ms() >= watch)) {
         l->solo_cut = true; /* due already: the pending BLPOP is abandoned */
         ccap_redis_interrupt(r);
-    } else if (until_ms < l->waker_wake || l->solo_kick) {
+    } else if (watch < l->waker_wake || l->solo_kick) {
         pthread_cond_signal(&l->cv); /* the waker ends this block at UNTIL_MS: it must know */
     }
     pthread_mutex_unlock(&P.lock);
@@ -764,7 +794,7 @@ static int solo_block(struct ccap_waiter *w, long long until_ms)
             ccap_redis_close(r);
     }
     solo_done(w, rc, key, grant);
-    return 0;
+    return rc >= 0 && !key[0] && w->soft ? 1 : 0;
 }
 
 int ccap_waiter_wait(struct ccap_waiter *w, long long until_ms)
@@ -785,10 +815,13 @@ int ccap_waiter_wait(struct ccap_waiter *w, long long until_ms)
             break;
         }
         if (w->armed && lone(w->lane, w) && !w->lane->blocking && !w->lane->adopt && w->lane->r) {
-            if (solo_block(w, until_ms) == -EINTR) {
+            int rc = solo_block(w, until_ms);
+            if (rc == -EINTR) {
                 woke = w->woke | CCAP_WOKE_SIGNAL;
                 break;
             }
+            if (rc == 1 && !w->woke)
+                break; /* the soft slice is over (by the server's clock, perhaps a little before ours) */
             continue;
         }
         /* the sleep holds no lock: the nap may be a cancellation point */

@@ -28,9 +28,10 @@
  * poke list (on the shared connection) so that the waker blocks again with
  * its key; joins in the meantime share that poke. Leaving costs nothing
  * (the waker drops the key at its next block). A lone waiter (the lane's
- * only one) in a program's thread blocks on its key itself, on the waker's
- * connection: a token then costs one thread wake-up, not two (the waker's,
- * then the waiter's); its block is a blocking recv, with its nap's signal
+ * only one) in a program's thread, or in the queue's (runtime/nap.h,
+ * ccap_nap_shim), blocks on its key itself, on the waker's connection: a
+ * token then costs one thread wake-up, not two (the waker's, then the
+ * waiter's); its block is a blocking recv, with its nap's signal
  * and cancellation rules, and the waker ends it at the waiter's wake-up time
  * or a nudge (a shutdown of the connection), reads it when the waiter leaves
  * it pending, and takes over when a second waiter joins (its poke ends the
@@ -67,7 +68,12 @@ struct ccap_waiter {
     bool armed;                  /* wants KEY in the waker's BLPOP (join, arm; a token ends it) */
     bool in_block;               /* KEY is in the waker's pending (or next) BLPOP, or left out of it as
                                   * a later waiter of a semaphore with many (wait.c, collect) */
-    bool solo_ok;                /* its nap is a program's (a timerfd): alone, it blocks on KEY itself */
+    bool solo_ok;                /* its nap is a program's (a timerfd) or a shim thread's (nap->shim):
+                                  * alone, it blocks on KEY itself */
+    bool soft;                   /* set by the waiting thread before ccap_waiter_wait (join clears it): its
+                                  * UNTIL may pass by up to a second (a queued wait's look at its descriptor,
+                                  * not a deadline): a lone block ends then by the server's timeout (whole
+                                  * seconds), keeping the connection, not by the waker cutting it */
     struct ccap_nap *nap;        /* what it sleeps on, kicked by the waker: the caller's, or OWN */
     struct ccap_nap own;
     struct ccap_wait_lane *lane;
@@ -112,7 +118,8 @@ void ccap_waiter_poke_failed(struct ccap_waiter *w);
 /* Sleeps until W gets a token, its waker fails, UNTIL_MS (monotonic ms)
  * comes, or CCAP_WAIT_POLL_MS pass while W may miss a token (its waker
  * failing, or blocking without W's key, or W not armed). Returns the
- * CCAP_WOKE_* bits (cleared for the next call), 0 at UNTIL_MS;
+ * CCAP_WOKE_* bits (cleared for the next call), 0 at UNTIL_MS (with
+ * W->soft, up to a second after it: a lone block's server timeout);
  * CCAP_WOKE_SIGNAL when its nap was interrupted (runtime/nap.h). Only W's
  * thread calls it. It sleeps without the pool's lock: with a program's nap,
  * a cancel acts there and leaves no lock held (the caller's cleanup handler

@@ -536,7 +536,9 @@ static long long alive_every_ms(void)
 /* Sleeps until the next re-check: a token, a failed waker, the rate's next
  * slot, the earliest lease end, the ticket's refresh, or the deadline.
  * Returns 0, or WAIT_INTERRUPTED (see nap). In a program's thread the nap
- * has a timerfd: its sleeps are the program's (runtime/nap.h). */
+ * has a timerfd: its sleeps are the program's (runtime/nap.h); in the
+ * queue's it is a shim thread's (a lone waiter there blocks on its wake
+ * list itself, its looks at the descriptor soft slices of that block). */
 static int block(struct ccap_wait *ws)
 {
     long long until = ws->deadline, t = ws->last_ms;
@@ -551,6 +553,8 @@ static int block(struct ccap_wait *ws)
         until = refresh;
     if (ws->flags & CCAP_WAIT_PROGRAM)
         ccap_nap_want_fd(&ws->nap); /* its sleeps are the program's: a timerfd, made at the first */
+    else
+        ccap_nap_shim(&ws->nap); /* the queue's thread: alone, it blocks on its wake list itself */
     if (!ws->unjoinable)
         join(ws);
     if (!ws->joined) {
@@ -563,6 +567,7 @@ static int block(struct ccap_wait *ws)
         long long slice = until, every = alive_every_ms();
         if (ws->alive && ccap_now_ms() + every < until)
             slice = ccap_now_ms() + every;
+        ws->w.soft = slice < until; /* only a look at the descriptor is due then: it may come late */
         woke = ccap_waiter_wait(&ws->w, slice);
         if (woke & CCAP_WOKE_GRANT)
             ws->granted = true; /* kept through an interruption: a resumed wait takes it */

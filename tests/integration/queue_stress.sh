@@ -29,9 +29,9 @@ want_fact() { # FILE KEY VALUE WHAT
     v=$(fact "$1" "$2")
     [ "$v" = "$3" ] || bad "$4 ($2 ${v:-missing}, want $3)"
 }
-clean_after() { # WHAT: no holder, no waiter, no ticket left (one deadline for all)
-    local k
-    WAIT_S=8 h_wait_for all_clean && return 0
+clean_after() { # WHAT: no holder, no waiter, no ticket left (one deadline for all, well before the waits'
+    local k          # own ends: a :waiters entry left behind would expire by itself only then)
+    WAIT_S=3 h_wait_for all_clean && return 0
     for k in holders waiters queue qexp; do
         [ "$(h_rcli zcard "conncap:{qs}:$k")" -eq 0 ] ||
             bad "$1: $(h_rcli zcard "conncap:{qs}:$k") entries left in $k: $(h_rcli zrange "conncap:{qs}:$k" 0 2 | paste -sd' ')"

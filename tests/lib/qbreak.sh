@@ -39,8 +39,7 @@ qb_run() { # MODE [ARG]
     fi
 }
 
-# QB_KEYS: the keys qb_clean checks (default all four; a wait ended early leaves its :waiters
-# entry, a statistic, until its deadline)
+# QB_KEYS: the keys qb_clean checks (default all four)
 qb_all_clean() {
     local k
     for k in ${QB_KEYS:-holders waiters queue qexp}; do [ "$(h_rcli zcard "conncap:{qb}:$k")" -eq 0 ] || return 1; done

@@ -30,6 +30,15 @@
  *   close-exit [N]
  *              N queued connects (default 300) closed, and the process exits at once: no ticket of
  *              theirs may be left in the semaphore's queue.
+ *   lone-ends [MS]
+ *              one queued connect at a time (the process's only waiter: the queue's thread blocks on
+ *              its own wake list), each left 300 ms in its wait and then ended another way: close(),
+ *              syscall(SYS_close) (the shim finds it at its next look, MS later at most, default
+ *              2500), shutdown() then close(), dup2() of a pipe over it, "kill-clients" said on stdout
+ *              (the test kills the process's Redis connections then) and close() 1.5 s later, the
+ *              holder let go (granted: connected, then closed), and one left queued behind the
+ *              granted socket when the process exits. The test then finds no entry of any of them
+ *              in the semaphore's keys.
  *   retry-timeout, retry-shutdown
  *              the socket is bound to 127.0.0.2 and given options before connect; the queued connect
  *              times out (ARG: the wait_timeout_ms) or is shut down; then connect() again: the retry
@@ -494,6 +503,57 @@ static int mode_close_exit(int n)
     return 0;
 }
 
+static void pause_ms(int ms)
+{
+    nanosleep(&(struct timespec){ ms / 1000, (ms % 1000) * 1000000L }, NULL);
+}
+
+/* One queued connect of lone-ends, in its own block for 300 ms: returns its descriptor. */
+static int lone_queued(const char *what)
+{
+    int fd = tcp_socket(SOCK_NONBLOCK);
+    connect_queued(fd, what);
+    pause_ms(300);
+    if (wait_out(fd, 0))
+        fail("%s: ready while the holder holds the only permit", what);
+    return fd;
+}
+
+static int mode_lone_ends(int alive_ms)
+{
+    int fd, p[2];
+
+    close(lone_queued("close"));
+    pause_ms(300); /* its wait ends: the next connect is the only waiter again */
+    syscall(SYS_close, lone_queued("raw-close"));
+    pause_ms(alive_ms);
+    fd = lone_queued("shutdown");
+    if (shutdown(fd, SHUT_RDWR) != 0)
+        fail("shutdown of a queued socket: %s", ename(errno));
+    close(fd);
+    pause_ms(300);
+    fd = lone_queued("dup2-over");
+    if (pipe(p) != 0 || dup2(p[0], fd) != fd)
+        fail("dup2 over a queued socket: %s", ename(errno));
+    close(fd);
+    close(p[0]);
+    close(p[1]);
+    pause_ms(300);
+    fd = lone_queued("redis-killed");
+    fact("kill-clients");
+    pause_ms(1500);
+    close(fd);
+    pause_ms(300);
+    fd = lone_queued("granted");
+    let_go();
+    expect_connected(fd, "granted");
+    holder = fd; /* the permit's holder now; main lets it go after the exit step */
+    fd = lone_queued("exit");
+    fact("exit-queued %d", fd);
+    fact("result ok");
+    exit(0); /* queued still, and its permit's holder too (main would let the holder go first) */
+}
+
 static int opt(int fd, int level, int name)
 {
     int v = -1;
@@ -692,6 +752,8 @@ int main(int argc, char **argv)
         rc = mode_hidden(false);
     else if (!strcmp(m, "hidden-walk"))
         rc = mode_hidden(true);
+    else if (!strcmp(m, "lone-ends"))
+        rc = mode_lone_ends(arg > 0 ? arg : 2500);
     else if (!strcmp(m, "retry-timeout"))
         rc = mode_retry(true, arg > 0 ? arg : 5000);
     else if (!strcmp(m, "retry-shutdown"))

@@ -797,6 +797,9 @@ static struct ccap_sem_result acq_wait(const char *name, const char *holder, int
     return res;
 }
 
+static struct ccap_sem_result queue_up(const char *name, const char *who, int lease_ms, int limit, bool grants,
+                                       double rate);
+
 static void test_stats_counters(void **state)
 {
     (void)state;
@@ -845,6 +848,18 @@ static void test_stats_counters(void **state)
     assert_int_equal(stat_of("st", CCAP_STAT_ACQUIRED), 2);
     assert_int_equal(stat_of("st", CCAP_STAT_WAIT_COUNT), 2);
     assert_int_equal(stat_of("st", CCAP_STAT_WAIT_SUM), 742);
+
+    /* A waiter giving up early (its socket closed: its holder id released)
+     * leaves the waiters set with its ticket, not at its wait's end. */
+    assert_int_equal(acq_wait("st", "G", 1, 0, 30000).granted, 0);
+    assert_true(cli_num("ZSCORE " PFX "{st}:waiters G") > 0);
+    assert_int_equal(t_release(R, PFX, "st", "G"), 0);
+    assert_int_equal(cli_num("ZSCORE " PFX "{st}:waiters G"), -1);
+    assert_int_equal(cli_int("EXISTS " PFX "{st}:waiters"), 0);
+    assert_int_equal(queue_up("st", "Q", 10000, 1, true, 0).granted, 0); /* with a ticket */
+    assert_true(cli_num("ZSCORE " PFX "{st}:waiters Q") > 0);
+    assert_int_equal(t_release(R, PFX, "st", "Q"), 0);
+    assert_int_equal(cli_int("EXISTS " PFX "{st}:waiters " PFX "{st}:queue " PFX "{st}:qexp " PFX "{st}:grant"), 0);
 
     /* A waiter that crashed (no timeout call) drops out when its wait ends. */
     assert_int_equal(acq_wait("st", "E", 1, 0, 1).granted, 0);
@@ -1702,8 +1717,11 @@ static void test_short_release(void **state)
         assert_string_equal(token_of(name, "W1", tok, sizeof tok), CCAP_SEM_TOKEN_GRANT);
         assert_string_equal(token_of(name, "W2", tok, sizeof tok), "");
         assert_ttl_covers_leases(name);
-        /* W3 gives up: out of the queue, nobody woken (no permit freed) */
+        /* W3 gives up: out of the queue and the waiters, nobody woken (no permit freed) */
+        snprintf(key, sizeof key, PFX "{%s}:waiters", name);
+        assert_true(cli_num("ZSCORE %s W3", key) > 0);
         assert_int_equal(short_rel(name, "W3", fn), 0);
+        assert_true(cli_num("ZSCORE %s W3", key) == -1);
         snprintf(key, sizeof key, PFX "{%s}:queue", name);
         assert_int_equal(cli_int("ZCARD %s", key), 1);
         snprintf(key, sizeof key, PFX "{%s}:qexp", name);
