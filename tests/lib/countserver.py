@@ -7,7 +7,16 @@ written to STATS (JSON, atomically replaced) at every change. A connection
 counts from its accept until the peer closed or the hold ended, whichever is
 first: the count stops before the response goes out, because a client may close
 (and hand its permit on) as soon as it has read it -- a count that stopped later
-would see the next client's accept overlap a connection already closed. With
+would see the next client's accept overlap a connection already closed. For the
+same reason every accept first stops counting the connections whose peer has
+closed (its FIN is in, nothing is left to read) before it counts its own: a
+client that closes without waiting for the response (a bare connect, a killed
+holder) hands its permit on at once, and under load the next connection is
+accepted before the thread serving the closed one has read its FIN (or before
+the closed one itself was accepted). A connection still counted at an accept
+came before the new one and has not closed, so each count is of connections
+open at once (when the new one came in); one that a client closes between the
+new one's arrival and its accept (the accept's lag) is not counted with it. With
 --keepalive it speaks HTTP/1.1 keep-alive instead: every request on a
 connection is held HOLD ms and answered, and the connection counts from its
 accept until the peer closes it (a client's idle pooled connection counts).
@@ -17,7 +26,7 @@ The bound port is written to PORTFILE. Listens on 127.0.0.1 and, with --v6,
 also on ::1 (same port).
 Usage: countserver.py --hold MS --stats FILE --portfile FILE [--v6] [--port N] [--log FILE] [--keepalive]
 """
-import argparse, json, os, socket, threading, time
+import argparse, fcntl, json, os, select, socket, struct, termios, threading, time
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--hold", type=int, default=500)
@@ -41,14 +50,9 @@ def dump():
 
 
 def serve(c):
-    counted = [True]
-
     def uncount():
-        if counted[0]:
-            counted[0] = False
-            with lock:
-                st["cur"] -= 1
-                dump()
+        with lock:
+            uncount_c(c)
 
     try:
         c.settimeout(a.hold / 1000.0)
@@ -71,7 +75,7 @@ def serve(c):
         except OSError:
             pass
         rest = end - time.monotonic()
-        if rest > 0 and counted[0]:
+        if rest > 0 and c in live:
             time.sleep(rest)
         uncount()
         try:
@@ -84,28 +88,43 @@ def serve(c):
         c.close()
 
 
-live = {}  # keep-alive connections still counted: socket -> True
+live = {}  # connections still counted: socket -> True (added and removed under lock)
 
 
-def uncount_ka(c):
-    """Stops counting keep-alive connection C (once). Under lock."""
+def uncount_c(c):
+    """Stops counting connection C (once). Under lock."""
     if live.pop(c, None):
         st["cur"] -= 1
         dump()
 
 
+def peer_closed(c):
+    """True when a read of C would end now: the peer's FIN is in and nothing
+    is left to read, or the connection failed. Never waits (C may have a
+    timeout, which a recv would wait on), never consumes anything."""
+    try:
+        p = select.poll()
+        p.register(c, select.POLLRDHUP)
+        ev = p.poll(0)
+        if not ev:
+            return False
+        if ev[0][1] & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
+            return True
+        n = fcntl.ioctl(c, termios.FIONREAD, struct.pack("i", 0))
+        return struct.unpack("i", n)[0] == 0
+    except OSError:
+        return True
+
+
 def reap_closed():
-    """Stops counting keep-alive connections whose peer has closed, so that
-    a connection accepted after a client's close never overlaps it (its FIN
-    arrived first, its serving thread may not have run yet). Under lock."""
+    """Stops counting the connections whose peer has closed, so that a
+    connection accepted after a client's close never overlaps it (its FIN
+    arrived first, its serving thread may not have run yet). A connection
+    leaves LIVE before its thread closes it, so none here is closed. Under
+    lock."""
     for c in list(live):
-        try:
-            if c.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
-                uncount_ka(c)
-        except (BlockingIOError, InterruptedError):
-            pass
-        except OSError:
-            uncount_ka(c)
+        if peer_closed(c):
+            uncount_c(c)
 
 
 def serve_keepalive(c):
@@ -126,7 +145,7 @@ def serve_keepalive(c):
         pass
     finally:
         with lock:
-            uncount_ka(c)
+            uncount_c(c)
         c.close()
 
 
@@ -135,9 +154,8 @@ def accept_loop(s):
         c, _ = s.accept()
         t = time.monotonic()
         with lock:
-            if a.keepalive:
-                reap_closed()
-                live[c] = True
+            reap_closed()
+            live[c] = True
             if a.log:
                 with open(a.log, "a") as f:
                     f.write("%.6f\n" % t)
