@@ -103,10 +103,10 @@ int ccap_sem_parse_acquire(struct ccap_redis *r, const redisReply *rep, struct c
     qlen = rep->elements == 3 ? 0 : -1;
     if (rep->elements > 3 &&
         (ccap_sem_parse_int(r, "acquire reply: retry_ms", rep->element[3], 0, CCAP_SEM_MS_MAX, &res->retry_ms) ||
-        ccap_sem_parse_int(r, "acquire reply: wake_ms", rep->element[4], -1, CCAP_SEM_MS_MAX, &res->wake_ms) ||
-        ccap_sem_parse_int(r, "acquire reply: queue_full", rep->element[5], 0, 1, &full) ||
-        (rep->elements == 7 &&
-         ccap_sem_parse_int(r, "acquire reply: queue_len", rep->element[6], 0, INT_MAX, &qlen))))
+         ccap_sem_parse_int(r, "acquire reply: wake_ms", rep->element[4], -1, CCAP_SEM_MS_MAX, &res->wake_ms) ||
+         ccap_sem_parse_int(r, "acquire reply: queue_full", rep->element[5], 0, 1, &full) ||
+         (rep->elements == 7 &&
+          ccap_sem_parse_int(r, "acquire reply: queue_len", rep->element[6], 0, INT_MAX, &qlen))))
         return -EPROTO;
     res->granted = (int)g;
     res->count = c;
@@ -163,7 +163,8 @@ static _Atomic unsigned char *busy_of(const char *prefix, const char *name)
 static int acquire_short(struct ccap_redis *r, const struct ccap_sem_req *q, const char *const *args,
                          struct ccap_sem_result *res, _Atomic unsigned char *busy)
 {
-    const char *av[ACQUIRE_SHORT_KEYS + 3] = { args[0], args[1], args[2], args[3], args[4], args[12], args[13], args[14] };
+    const char *av[ACQUIRE_SHORT_KEYS + 3] = { args[0], args[1],  args[2],  args[3],
+                                               args[4], args[12], args[13], args[14] };
     redisReply *rep;
     int rc;
 
@@ -196,7 +197,7 @@ static int acquire_short(struct ccap_redis *r, const struct ccap_sem_req *q, con
 int ccap_sem_acquire(struct ccap_redis *r, const char *prefix, const char *name, const struct ccap_sem_req *q,
                      struct ccap_sem_result *res)
 {
-    static const char *const suffix[12] = { CCAP_KEY_HOLDERS, CCAP_KEY_LIMIT, CCAP_KEY_STATS,   CCAP_KEY_QUEUE,
+    static const char *const suffix[12] = { CCAP_KEY_HOLDERS,  CCAP_KEY_LIMIT, CCAP_KEY_STATS,   CCAP_KEY_QUEUE,
                                             CCAP_KEY_FAILOVER, CCAP_KEY_SINCE, CCAP_KEY_WAITERS, CCAP_KEY_AUDIT,
                                             CCAP_KEY_QEXP,     CCAP_KEY_RATE,  CCAP_KEY_EPOCH,   CCAP_KEY_GRANT };
     static const char *const def[9] = { "0", "0", "0", "", "0", "1", "0", "0", "0" }; /* ARGV[4..12] */
