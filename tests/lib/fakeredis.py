@@ -13,7 +13,7 @@ the MODE's answer:
   error        "-TEXT\\r\\n" (every command); with --close, the connection is
                closed after it (as Redis does for "max number of clients")
   wake         a real-looking conncap: SCRIPT LOAD gets the script's SHA1,
-               the acquire script (EVALSHA, EVAL or FCALL with 12 keys, or its short call: 4) {0, 1, 1, 0, WAKE, 0, 0}
+               the acquire script (EVALSHA, EVAL or FCALL with 12 keys, or its short call: 5) {0, 1, 1, 0, WAKE, 0, 0}
                (denied, wake up in WAKE ms), other scripts :0, BLPOP a nil
                array, anything else +OK
   deep         a reply nested DEPTH arrays deep, each of one element
@@ -91,7 +91,7 @@ def answer(c, args):
     if cmd == b"SCRIPT" and len(args) > 2:
         sha = hashlib.sha1(args[2]).hexdigest().encode()
         c.sendall(b"$40\r\n" + sha + b"\r\n")
-    elif cmd in (b"EVALSHA", b"EVAL", b"FCALL") and args[2] in (b"12", b"4"):
+    elif cmd in (b"EVALSHA", b"EVAL", b"FCALL") and args[2] in (b"12", b"5"):
         w = a.wake.encode()
         c.sendall(b"*7\r\n:0\r\n:1\r\n:1\r\n:0\r\n:" + w + b"\r\n:0\r\n:0\r\n")
     elif cmd in (b"EVALSHA", b"EVAL", b"FCALL"):
