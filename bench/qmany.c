@@ -173,7 +173,8 @@ int main(int argc, char **argv)
     }
 
     long long g0 = now_ms(), deadline = g0 + 600000;
-    int done = 0, ok = 0, bad = 0, stale = 0, nfd = (int)rl.rlim_cur;
+    int done = 0, ok = 0, bad = 0, stale = 0, stale_fds = 0, nfd = (int)rl.rlim_cur;
+    unsigned stale_ev = 0;
     char *closed = calloc((size_t)nfd, 1);
     struct epoll_event evs[256];
     for (int i = 0; i < hold; i++)
@@ -183,6 +184,18 @@ int main(int argc, char **argv)
         for (int i = 0; i < k; i++) {
             int fd = evs[i].data.fd, e = 0;
             if (fd < 0 || fd >= nfd || closed[fd]) {
+                if (fd >= 0 && fd < nfd && closed[fd] == 1) {
+                    closed[fd] = 2; /* first stale event of this number */
+                    stale_fds++;
+                    stale_ev |= evs[i].events;
+                    if (stale_fds <= 5) {
+                        char lp[64], what[128] = "closed";
+                        snprintf(lp, sizeof lp, "/proc/self/fd/%d", fd);
+                        ssize_t wl = readlink(lp, what, sizeof what - 1);
+                        what[wl > 0 ? wl : 6] = '\0';
+                        printf("stale-number %d events 0x%x now %s\n", fd, evs[i].events, what);
+                    }
+                }
                 stale++; /* an event for a number closed already: its file is still open elsewhere */
                 continue;
             }
@@ -203,6 +216,7 @@ int main(int argc, char **argv)
     }
     printf("granted %d of %d\n", ok, q);
     printf("stale-events %d\n", stale);
+    printf("stale-numbers %d events 0x%x\n", stale_fds, stale_ev);
     printf("grant-all-ms %lld\n", now_ms() - g0);
     printf("rss-kib-end %ld\n", status("VmRSS"));
     thread_cpu();

@@ -97,6 +97,7 @@ for e in sorted(over, key=lambda e: -e[2])[:5]:
 qmany_rows() {
     local out="$T/qm.facts" f
     qmany_measure "${1:-10000}" "${2:-100}" >"$out"
+    [ -z "${QMANY_KEEP:-}" ] || cp "$out" "$QMANY_KEEP"
     f() { sed -n "s/^$1 //p" "$out" | head -1; }
     local q; q=$(f queued)
     row "queued connects in one epoll process (nofile $(f nofile))" "$q (stopped: $(f stopped))" "10000" "$(verdict 10000 "${q:-0}")"
