@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "fdroom.h"
 #include "park.h"
 #include "redis.h"
 
@@ -29,7 +30,13 @@ int ccap_park_move_high(int fd)
 {
     int base = ccap_redis_fd_base(), nfd;
 
-    if (fd < 0 || base <= 2 || fd >= base)
+    if (fd < 0)
+        return fd;
+    if ((nfd = ccap_fdroom_dup(fd)) >= 0) { /* above the program's numbers, where the hard limit leaves room */
+        close(fd);
+        return nfd;
+    }
+    if (base <= 2 || fd >= base)
         return fd;
     nfd = fcntl(fd, F_DUPFD_CLOEXEC, base);
     if (nfd < 0)
@@ -57,15 +64,19 @@ static int make_listener(void)
     struct sockaddr_in a = loopback(0);
     socklen_t al = sizeof a;
     struct stat st;
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), f = -1, e;
+    int l = ccap_fdroom_socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), f = -1, e;
 
     if (l < 0)
-        return -errno;
+        return l;
     if (bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 0) != 0 ||
         getsockname(l, (struct sockaddr *)&a, &al) != 0)
         goto fail;
-    f = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (f < 0 || connect(f, (struct sockaddr *)&a, sizeof a) != 0) /* loopback: completes at once */
+    f = ccap_fdroom_socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (f < 0) {
+        errno = -f;
+        goto fail;
+    }
+    if (connect(f, (struct sockaddr *)&a, sizeof a) != 0) /* loopback: completes at once */
         goto fail;
     l = ccap_park_move_high(l);
     f = ccap_park_move_high(f);
@@ -143,9 +154,9 @@ int ccap_park_open(int family, int lifetime_ms)
         return -EAFNOSUPPORT;
     if ((rc = listener_port(&port)) < 0)
         return rc;
-    fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    fd = ccap_fdroom_socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return -errno;
+        return fd;
     setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &syncnt, sizeof syncnt);
     setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &tmo, sizeof tmo);
     if ((rc = park_connect(fd, family, port)) < 0) {
@@ -220,7 +231,10 @@ static void move_off(int *fd, dev_t dev, ino_t ino)
 
 int ccap_park_move_elsewhere(int fd)
 {
-    int base = ccap_redis_fd_base(), nfd = fcntl(fd, F_DUPFD_CLOEXEC, base > 2 ? base : 3);
+    int base = ccap_redis_fd_base(), nfd = ccap_fdroom_dup(fd);
+
+    if (nfd < 0)
+        nfd = fcntl(fd, F_DUPFD_CLOEXEC, base > 2 ? base : 3);
 
     if (nfd < 0)
         nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);

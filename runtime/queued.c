@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "log.h"
 #include "nap.h"
+#include "fdroom.h"
 #include "park.h"
 #include "queued.h"
 #include "rt_int.h"
@@ -841,12 +842,15 @@ static int park_fd(struct q_ent *e, int fd, int ph)
     struct stat st;
     int n = 0, rc;
 
-    e->real = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    e->real = ccap_fdroom_dup(fd); /* none of the program's numbers taken, where there is room */
     if (e->real < 0) {
-        close(ph);
-        return -errno;
+        e->real = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (e->real < 0) {
+            close(ph);
+            return -errno;
+        }
+        e->real = ccap_park_move_high(e->real);
     }
-    e->real = ccap_park_move_high(e->real);
     rc = swap_regs(NULL, ph, fd, r, &n);
     close(ph);
     regs_put(r, n);
@@ -1399,15 +1403,18 @@ void ccap_q_exec_pre(void)
 void ccap_q_fork_prepare(void)
 {
     pthread_mutex_lock(&qlock);
+    ccap_fdroom_fork_prepare(); /* (taken inside qlock, as park_fd takes it) */
 }
 
 void ccap_q_fork_parent(void)
 {
+    ccap_fdroom_fork_parent();
     pthread_mutex_unlock(&qlock);
 }
 
 void ccap_q_fork_child(void)
 {
+    ccap_fdroom_fork_child();
     pthread_mutex_init(&qlock, NULL);
     pthread_cond_init(&qdone, NULL);
     for (struct q_ent *e = q_head, *next; e; e = next) {
