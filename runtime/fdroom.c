@@ -49,6 +49,26 @@ int ccap_fdroom_dup(int fd)
     return rc;
 }
 
+int ccap_fdroom_dup3(int oldfd, int newfd, int flags)
+{
+    struct rlimit old;
+    int saved = errno, rc;
+
+    if (dup3(oldfd, newfd, flags) == newfd)
+        return newfd;
+    rc = -errno;
+    if (rc == -EBADF && newfd >= 0 && fcntl(oldfd, F_GETFD) >= 0) { /* NEWFD above the limit, not a bad OLDFD */
+        pthread_mutex_lock(&room_lock);
+        if (room_open(&old) == 0) {
+            rc = dup3(oldfd, newfd, flags) == newfd ? newfd : -errno;
+            room_close(&old);
+        }
+        pthread_mutex_unlock(&room_lock);
+    }
+    errno = saved;
+    return rc;
+}
+
 int ccap_fdroom_socket(int domain, int type, int protocol)
 {
     struct rlimit old;

@@ -23,6 +23,12 @@
  * profile), or F_DUPFD's error. Thread-safe. */
 int ccap_fdroom_dup(int fd);
 
+/* dup3(OLDFD, NEWFD, FLAGS), also when NEWFD is at or above the soft limit
+ * (a number of the shim's in the room, or one of the program's after it
+ * lowered its limit under it), where dup3 alone fails with EBADF. Returns
+ * NEWFD or -errno. Preserves errno. Thread-safe. */
+int ccap_fdroom_dup3(int oldfd, int newfd, int flags);
+
 /* socket(DOMAIN, TYPE, PROTOCOL) (TYPE should carry SOCK_CLOEXEC); when the
  * program's numbers are all taken (EMFILE), made in the room instead.
  * Returns the descriptor or -errno. Thread-safe. */

@@ -188,7 +188,7 @@ int ccap_park_hold(int ph)
 
     pthread_mutex_lock(&park_lock);
     if (hold_fd < 0 && same_file(spare_fd, spare_dev, spare_ino) && fstat(ph, &st) == 0 &&
-        dup3(ph, spare_fd, O_CLOEXEC) == spare_fd) {
+        ccap_fdroom_dup3(ph, spare_fd, O_CLOEXEC) == spare_fd) {
         spare_dev = st.st_dev;
         spare_ino = st.st_ino;
         rc = hold_fd = spare_fd;
@@ -208,7 +208,8 @@ bool ccap_park_unhold(int fd)
     if (spare && !same_file(spare_fd, spare_dev, spare_ino)) {
         spare_fd = -1; /* the program closed or replaced it: its number now, never closed */
     } else if (spare) {
-        if (same_file(listen_fd, listen_dev, listen_ino) && dup3(listen_fd, spare_fd, O_CLOEXEC) == spare_fd) {
+        if (same_file(listen_fd, listen_dev, listen_ino) &&
+            ccap_fdroom_dup3(listen_fd, spare_fd, O_CLOEXEC) == spare_fd) {
             spare_dev = listen_dev;
             spare_ino = listen_ino;
         } else {

@@ -327,7 +327,8 @@ static int swap_regs(const struct q_ent *e, int src, int fd, struct q_reg *r, in
     int fl = fcntl(fd, F_GETFD);
 
     *n = regs_take(e, fd, r);
-    return dup3(src, fd, fl >= 0 && (fl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0 ? -errno : 0;
+    int rc = ccap_fdroom_dup3(src, fd, fl >= 0 && (fl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+    return rc < 0 ? rc : 0;
 }
 
 /* Records E's registration R (EPOLL_CTL_ADD), its new events (MOD), or
@@ -854,8 +855,10 @@ static int park_fd(struct q_ent *e, int fd, int ph)
     rc = swap_regs(NULL, ph, fd, r, &n);
     close(ph);
     regs_put(r, n);
-    if (rc < 0)
+    if (rc < 0) {
+        close_own(&e->real); /* (its identity is not recorded yet: free_ent would only forget it) */
         return rc;
+    }
     for (int i = 0; i < n; i++)
         regs_note(e, EPOLL_CTL_ADD, &r[i]);
     copy_flags(e->real, fd); /* O_NONBLOCK and the rest, as the program set them */

@@ -72,6 +72,26 @@ static void test_dup_above_soft(void **state)
     close(d);
 }
 
+/* dup3 onto a number above the soft limit (where dup3 alone fails with
+ * EBADF); a bad OLDFD is still EBADF. */
+static void test_dup3_above_soft(void **state)
+{
+    (void)state;
+    soft_limit();
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(s >= 0);
+    assert_int_equal(dup3(s, SOFT + 5, O_CLOEXEC), -1);
+    assert_int_equal(errno, EBADF);
+    errno = EINTR;
+    assert_int_equal(ccap_fdroom_dup3(s, SOFT + 5, O_CLOEXEC), SOFT + 5);
+    assert_int_equal(errno, EINTR);
+    assert_int_equal(soft_now(), SOFT);
+    assert_true(fcntl(SOFT + 5, F_GETFD) & FD_CLOEXEC);
+    assert_int_equal(ccap_fdroom_dup3(SOFT + 20, SOFT + 6, 0), -EBADF);
+    close(SOFT + 5);
+    close(s);
+}
+
 /* Soft == hard: no room, nothing changed. */
 static void test_no_room(void **state)
 {
@@ -134,6 +154,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_dup_above_soft, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dup3_above_soft, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_room, setup, teardown),
         cmocka_unit_test_setup_teardown(test_socket_at_emfile, setup, teardown),
         cmocka_unit_test_setup_teardown(test_program_limit_kept, setup, teardown),
