@@ -852,20 +852,20 @@ static int park_fd(struct q_ent *e, int fd, int ph)
         }
         e->real = ccap_park_move_high(e->real);
     }
+    if (fstat(e->real, &st) == 0) { /* first: close_if closes only a descriptor whose identity it knows */
+        e->rdev = st.st_dev;
+        e->rino = st.st_ino;
+    }
     rc = swap_regs(NULL, ph, fd, r, &n);
     close(ph);
     regs_put(r, n);
     if (rc < 0) {
-        close_own(&e->real); /* (its identity is not recorded yet: free_ent would only forget it) */
+        close_own(&e->real); /* the program's socket stays on FD alone: its close then ends it */
         return rc;
     }
     for (int i = 0; i < n; i++)
         regs_note(e, EPOLL_CTL_ADD, &r[i]);
     copy_flags(e->real, fd); /* O_NONBLOCK and the rest, as the program set them */
-    if (fstat(e->real, &st) == 0) {
-        e->rdev = st.st_dev;
-        e->rino = st.st_ino;
-    }
     return 0;
 }
 
