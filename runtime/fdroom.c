@@ -32,16 +32,37 @@ static void room_close(const struct rlimit *old)
         prlimit(0, RLIMIT_NOFILE, old, NULL);
 }
 
-int ccap_fdroom_dup(int fd)
+/* The three calls made in the room: A, B, C their arguments, SOFT the
+ * soft limit before the raise; each returns a descriptor or -errno. */
+static int op_dup(int fd, int unused, int unused2, int soft)
+{
+    (void)unused, (void)unused2;
+    return (fd = fcntl(fd, F_DUPFD_CLOEXEC, soft)) >= 0 ? fd : -errno;
+}
+
+static int op_dup3(int oldfd, int newfd, int flags, int soft)
+{
+    (void)soft;
+    return dup3(oldfd, newfd, flags) == newfd ? newfd : -errno;
+}
+
+static int op_socket(int domain, int type, int protocol, int soft)
+{
+    int fd = socket(domain, type, protocol); /* every lower number is taken: it lands in the room */
+    (void)soft;
+    return fd >= 0 ? fd : -errno;
+}
+
+/* OP(A, B, C) with the soft limit raised, then put back; NOROOM when there
+ * is no room. Preserves errno. */
+static int in_room(int (*op)(int, int, int, int), int a, int b, int c, int noroom)
 {
     struct rlimit old;
-    int saved = errno, nfd, rc;
+    int saved = errno, rc = noroom;
 
     pthread_mutex_lock(&room_lock);
-    rc = room_open(&old);
-    if (rc == 0) {
-        nfd = fcntl(fd, F_DUPFD_CLOEXEC, (int)old.rlim_cur);
-        rc = nfd >= 0 ? nfd : -errno;
+    if (room_open(&old) == 0) {
+        rc = op(a, b, c, (int)old.rlim_cur);
         room_close(&old);
     }
     pthread_mutex_unlock(&room_lock);
@@ -49,46 +70,26 @@ int ccap_fdroom_dup(int fd)
     return rc;
 }
 
+int ccap_fdroom_dup(int fd)
+{
+    return in_room(op_dup, fd, 0, 0, -ENOSPC);
+}
+
 int ccap_fdroom_dup3(int oldfd, int newfd, int flags)
 {
-    struct rlimit old;
-    int saved = errno, rc;
+    int saved = errno, rc = op_dup3(oldfd, newfd, flags, 0);
 
-    if (dup3(oldfd, newfd, flags) == newfd)
-        return newfd;
-    rc = -errno;
-    if (rc == -EBADF && newfd >= 0 && fcntl(oldfd, F_GETFD) >= 0) { /* NEWFD above the limit, not a bad OLDFD */
-        pthread_mutex_lock(&room_lock);
-        if (room_open(&old) == 0) {
-            rc = dup3(oldfd, newfd, flags) == newfd ? newfd : -errno;
-            room_close(&old);
-        }
-        pthread_mutex_unlock(&room_lock);
-    }
+    if (rc == -EBADF && newfd >= 0 && fcntl(oldfd, F_GETFD) >= 0) /* NEWFD above the limit, not a bad OLDFD */
+        rc = in_room(op_dup3, oldfd, newfd, flags, -EBADF);
     errno = saved;
     return rc;
 }
 
 int ccap_fdroom_socket(int domain, int type, int protocol)
 {
-    struct rlimit old;
-    int fd = socket(domain, type, protocol), rc;
+    int rc = op_socket(domain, type, protocol, 0);
 
-    if (fd >= 0)
-        return fd;
-    if (errno != EMFILE)
-        return -errno;
-    pthread_mutex_lock(&room_lock);
-    rc = room_open(&old);
-    if (rc == 0) {
-        fd = socket(domain, type, protocol); /* every lower number is taken: it lands in the room */
-        rc = fd >= 0 ? fd : -errno;
-        room_close(&old);
-    } else {
-        rc = -EMFILE;
-    }
-    pthread_mutex_unlock(&room_lock);
-    return rc;
+    return rc == -EMFILE ? in_room(op_socket, domain, type, protocol, -EMFILE) : rc;
 }
 
 void ccap_fdroom_fork_prepare(void)
