@@ -82,12 +82,15 @@ void ccap_rt_unregister(struct ccap_permit *p)
      * the flag under it. One closed between the heartbeat's renew (which
      * registered it) and the clearing is still flagged: while Redis
      * answers it is released like any other (a release of a holder Redis
-     * never had changes nothing); while it does not, it was never
-     * registered, and nothing is sent. */
+     * never had changes nothing). While it does not, one that no renewal
+     * named was never registered, and nothing is sent; one that a renewal
+     * named (CCAP_PERMIT_RENEWED) may be: a renew that timed out in a
+     * stalled Redis still runs when Redis wakes and adds it, so its release
+     * is kept, as any other's, and sent when Redis answers. */
     if (p->flags & CCAP_PERMIT_LOCAL) {
         if (i >= 0)
             atomic_fetch_sub(&ccap_rt.local_used[i], 1);
-        if (!send) {
+        if (!send && !(p->flags & CCAP_PERMIT_RENEWED)) {
             pthread_mutex_unlock(&ccap_rt.rlock);
             return;
         }
