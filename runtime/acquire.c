@@ -5,7 +5,10 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include "clock.h"
 #include "log.h"
 #include "queued.h"
 #include "reload.h"
@@ -114,6 +117,18 @@ static int queue_or_wait(const struct ccap_config *cfg, const struct ccap_sem_co
     return -cfg->nonblocking_errno;
 }
 
+/* FD's SO_SNDTIMEO in ms (rounded up), 0 when none: how long a real
+ * blocking connect of it waits before it fails with EINPROGRESS. */
+static long long sndtimeo_ms(int fd)
+{
+    struct timeval tv = { 0, 0 };
+    socklen_t l = sizeof tv;
+
+    if (getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) != 0 || tv.tv_sec < 0)
+        return 0;
+    return tv.tv_sec * 1000LL + (tv.tv_usec + 999) / 1000;
+}
+
 /* A blocking connect (or a TCP Fast Open send, !MAY_QUEUE) waits in this
  * thread, its sleeps the program's: a cancel ends the thread there, its
  * ticket released. A signal handler installed without SA_RESTART makes a real
@@ -121,22 +136,37 @@ static int queue_or_wait(const struct ccap_config *cfg, const struct ccap_sem_co
  * asynchronously; here the wait goes on the same way, in the queue, with
  * its ticket and place (the descriptor then is a queued connect: poll tells
  * when it connects, connect() again waits for it as a real one does).
- * Returns as ccap_rt_wait_for_permit, or INTERRUPTED; -EINTR, the ticket
- * released and nothing sent, when the wait cannot go on that way (a Fast Open
- * send carries data, or the queue cannot take it). */
+ * A real blocking connect whose SO_SNDTIMEO passes fails with EINPROGRESS
+ * and goes on the same way: so does this wait then (QUEUED).
+ * Returns as ccap_rt_wait_for_permit, or INTERRUPTED or QUEUED; -EINTR, the
+ * ticket released and nothing sent, when an interrupted wait cannot go on
+ * that way (a Fast Open send carries data, or the queue cannot take it). */
 static int wait_here(const struct ccap_sem_conf *s, size_t sem, struct ccap_permit *p, int fd,
                      const struct sockaddr *sa, socklen_t len, bool may_queue)
 {
     struct ccap_wait *ws;
+    long long sndtimeo = may_queue ? sndtimeo_ms(fd) : 0;
     int rc = ccap_rt_wait_start(s, sem, p, sa, len, &ws);
 
-    if (rc == 0)
-        rc = ccap_rt_wait_resume(ws, CCAP_WAIT_PROGRAM | CCAP_WAIT_INTR);
-    if (rc != CCAP_WAIT_INTERRUPTED)
+    if (rc != 0)
         return rc;
-    rc = may_queue ? ccap_q_enqueue(fd, sa, len, p, ws, s->wait_timeout_ms + CCAP_Q_SPARE_MS) : -EMSGSIZE;
-    if (rc == 0)
-        return INTERRUPTED;
+    if (sndtimeo > 0)
+        ccap_rt_wait_yield_at(ws, ccap_now_ms() + sndtimeo);
+    for (;;) {
+        rc = ccap_rt_wait_resume(ws, CCAP_WAIT_PROGRAM | CCAP_WAIT_INTR);
+        if (rc != CCAP_WAIT_INTERRUPTED)
+            return rc;
+        bool yielded = ccap_rt_wait_yielded(ws);
+        rc = may_queue ? ccap_q_enqueue(fd, sa, len, p, ws, s->wait_timeout_ms + CCAP_Q_SPARE_MS) : -EMSGSIZE;
+        if (rc == 0)
+            return yielded ? QUEUED : INTERRUPTED;
+        if (!yielded)
+            break;
+        ccap_log(CCAP_LOG_WARN,
+                 "connect of descriptor %d: SO_SNDTIMEO passed, cannot go on queued (%s): it waits on", fd,
+                 strerror(-rc));
+        ccap_rt_wait_yield_at(ws, 0); /* as before SO_SNDTIMEO was looked at */
+    }
     if (may_queue)
         ccap_log(CCAP_LOG_WARN,
                  "connect of descriptor %d interrupted, cannot go on queued (%s): it fails with EINTR", fd,

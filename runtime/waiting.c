@@ -47,6 +47,8 @@ struct ccap_wait {
     struct sockaddr_in6 dest; /* the connect's destination (an AF_INET one fits too), for its log line */
     socklen_t dest_len;
     long long start, deadline, last_ms; /* monotonic ms; LAST_MS: the last attempt's end */
+    long long yield_at;                 /* monotonic ms, 0 none: ccap_rt_wait_yield_at */
+    bool yielded;                       /* the last interruption was YIELD_AT's */
     struct ccap_sem_req q;
     struct ccap_sem_result res;
     struct ccap_waiter w;
@@ -551,6 +553,8 @@ static int block(struct ccap_wait *ws)
         until = t + ws->res.wake_ms + 1;
     if (refresh < until)
         until = refresh;
+    if (ws->yield_at > 0 && (ws->flags & CCAP_WAIT_INTR) && ws->yield_at < until)
+        until = ws->yield_at;
     if (ws->flags & CCAP_WAIT_PROGRAM)
         ccap_nap_want_fd(&ws->nap); /* its sleeps are the program's: a timerfd, made at the first */
     else
@@ -623,6 +627,10 @@ static int step(struct ccap_wait *ws, bool block_ok)
         if (!ws->left_queue && ws->q.ticket_ttl_ms > 0)
             return 0; /* one last attempt, leaving the queue */
         return refuse(ws);
+    }
+    if (ws->yield_at > 0 && (ws->flags & CCAP_WAIT_INTR) && ccap_now_ms() >= ws->yield_at) {
+        ws->yielded = true;
+        return WAIT_INTERRUPTED; /* the caller's own bound: the wait goes on elsewhere */
     }
     if (!block_ok)
         ws->sleep_next = true; /* the resumed wait sleeps first: an attempt now would be refused again */
@@ -744,6 +752,17 @@ int ccap_rt_wait_start(const struct ccap_sem_conf *s, size_t sem, struct ccap_pe
     if (rc == 0 && !(*out = to_heap(&first)))
         rc = run(&first, CCAP_WAIT_PROGRAM); /* out of memory: it waits here */
     return rc == 0 ? 0 : wait_end(&first, rc);
+}
+
+void ccap_rt_wait_yield_at(struct ccap_wait *ws, long long at_ms)
+{
+    ws->yield_at = at_ms;
+    ws->yielded = false;
+}
+
+bool ccap_rt_wait_yielded(const struct ccap_wait *ws)
+{
+    return ws->yielded;
 }
 
 unsigned long long ccap_rt_wait_id(const struct ccap_wait *ws)

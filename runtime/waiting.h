@@ -73,6 +73,14 @@ int ccap_rt_wait_resume(struct ccap_wait *ws, int flags);
  * its permit stays the caller's. */
 void ccap_rt_wait_abandon(struct ccap_wait *ws);
 
+/* With CCAP_WAIT_INTR, ccap_rt_wait_resume also stops at monotonic
+ * AT_MS (not granted by then): CCAP_WAIT_INTERRUPTED, WS in progress, and
+ * ccap_rt_wait_yielded(WS) true -- a blocking connect's SO_SNDTIMEO, after
+ * which a real one fails with EINPROGRESS and goes on. 0: no such bound.
+ * Before ccap_rt_wait_resume. */
+void ccap_rt_wait_yield_at(struct ccap_wait *ws, long long at_ms);
+bool ccap_rt_wait_yielded(const struct ccap_wait *ws);
+
 /* WS's id, for ccap_rt_wait_cancel (unique in the process). */
 unsigned long long ccap_rt_wait_id(const struct ccap_wait *ws);
 
