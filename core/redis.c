@@ -106,6 +106,7 @@ void ccap_redis_set_err(struct ccap_redis *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(r->err, sizeof r->err, fmt, ap);
     va_end(ap);
+    r->err_replied = false;
     errno = saved;
 }
 
@@ -913,6 +914,7 @@ int ccap_redis_error_rc(struct ccap_redis *r, const redisReply *rep)
     static const char *const auth[] = { "NOAUTH", "WRONGPASS", "NOPERM", NULL };
 
     set_err(r, "%s", rep->str && rep->str[0] ? rep->str : "error reply without a text");
+    r->err_replied = true;
     for (int i = 0; transient[i]; i++)
         if (err_is(rep, transient[i]))
             return -EAGAIN;
@@ -1656,4 +1658,9 @@ const char *ccap_redis_tls_info(const struct ccap_redis *r)
 const char *ccap_redis_errstr(const struct ccap_redis *r)
 {
     return r ? r->err : "";
+}
+
+bool ccap_redis_err_replied(const struct ccap_redis *r)
+{
+    return r && r->err_replied;
 }

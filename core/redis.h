@@ -212,6 +212,10 @@ const char *ccap_redis_tls_info(const struct ccap_redis *r);
 /* The last error text ("" if none). Owned by R, valid until the next call. */
 const char *ccap_redis_errstr(const struct ccap_redis *r);
 
+/* Whether the last error was an error reply of Redis's (it ran or refused
+ * the command), not a failure to reach it (connect, I/O, timeout). */
+bool ccap_redis_err_replied(const struct ccap_redis *r);
+
 /* The SHA1 of script WHICH (40 hex chars), its source text, and its
  * function's name in the library ("conncap_<name>_<version>"); NULL for a
  * WHICH out of range. Static strings; thread-safe. */

@@ -85,6 +85,7 @@ struct ccap_redis {
     struct ccap_tls *tls; /* made at the first TLS connect (loads OpenSSL) */
     char tls_info[320];   /* the last handshake: protocol, cipher, peer subject */
     char err[384];
+    bool err_replied; /* ERR is Redis's own error reply (ccap_redis_error_rc), not a failure to reach it */
 };
 
 /* How many fork()s this process descends from since the library loaded

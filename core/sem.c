@@ -140,10 +140,10 @@ static void flag_arg(char *out, int flags)
 #define ACQUIRE_SHORT_KEYS 5
 #define ACQUIRE_SHORT_NO 12
 static _Atomic unsigned char sem_busy[64];
-/* Set once Redis refused the short call itself (-EPROTO or -EACCES: most
- * likely a worker ACL written before it, without EXISTS): the full call
- * follows at once and from then on, in the whole process, with one
- * warning; the cap holds either way, only Redis's work per call differs. */
+/* Set once Redis refused the short call itself (an error reply, -EPROTO or
+ * -EACCES: most likely a worker ACL written before it, without EXISTS; not
+ * a failure to reach Redis): the full call follows at once and from then
+ * on, in the whole process, with one warning; the cap holds either way, only Redis's work per call differs. */
 static atomic_bool short_refused;
 
 static _Atomic unsigned char *busy_of(const char *prefix, const char *name)
@@ -171,7 +171,7 @@ static int acquire_short(struct ccap_redis *r, const struct ccap_sem_req *q, con
     if (q->check_epoch)
         ccap_redis_expect_epoch(r, q->epoch);
     rc = ccap_redis_script(r, CCAP_SCRIPT_ACQUIRE, ACQUIRE_SHORT_KEYS, ACQUIRE_SHORT_KEYS + 3, av, &rep);
-    if (rc == -EPROTO || rc == -EACCES) {
+    if ((rc == -EPROTO || rc == -EACCES) && ccap_redis_err_replied(r)) { /* (not a connect's EACCES) */
         if (!atomic_exchange(&short_refused, true))
             ccap_log(CCAP_LOG_WARN,
                      "redis refused acquire's short call (%s): the full call from now on; "
