@@ -74,7 +74,9 @@ int ccap_defer_collect(struct ccap_redis *r, struct ccap_node *n, long long dead
             i++;
             continue;
         }
-        if ((rc = ccap_node_read(r, n, e->argv[0], deadline, &rep)) < 0) {
+        /* named by its script: it went out as FCALL, EVALSHA or EVAL (ccap_node_script_send) */
+        const char *name = e->which >= 0 ? ccap_script_function(e->which) : NULL;
+        if ((rc = ccap_node_read(r, n, name ? name : e->argv[0], deadline, &rep)) < 0) {
             /* the connection is gone (or timed out): what it owed waits to be
              * sent again; told as any read of a reply is */
             if (rc == -ETIMEDOUT)
