@@ -28,7 +28,7 @@ watch() {
             samples=$((samples + 1))
             [ "$s" = $soft ] || other=$((other + 1))
         done
-        echo "most-high $most samples $samples other $other" >"$out"
+        echo "most-high $most samples $samples other $other" >"$out.new" && mv "$out.new" "$out" # (whole, when read)
         sleep 0.05
     done
 }
@@ -39,11 +39,12 @@ watch "$SRV_PORT" "$T/watch" & wp=$!
 _pids+=("$wp")
 rc_run room 120 bash -c 'ulimit -S -n "$0" && exec "$@"' $soft "$CLI" run -c "$T/c.conf" -- python3 "$py" "$SRV_PORT" $n
 kill "$wp" 2>/dev/null
+wait "$wp" 2>/dev/null
 h_note "room: $(cat "$T/watch")"
 rc_all $n 90000
 rc_cap 4
 rc_clean api
-read -r _ high _ samples _ other <"$T/watch"
+read -r _ high _ samples _ other <"$T/watch" || h_fail "room: the watcher wrote nothing"
 [ "$high" -gt 100 ] || h_fail "room: at most $high of the client's descriptors at numbers >= $soft: the queue's kept sockets did not go above the soft limit"
 [ "$samples" -ge 10 ] && [ $((other * 10)) -le "$samples" ] ||
     h_fail "room: the client's soft RLIMIT_NOFILE was not $soft in $other of $samples samples: the shim left it raised"
