@@ -7,10 +7,13 @@
 h_redis_start
 h_server_start 100
 ON_DOWN=open h_conf "$T/c.conf" sd 1 10000 2000 "127.0.0.1:$SRV_PORT"
-chmod 755 "$T"
-chmod 644 "$T/c.conf"
-out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups env LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" \
-    "$PROGS/failclient" try 127.0.0.1 "$SRV_PORT" 2 2>"$T/err")
+# nobody reads the shim, the program and the file from here (the tree may be under a private home)
+mkdir -p "$T/nb"
+cp "$LIB" "$PROGS/failclient" "$T/c.conf" "$T/nb/"
+chmod 755 "$T" "$T/nb"
+chmod 644 "$T/nb/c.conf"
+out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups env LD_PRELOAD="$T/nb/$(basename "$LIB")" \
+    CONNCAP_CONFIG="$T/nb/c.conf" "$T/nb/failclient" try 127.0.0.1 "$SRV_PORT" 2 2>"$T/err")
 h_note "connects: $(echo $out); log: $(head -c 400 "$T/err")"
 [ "$(echo "$out" | grep -c '^ok')" = 2 ] || h_fail "connects under on_redis_down = open: '$out', want 2 ok"
 grep -q 'Permission denied' "$T/err" || h_fail "the log does not say why Redis cannot be reached: $(head -n 3 "$T/err")"
