@@ -143,7 +143,8 @@ static _Atomic unsigned char sem_busy[64];
 /* Set once Redis refused the short call itself (an error reply, -EPROTO or
  * -EACCES: most likely a worker ACL written before it, without EXISTS; not
  * a failure to reach Redis): the full call follows at once and from then
- * on, in the whole process, with one warning; the cap holds either way, only Redis's work per call differs. */
+ * on, in the whole process, with one warning; the cap holds either way,
+ * only Redis's work per call differs. */
 static atomic_bool short_refused;
 
 static _Atomic unsigned char *busy_of(const char *prefix, const char *name)

@@ -63,13 +63,16 @@ bool ccap_park_unhold(int fd);
  * then goes with the call and is made again at the next need). */
 int ccap_park_rehome(int fd);
 
-/* A copy of FD (with FD_CLOEXEC) on another number, at or above the shim's
- * high descriptor base if one is free there, else any; -1 when none is. */
+/* A copy of FD (with FD_CLOEXEC) on another number: above the program's
+ * soft RLIMIT_NOFILE where the hard limit leaves room (runtime/fdroom.h),
+ * else at or above the shim's high descriptor base if one is free there,
+ * else any; -1 (errno set) when none is. */
 int ccap_park_move_elsewhere(int fd);
 
-/* Moves FD to a number at or above the shim's high descriptor base with
- * FD_CLOEXEC (the program's numbers stay free); returns the new number, or
- * FD itself when that fails. */
+/* Moves FD with FD_CLOEXEC above the program's soft RLIMIT_NOFILE where
+ * the hard limit leaves room, else to a number at or above the shim's high
+ * descriptor base (the program's numbers stay free); returns the new
+ * number, or FD itself when that fails. */
 int ccap_park_move_high(int fd);
 
 #endif

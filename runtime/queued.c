@@ -14,9 +14,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include "clock.h"
+#include "fdroom.h"
 #include "log.h"
 #include "nap.h"
-#include "fdroom.h"
 #include "park.h"
 #include "queued.h"
 #include "rt_int.h"
@@ -843,14 +843,10 @@ static int park_fd(struct q_ent *e, int fd, int ph)
     struct stat st;
     int n = 0, rc;
 
-    e->real = ccap_fdroom_dup(fd); /* none of the program's numbers taken, where there is room */
+    e->real = ccap_park_move_elsewhere(fd); /* above the program's numbers where there is room */
     if (e->real < 0) {
-        e->real = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-        if (e->real < 0) {
-            close(ph);
-            return -errno;
-        }
-        e->real = ccap_park_move_high(e->real);
+        close(ph);
+        return -errno;
     }
     if (fstat(e->real, &st) == 0) { /* first: close_if closes only a descriptor whose identity it knows */
         e->rdev = st.st_dev;
