@@ -86,6 +86,19 @@ int ccap_prog_inspect(const char *cmd, struct ccap_prog *p);
 /* "PATH", or "PATH (run by ELF)" for a script, into BUF. */
 const char *ccap_prog_name(const struct ccap_prog *p, char *buf, size_t n);
 
+/* cli/access.c: who may open the Unix socket PATH (the Redis address).
+ * ccap_access_others: 1 when any user may (x on every directory on the
+ * way, w on the socket), 0 when not (WHY, N bytes, names the first part
+ * that keeps others out, "/run/redis is drwxr-x--- redis:redis"), -errno
+ * when a part cannot be stat'ed. Modes only: ACLs and LSMs are not read.
+ * ccap_access_try_as: connects to PATH in a child with USER's uid, gid
+ * and groups (the workers' rights after a privilege drop) and closes it
+ * at once. 0 when it connected; the child's -errno (-EACCES, -ENOENT,
+ * -ECONNREFUSED); -ESRCH no such user; -EPERM when this process is not
+ * root and USER is not itself. Not thread-safe (getpwnam, fork). */
+int ccap_access_others(const char *path, char *why, size_t n);
+int ccap_access_try_as(const char *path, const char *user);
+
 int ccap_cmd_run(int argc, char **argv);
 int ccap_cmd_check(int argc, char **argv);
 int ccap_cmd_setup(int argc, char **argv); /* cli/setup.c */

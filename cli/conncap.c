@@ -15,7 +15,7 @@
 static const struct ccap_cmd commands[] = {
     { "run", ccap_cmd_run, "run [-c FILE] [--refuse-uncapped] -- CMD [ARGS...]", "run CMD with the shim preloaded",
       ccap_help_run },
-    { "check", ccap_cmd_check, "check [-c FILE] [--offline] [--json] [--program PATH]",
+    { "check", ccap_cmd_check, "check [-c FILE] [--offline] [--json] [--program PATH] [--user NAME]",
       "validate the config, ping Redis, check the functions; can PATH be capped", ccap_help_check },
     { "setup", ccap_cmd_setup, "setup [-c FILE] [--json] [--prune]",
       "load the function library on Redis (administrator)", ccap_help_setup },

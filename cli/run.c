@@ -419,11 +419,80 @@ const char ccap_help_check[] = "Parses the configuration and prints what it mean
                                "             program: {name, path, runs, interpreter, cappable (null: its\n"
                                "             headers cannot be read), reasons, detail})\n"
                                "  --refuse-uncapped  exit 2 when the --program cannot be capped\n"
+                               "  --user NAME  connect to the Redis Unix socket with NAME's uid, gid and\n"
+                               "             groups (root only), as the workers of a daemon that drops to\n"
+                               "             NAME will: exit 2 when NAME cannot. Without it, a note says\n"
+                               "             when the socket's or a directory's mode keeps some users out\n"
+                               "             (--json: socket: {others, detail, user, user_ok, user_errno})\n"
                                "Errors go to stderr (a configuration error with file and line), nothing to\n"
                                "stdout.\n"
                                "Exit: 0 valid (and Redis reachable, library or scripts usable, unless --offline);\n"
                                "2 usage or configuration error, Redis unreachable or not answering like Redis,\n"
-                               "--program not found, or not cappable under --refuse-uncapped.";
+                               "--program not found, or not cappable under --refuse-uncapped, --user cannot\n"
+                               "connect.";
+
+/* What the Redis Unix socket's rights say about the workers (check, not
+ * --offline): OTHERS is ccap_access_others's answer, TRIED whether --user
+ * was tried and USER_RC its answer. */
+struct sock_access {
+    int others, user_rc;
+    bool tried;
+    char why[PATH_MAX + 96];
+};
+
+/* The consequence of a worker not reaching Redis, for the messages. */
+static const char *down_effect(const struct ccap_config *cfg)
+{
+    return cfg->on_redis_down == CCAP_DOWN_OPEN     ? "its connects run uncapped (on_redis_down = open)"
+           : cfg->on_redis_down == CCAP_DOWN_CLOSED ? "its capped connects fail (on_redis_down = closed)"
+                                                    : "it caps alone, per process (on_redis_down = local)";
+}
+
+/* Looks at who may open the socket and, with USER, tries it as USER;
+ * prints what it found unless JSON. False when USER cannot connect. */
+static bool check_socket(const struct ccap_config *cfg, const char *user, bool json, struct sock_access *a)
+{
+    const char *path = cfg->redis.socket;
+    a->others = ccap_access_others(path, a->why, sizeof a->why);
+    a->tried = user != NULL;
+    a->user_rc = user ? ccap_access_try_as(path, user) : 0;
+    if (a->others == 0 && !json)
+        fprintf(stderr,
+                "conncap check: note: not every user may open the redis socket: %s. A worker running as "
+                "another user (after a privilege drop) cannot reach Redis, and %s; try one with --user NAME\n",
+                ccap_ops_esc(a->why), down_effect(cfg));
+    if (!user || json)
+        return a->user_rc == 0;
+    if (a->user_rc == 0)
+        printf("redis socket: user %s can connect\n", ccap_ops_esc(user));
+    else if (a->user_rc == -ESRCH)
+        fprintf(stderr, "conncap check: --user %s: no such user\n", ccap_ops_esc(user));
+    else if (a->user_rc == -EPERM && geteuid() != 0)
+        fprintf(stderr, "conncap check: --user %s: only root can take another user's rights\n", ccap_ops_esc(user));
+    else
+        fprintf(stderr, "conncap check: user %s cannot connect to the redis socket %s: %s%s%s%s; %s\n",
+                ccap_ops_esc(user), ccap_ops_esc(path), strerror(-a->user_rc), a->others == 0 ? " (" : "",
+                a->others == 0 ? ccap_ops_esc(a->why) : "", a->others == 0 ? ")" : "", down_effect(cfg));
+    return a->user_rc == 0;
+}
+
+/* check --json's "socket" member: {path, others (null: not stat'ed),
+ * detail, user, user_ok, user_errno}. */
+static void print_socket_json(const char *user, const struct sock_access *a)
+{
+    printf(",\"socket\":{\"others\":%s,\"detail\":", a->others < 0 ? "null" : a->others ? "true" : "false");
+    ccap_ops_json_str(stdout, a->others == 0 ? a->why : "");
+    printf(",\"user\":");
+    if (user)
+        ccap_ops_json_str(stdout, user);
+    else
+        printf("null");
+    printf(",\"user_ok\":%s,\"user_errno\":\"%s\"}",
+           !a->tried    ? "null"
+           : a->user_rc ? "false"
+                        : "true",
+           a->tried && a->user_rc ? ccap_errno_name(-a->user_rc) : "");
+}
 
 static const char *const prog_reasons[] = { "static", "go", "secure", "foreign", "loader" };
 
@@ -472,13 +541,15 @@ int ccap_cmd_check(int argc, char **argv)
 {
     struct ccap_cli_opts o;
     bool offline = false, refuse = false;
-    const char *program = NULL;
+    const char *program = NULL, *user = NULL;
     char *ops[1];
     const struct ccap_opt opts[] = { { "offline", CCAP_OPT_FLAG, &offline, 0, 0 },
                                      { "program", CCAP_OPT_STR, &program, 0, 0 },
+                                     { "user", CCAP_OPT_STR, &user, 0, 0 },
                                      { "refuse-uncapped", CCAP_OPT_FLAG, &refuse, 0, 0 },
                                      { NULL } };
-    if (ccap_ops_parse(argc, argv, "check [-c FILE] [--offline] [--json] [--program PATH [--refuse-uncapped]]", &o,
+    if (ccap_ops_parse(argc, argv,
+                       "check [-c FILE] [--offline] [--json] [--program PATH [--refuse-uncapped]] [--user NAME]", &o,
                        opts, ops, 0) < 0)
         return CCAP_EXIT_USAGE;
     /* an image build or CI has the file, not the secrets: a password_env not
@@ -487,6 +558,10 @@ int ccap_cmd_check(int argc, char **argv)
         o.load_flags |= CCAP_CONF_SECRETS_UNCHECKED;
     if (refuse && !program) {
         fprintf(stderr, "conncap check: --refuse-uncapped needs --program PATH\n");
+        return CCAP_EXIT_USAGE;
+    }
+    if (user && offline) {
+        fprintf(stderr, "conncap check: --user tries the Redis socket: not with --offline\n");
         return CCAP_EXIT_USAGE;
     }
     struct ccap_config *cfg = ccap_cli_config(&o);
@@ -501,6 +576,13 @@ int ccap_cmd_check(int argc, char **argv)
     }
     ccap_config_notes(cfg, print_note, NULL); /* the shim logs the same at start */
     int loaded = 0, functions = 0;
+    struct sock_access sock = { .others = -1 };
+    bool sock_ok = true, unix_sock = cfg->redis.socket && !cfg->redis.n_cluster && !cfg->redis.n_sentinels;
+    if (!offline && unix_sock)
+        sock_ok = check_socket(cfg, user, o.json, &sock);
+    else if (user && !o.json)
+        fprintf(stderr, "conncap check: note: --user: Redis is not reached through a Unix socket; no file "
+                        "rights apply\n");
     if (!offline) {
         struct ccap_redis *r = ccap_cli_redis(cfg);
         loaded = r ? check_redis(r, &functions) : -1;
@@ -513,6 +595,8 @@ int ccap_cmd_check(int argc, char **argv)
         print_config_json(cfg);
         if (program)
             prog_ok = print_program(program, true, &prog);
+        if (!offline && unix_sock)
+            print_socket_json(user, &sock);
         printf(",\"redis_checked\":%s,\"redis_ok\":%s,\"scripts_loaded\":%d,\"functions\":%s,"
                "\"library\":\"conncap_%s\"}\n",
                offline ? "false" : "true", offline ? "null" : "true", loaded,
@@ -531,7 +615,7 @@ int ccap_cmd_check(int argc, char **argv)
                    loaded, ccap_function_version());
     }
     ccap_config_free(cfg);
-    if (!prog_ok || (refuse && prog.why))
+    if (!prog_ok || (refuse && prog.why) || !sock_ok)
         return CCAP_EXIT_USAGE;
     return loaded >= 0 ? CCAP_EXIT_OK : CCAP_EXIT_USAGE;
 }
