@@ -4,6 +4,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <sys/types.h>
 #include "config.h"
 #include "redis.h"
 
@@ -87,17 +88,35 @@ int ccap_prog_inspect(const char *cmd, struct ccap_prog *p);
 const char *ccap_prog_name(const struct ccap_prog *p, char *buf, size_t n);
 
 /* cli/access.c: who may open the Unix socket PATH (the Redis address).
- * ccap_access_others: 1 when any user may (x on every directory on the
- * way, w on the socket), 0 when not (WHY, N bytes, names the first part
- * that keeps others out, "/run/redis is drwxr-x--- redis:redis"), -errno
- * when a part cannot be stat'ed. Modes only: ACLs and LSMs are not read.
- * ccap_access_try_as: connects to PATH in a child with USER's uid, gid
- * and groups (the workers' rights after a privilege drop) and closes it
- * at once. 0 when it connected; the child's -errno (-EACCES, -ENOENT,
- * -ECONNREFUSED); -ESRCH no such user; -EPERM when this process is not
- * root and USER is not itself. Not thread-safe (getpwnam, fork). */
+ * Modes (and, as the user, access()) only: LSMs are not read. */
+
+/* A user's rights, as a daemon's workers get them after a privilege drop. */
+struct ccap_access_user {
+    uid_t uid;
+    gid_t gid;
+    char name[64]; /* its passwd name, for its groups; "" for none (no supplementary groups) */
+};
+
+/* 1 when any user may open PATH (x on every directory its lookup goes
+ * through, symlinks' targets included, w on the socket), 0 when not (WHY,
+ * N bytes, names the first part that keeps others out, "/run/redis is
+ * drwxr-x--- redis:redis", and the symlink the lookup went through),
+ * -ENOTSOCK when PATH is not a socket (WHY gives its mode), -errno when a
+ * part cannot be looked up. Not thread-safe (getpwuid). */
 int ccap_access_others(const char *path, char *why, size_t n);
-int ccap_access_try_as(const char *path, const char *user);
+
+/* SPEC into *U: a user name, a UID or UID:GID (as a container's --user:
+ * a UID with a passwd entry takes its gid and groups, one without runs
+ * with GID, default 0, and no supplementary groups). 0, -ESRCH (no such
+ * user name), -EINVAL (empty, or a malformed number). Not thread-safe. */
+int ccap_access_user(const char *spec, struct ccap_access_user *u);
+
+/* Connects to PATH in a child with U's uid, gid and groups and closes it
+ * at once. 0 when it connected; the child's -errno (-EACCES, with WHY, N
+ * bytes, naming the part that refused U where it found one, else "";
+ * -ENOENT, -ECONNREFUSED); -EPERM when this process is not root and U is
+ * not itself. Not thread-safe (fork). */
+int ccap_access_try_as(const char *path, const struct ccap_access_user *u, char *why, size_t n);
 
 int ccap_cmd_run(int argc, char **argv);
 int ccap_cmd_check(int argc, char **argv);

@@ -409,7 +409,8 @@ const char ccap_help_check[] = "Parses the configuration and prints what it mean
                                "             on_timeout, on_redis_down, semaphores: [{name, limit,\n"
                                "             lease_ms, wait_timeout_ms, rate, burst}], rules: [{line,\n"
                                "             semaphore, match: [...]}], notes: [{level, message}],\n"
-                               "             redis_checked, redis_ok, scripts_loaded, functions: true when\n"
+                               "             redis_checked, redis_ok (false: Redis failed, exit 2),\n"
+                               "             scripts_loaded, functions: true when\n"
                                "             the library is loaded, library: its name}\n"
                                "  -c -       read the configuration from standard input\n"
                                "  --program PATH  also say whether PATH (found as exec finds it: $PATH, a #!\n"
@@ -421,9 +422,12 @@ const char ccap_help_check[] = "Parses the configuration and prints what it mean
                                "  --refuse-uncapped  exit 2 when the --program cannot be capped\n"
                                "  --user NAME  connect to the Redis Unix socket with NAME's uid, gid and\n"
                                "             groups (root only), as the workers of a daemon that drops to\n"
-                               "             NAME will: exit 2 when NAME cannot. Without it, a note says\n"
-                               "             when the socket's or a directory's mode keeps some users out\n"
-                               "             (--json: socket: {others, detail, user, user_ok, user_errno})\n"
+                               "             NAME will: exit 2 when NAME cannot, naming the part of the\n"
+                               "             path that refused it. NAME: a user name, UID, or UID:GID (a\n"
+                               "             UID without a passwd entry: GID, default 0, no other groups).\n"
+                               "             A note says when the socket's or a directory's mode (symlinks\n"
+                               "             followed) keeps some users out (--json: socket: {others,\n"
+                               "             detail, user, user_ok, user_errno, user_detail})\n"
                                "Errors go to stderr (a configuration error with file and line), nothing to\n"
                                "stdout.\n"
                                "Exit: 0 valid (and Redis reachable, library or scripts usable, unless --offline);\n"
@@ -432,12 +436,13 @@ const char ccap_help_check[] = "Parses the configuration and prints what it mean
                                "connect.";
 
 /* What the Redis Unix socket's rights say about the workers (check, not
- * --offline): OTHERS is ccap_access_others's answer, TRIED whether --user
- * was tried and USER_RC its answer. */
+ * --offline): OTHERS is ccap_access_others's answer (WHY its detail),
+ * TRIED whether --user was tried, USER_RC its answer (UWHY the part that
+ * refused the user). */
 struct sock_access {
     int others, user_rc;
     bool tried;
-    char why[PATH_MAX + 96];
+    char why[PATH_MAX + 192], uwhy[PATH_MAX + 192];
 };
 
 /* The consequence of a worker not reaching Redis, for the messages. */
@@ -448,50 +453,56 @@ static const char *down_effect(const struct ccap_config *cfg)
                                                     : "it caps alone, per process (on_redis_down = local)";
 }
 
-/* Looks at who may open the socket and, with USER, tries it as USER;
- * prints what it found unless JSON. False when USER cannot connect. */
-static bool check_socket(const struct ccap_config *cfg, const char *user, bool json, struct sock_access *a)
+/* Looks at who may open the socket and, with USER (NAME its spelling),
+ * tries it as USER; notes and errors go to stderr, the success line to
+ * stdout unless JSON. False when USER cannot connect. */
+static bool check_socket(const struct ccap_config *cfg, const char *name, const struct ccap_access_user *user,
+                         bool json, struct sock_access *a)
 {
     const char *path = cfg->redis.socket;
     a->others = ccap_access_others(path, a->why, sizeof a->why);
     a->tried = user != NULL;
-    a->user_rc = user ? ccap_access_try_as(path, user) : 0;
-    if (a->others == 0 && !json)
+    a->user_rc = user ? ccap_access_try_as(path, user, a->uwhy, sizeof a->uwhy) : 0;
+    if (a->others == 0)
         fprintf(stderr,
                 "conncap check: note: not every user may open the redis socket: %s. A worker running as "
-                "another user (after a privilege drop) cannot reach Redis, and %s; try one with --user NAME\n",
-                ccap_ops_esc(a->why), down_effect(cfg));
-    if (!user || json)
-        return a->user_rc == 0;
-    if (a->user_rc == 0)
-        printf("redis socket: user %s can connect\n", ccap_ops_esc(user));
-    else if (a->user_rc == -ESRCH)
-        fprintf(stderr, "conncap check: --user %s: no such user\n", ccap_ops_esc(user));
+                "another user (after a privilege drop) cannot reach Redis, and %s%s\n",
+                ccap_ops_esc(a->why), down_effect(cfg), user ? "" : "; try one with --user NAME");
+    else if (a->others == -ENOTSOCK)
+        fprintf(stderr, "conncap check: note: %s: nobody can connect to Redis there\n", ccap_ops_esc(a->why));
+    if (!user)
+        return true;
+    if (a->user_rc == 0 && !json)
+        printf("redis socket: user %s can connect\n", ccap_ops_esc(name));
     else if (a->user_rc == -EPERM && geteuid() != 0)
-        fprintf(stderr, "conncap check: --user %s: only root can take another user's rights\n", ccap_ops_esc(user));
-    else
+        fprintf(stderr, "conncap check: --user %s: only root can take another user's rights\n", ccap_ops_esc(name));
+    else if (a->user_rc) {
+        const char *part = a->uwhy[0] ? a->uwhy : a->others == 0 ? a->why : "";
         fprintf(stderr, "conncap check: user %s cannot connect to the redis socket %s: %s%s%s%s; %s\n",
-                ccap_ops_esc(user), ccap_ops_esc(path), strerror(-a->user_rc), a->others == 0 ? " (" : "",
-                a->others == 0 ? ccap_ops_esc(a->why) : "", a->others == 0 ? ")" : "", down_effect(cfg));
+                ccap_ops_esc(name), ccap_ops_esc(path), strerror(-a->user_rc), part[0] ? " (" : "",
+                ccap_ops_esc(part), part[0] ? ")" : "", down_effect(cfg));
+    }
     return a->user_rc == 0;
 }
 
-/* check --json's "socket" member: {path, others (null: not stat'ed),
- * detail, user, user_ok, user_errno}. */
+/* check --json's "socket" member: {others (null: not looked up), detail,
+ * user, user_ok, user_errno, user_detail}. */
 static void print_socket_json(const char *user, const struct sock_access *a)
 {
     printf(",\"socket\":{\"others\":%s,\"detail\":", a->others < 0 ? "null" : a->others ? "true" : "false");
-    ccap_ops_json_str(stdout, a->others == 0 ? a->why : "");
+    ccap_ops_json_str(stdout, a->others == 0 || a->others == -ENOTSOCK ? a->why : "");
     printf(",\"user\":");
     if (user)
         ccap_ops_json_str(stdout, user);
     else
         printf("null");
-    printf(",\"user_ok\":%s,\"user_errno\":\"%s\"}",
+    printf(",\"user_ok\":%s,\"user_errno\":\"%s\",\"user_detail\":",
            !a->tried    ? "null"
            : a->user_rc ? "false"
                         : "true",
            a->tried && a->user_rc ? ccap_errno_name(-a->user_rc) : "");
+    ccap_ops_json_str(stdout, a->uwhy);
+    printf("}");
 }
 
 static const char *const prog_reasons[] = { "static", "go", "secure", "foreign", "loader" };
@@ -564,6 +575,13 @@ int ccap_cmd_check(int argc, char **argv)
         fprintf(stderr, "conncap check: --user tries the Redis socket: not with --offline\n");
         return CCAP_EXIT_USAGE;
     }
+    struct ccap_access_user uid;
+    int ue = user ? ccap_access_user(user, &uid) : 0;
+    if (ue < 0) { /* before anything is printed: a typo is not a check that ran */
+        fprintf(stderr, "conncap check: --user %s: %s (give a user name, a uid, or uid:gid)\n", ccap_ops_esc(user),
+                ue == -ESRCH ? "no such user" : "not a user name or number");
+        return CCAP_EXIT_USAGE;
+    }
     struct ccap_config *cfg = ccap_cli_config(&o);
     if (!cfg)
         return CCAP_EXIT_USAGE;
@@ -579,8 +597,8 @@ int ccap_cmd_check(int argc, char **argv)
     struct sock_access sock = { .others = -1 };
     bool sock_ok = true, unix_sock = cfg->redis.socket && !cfg->redis.n_cluster && !cfg->redis.n_sentinels;
     if (!offline && unix_sock)
-        sock_ok = check_socket(cfg, user, o.json, &sock);
-    else if (user && !o.json)
+        sock_ok = check_socket(cfg, user, user ? &uid : NULL, o.json, &sock);
+    else if (user)
         fprintf(stderr, "conncap check: note: --user: Redis is not reached through a Unix socket; no file "
                         "rights apply\n");
     if (!offline) {
@@ -590,7 +608,7 @@ int ccap_cmd_check(int argc, char **argv)
             printf("redis tls: %s\n", ccap_redis_tls_info(r));
         ccap_redis_free(r);
     }
-    if (o.json && loaded >= 0) {
+    if (o.json) { /* also when Redis failed (its error on stderr): redis_ok false */
         printf("{");
         print_config_json(cfg);
         if (program)
@@ -599,12 +617,16 @@ int ccap_cmd_check(int argc, char **argv)
             print_socket_json(user, &sock);
         printf(",\"redis_checked\":%s,\"redis_ok\":%s,\"scripts_loaded\":%d,\"functions\":%s,"
                "\"library\":\"conncap_%s\"}\n",
-               offline ? "false" : "true", offline ? "null" : "true", loaded,
-               offline     ? "null"
-               : functions ? "true"
-                           : "false",
+               offline ? "false" : "true",
+               offline       ? "null"
+               : loaded >= 0 ? "true"
+                             : "false",
+               loaded > 0 ? loaded : 0,
+               offline || loaded < 0 ? "null"
+               : functions           ? "true"
+                                     : "false",
                ccap_function_version());
-    } else if (!o.json) {
+    } else {
         if (offline)
             printf("redis: not contacted (--offline)\n");
         else if (loaded >= 0 && functions)
