@@ -8,6 +8,9 @@
  * bench floor SOCK PORT N K          N x (K x EVALSHA of "return 1" on Redis at SOCK, then
  *                                    socket, connect, close to PORT): the floor
  * bench spin N                       a pure user-space loop: calibrates instructions per ns
+ * bench lateness                     until SIGTERM, sleeps 1 ms at a time and measures how late
+ *                                    each wake-up is (what a sleeping redis-server's wake-up
+ *                                    waits for the CPU); prints "WAKES OVER_1MS MAX_US"
  * bench mem PORT N                   holds N connections to PORT; prints VmRSS before and after
  * bench handoff PORT N HOLD_US       2 processes (this program again) take turns on a permit
  *                                    of limit 1: prints "CONNECTED_NS CLOSED_NS" per turn
@@ -41,6 +44,7 @@
 #include <string.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/select.h>
@@ -192,6 +196,33 @@ static int do_spin(long n)
         x = x * 6364136223846793005ULL + 1442695040888963407ULL;
     CALLGRIND_TOGGLE_COLLECT;
     printf("%.3f\n", (double)(now_ns() - t0) / n);
+    return 0;
+}
+
+static volatile sig_atomic_t lateness_stop;
+
+static void lateness_term(int sig)
+{
+    (void)sig;
+    lateness_stop = 1;
+}
+
+static int do_lateness(void)
+{
+    struct sigaction sa = { .sa_handler = lateness_term }; /* no SA_RESTART: the sleep ends at once */
+    long long wakes = 0, over = 0, worst = 0;
+    sigaction(SIGTERM, &sa, NULL);
+    while (!lateness_stop) {
+        long long t0 = now_ns();
+        struct timespec d = { 0, 1000000 };
+        if (nanosleep(&d, NULL) < 0)
+            break;
+        long long late = now_ns() - t0 - 1000000;
+        wakes++;
+        over += late > 1000000;
+        worst = late > worst ? late : worst;
+    }
+    printf("%lld %lld %lld\n", wakes, over, worst / 1000);
     return 0;
 }
 
@@ -527,6 +558,8 @@ int main(int argc, char **argv)
         return do_close(atoi(argv[2]), atoi(argv[3]));
     if (!strcmp(m, "floor") && argc == 6)
         return do_floor(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    if (!strcmp(m, "lateness") && argc == 2)
+        return do_lateness();
     if (!strcmp(m, "spin") && argc == 3)
         return do_spin(atol(argv[2]));
     if (!strcmp(m, "mem") && argc == 4)

@@ -26,7 +26,7 @@ qmany_measure() {
     local B="$BUILD/bench"
     mkdir -p "$B"
     cc -O2 -g -std=gnu11 -D_GNU_SOURCE -o "$B/qmany" "$ROOT/bench/qmany.c" || return 1
-    [ -x "$B/bench" ] || cc -O2 -g -std=gnu11 -D_GNU_SOURCE -o "$B/bench" "$ROOT/bench/bench.c" \
+    [ "$B/bench" -nt "$ROOT/bench/bench.c" ] || cc -O2 -g -std=gnu11 -D_GNU_SOURCE -o "$B/bench" "$ROOT/bench/bench.c" \
         $(pkg-config --cflags --libs hiredis) || return 1
     port=$(h_free_port)
     mkdir -p "$T/qm"
@@ -49,6 +49,9 @@ CONF
     redis-cli -p "$port" config resetstat >/dev/null
     redis-cli -p "$port" slowlog reset >/dev/null
     rm -f "$T/qm.in" "$T/qm.out"; mkfifo "$T/qm.in"
+    # the floor during the run: a sleeper at Redis's niceness, woken every 1 ms, and how late
+    $rnice "$B/bench" lateness >"$T/qm.late" &
+    local latep=$!
     LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/qm.conf" nice -n "${QMANY_NICE:-0}" "$B/qmany" "$lp" "$n" "$lim" <"$T/qm.in" >"$T/qm.out" 2>"$T/qm.err" &
     local qp=$!
     exec 8>"$T/qm.in"
@@ -68,11 +71,13 @@ CONF
         sleep 0.2
     done
     wait "$qp"; local rc=$?
+    kill -TERM "$latep"; wait "$latep"
     [ -n "$perfp" ] && wait "$perfp"
     exec 8>&-
     cat "$T/qm.out"
     echo "exit $rc"
     echo "redis-nice ${rnice:-0}"
+    echo "lateness-during $(cat "$T/qm.late")" # wakes, over 1 ms late, the latest (us)
     echo "redis-conns-queued $cq"
     echo "redis-conns-max $most"
     redis-cli -p "$port" --json slowlog get 100000 | python3 -c '
@@ -83,9 +88,11 @@ print("slowlog-over-1ms-queueing", len([e for e in log if e[2] > 1000 and e[1] <
 over = [e for e in log if e[2] > 1000]
 top = max(log, key=lambda e: e[2]) if log else None
 print("slowlog-over-1ms", len(over))
+# an O(1) command (HINCRBY, LPUSH...) over 1 ms was held off the CPU: the time is the machine, not the work
+print("slowlog-over-1ms-plain", len([e for e in over if e[3][0].upper() not in ("EVALSHA", "EVAL", "FCALL", "BLPOP", "SLOWLOG")]))
 print("slowest-us", top[2] if top else 0, (top[3][0] + " (%d args)" % len(top[3])) if top else "")
 for e in sorted(over, key=lambda e: -e[2])[:5]:
-    print("over-1ms", e[2], e[3][0], len(e[3]), "args", "at go%+d s" % (e[1] - tgo))' "$tgo"
+    print("over-1ms", e[2], e[3][0], len(e[3]), "args", "at go%+d s" % (e[1] - tgo), " ".join(e[3][1:4])[:90])' "$tgo"
     redis-cli -p "$port" info commandstats | tr -d '\r' |
         sed -n 's/^cmdstat_\([a-z|]*\):calls=\([0-9]*\),usec=\([0-9]*\),usec_per_call=\([0-9.]*\).*/cmd \1 calls \2 usec_per_call \4/p'
     # the machine's own floor: the longest a busy loop at Redis's niceness was held off the CPU in 3 s
@@ -104,8 +111,10 @@ qmany_rows() {
     row "  resident memory per queued connect" "$(f kib-per-queued) KiB" "" ""
     row "  descriptors / threads per queued connect" "$(f fds-per-queued) / $(f threads-per-queued)" "" ""
     row "  Redis connections of the process, queued / max after" "$(f redis-conns-queued) / $(f redis-conns-max)" "2" "$(verdict "$(f redis-conns-max)" 2)"
-    row "  Redis calls over 1 ms (SLOWLOG), slowest" "$(f slowlog-over-1ms), $(f slowest-us) us" "0" "$(verdict "$(f slowlog-over-1ms)" 0)"
+    row "  Redis calls over 1 ms (SLOWLOG), slowest" "$(f slowlog-over-1ms) (O(1) commands: $(f slowlog-over-1ms-plain)), $(f slowest-us) us" "0" "$(verdict "$(f slowlog-over-1ms)" 0)"
     row "  the machine's floor: longest stall of a busy loop in 3 s" "$(f intrinsic-latency-us) us" "" ""
+    local late; read -r -a late <<<"$(f lateness-during)"
+    row "  the floor during the run: 1 ms sleeps woken over 1 ms late, latest" "${late[1]:-?} of ${late[0]:-?}, ${late[2]:-?} us" "" ""
     row "  Redis usec per call (commandstats): EVALSHA / BLPOP" "$(sed -n 's/^cmd evalsha calls [0-9]* usec_per_call //p' "$out") / $(sed -n 's/^cmd blpop calls [0-9]* usec_per_call //p' "$out")" "" ""
     row "  events for numbers the program had closed" "$(f stale-events)" "0" "$(verdict "$(f stale-events)" 0)"
     row "  all granted and connected, time" "$(f granted), $(f grant-all-ms) ms" "" ""
