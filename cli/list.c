@@ -126,6 +126,8 @@ static int by_expiry(const void *a, const void *b)
 static void dedupe(struct ccap_ops_list *l)
 {
     size_t k = 0;
+    if (l->n < 2)
+        return; /* (no list at all is NULL: qsort's base must not be) */
     qsort(l->v, l->n, sizeof(*l->v), by_id);
     for (size_t i = 0; i < l->n; i++) {
         if (k && !strcmp(l->v[k - 1].id, l->v[i].id))
