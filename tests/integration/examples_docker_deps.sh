@@ -17,6 +17,7 @@ sh "$ROOT/mk/deps.sh" --list build > "$T/build.pkgs" || h_fail "mk/deps.sh --lis
 python3 - "$DF" "$T/build.pkgs" "$LIB" "$CLI" <<'PY' || h_fail "the Dockerfile's packages (see above)"
 import os, re, subprocess, sys
 df, build_list, shim, cli = sys.argv[1:5]
+shim = shim.split(":")[-1]  # under SAN=asan LIB is "libasan.so:libconncap.so", the shim last
 
 # -- the stages and the packages each one's RUN apt-get install lines name
 lines, cur = [], ""
