@@ -1,4 +1,4 @@
-/* queued.c -- non-blocking connects queued for a permit: placeholder in the descriptor, a thread per wait, the swap back. */
+/* queued.c -- non-blocking connects queued for a permit: placeholder in the descriptor, a thread per wait (or the spare runner), the swap back. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <linux/kcmp.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
@@ -69,6 +70,7 @@ struct q_ent {
     bool regs_unknown; /* one could not be recorded: a swap reads them from the kernel */
     bool linked;       /* on the list from q_head */
     struct q_ent *next, *prev;
+    struct q_ent *ovf_next; /* in the spare runner's line (no thread of its own could be had) */
 };
 
 /* A thread in connect() again on a blocking queued descriptor (a connect a
@@ -87,6 +89,16 @@ _Atomic unsigned long ccap_q_bits[CCAP_Q_MAX_FD / (8 * sizeof(unsigned long))];
 static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t qdone = PTHREAD_COND_INITIALIZER; /* a queued connect ended, or lost a number */
 static struct q_ent *q_head;
+/* Queued connects whose own thread could not be had (RLIMIT_NPROC, a
+ * container's pids.max): the spare runner, a thread started with the
+ * process's first queued connect and ended Q_SPARE_IDLE_S after its line
+ * empties, runs their waits one after another in the order they queued --
+ * the order the semaphore's FIFO grants them in -- so that they are slowed
+ * down, not failed. Under qlock. */
+#define Q_SPARE_IDLE_S 10
+static struct q_ent *ovf_head, **ovf_tail = &ovf_head;
+static bool ovf_running;
+static pthread_cond_t ovf_cv = PTHREAD_COND_INITIALIZER; /* the line has an entry */
 /* The entry each program number refers to (its placeholder), by number:
  * the hooks' lookups must not walk 10,000 entries. Grown as needed. */
 static struct q_ent **by_fd;
@@ -755,9 +767,10 @@ static struct ccap_permit *grant(struct q_ent *e)
     return p;
 }
 
-static void *q_thread(void *arg)
+/* E's wait, to its end, in the calling thread of the shim's; then the
+ * grant's swap or the failure. */
+static void q_run(struct q_ent *e)
 {
-    struct q_ent *e = arg;
     int rc = ccap_rt_wait_resume(e->ws, 0); /* a thread of the shim's: no signal, no cancel */
     struct ccap_permit *give_back = NULL;
 
@@ -778,7 +791,54 @@ static void *q_thread(void *arg)
     pthread_cond_broadcast(&qdone);
     pthread_mutex_unlock(&qlock);
     ccap_rt_release(give_back);
+}
+
+static void *q_thread(void *arg)
+{
+    q_run(arg);
     return NULL;
+}
+
+/* The spare runner: the waits of its line one at a time, then
+ * Q_SPARE_IDLE_S idle, then it ends. */
+static void *q_spare(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until); /* (ovf_cv's clock; a jump only moves the idle end) */
+        until.tv_sec += Q_SPARE_IDLE_S;
+        pthread_mutex_lock(&qlock);
+        while (!ovf_head && pthread_cond_timedwait(&ovf_cv, &qlock, &until) == 0) {
+        }
+        struct q_ent *e = ovf_head;
+        if (e && !(ovf_head = e->ovf_next))
+            ovf_tail = &ovf_head;
+        if (!e)
+            ovf_running = false;
+        pthread_mutex_unlock(&qlock);
+        if (!e)
+            return NULL;
+        q_run(e);
+    }
+}
+
+/* E's wait goes to the spare runner's line (its own thread could not be
+ * had). False when there is no spare runner either. Under qlock. */
+static bool to_spare(struct q_ent *e, int fd)
+{
+    if (!ovf_running)
+        return false;
+    if (!ovf_head)
+        ccap_log(CCAP_LOG_WARN,
+                 "no thread for the queued connect of descriptor %d (%s): it waits its turn, with every other "
+                 "such connect of this process, in the queue's spare thread",
+                 fd, strerror(EAGAIN));
+    e->ovf_next = NULL;
+    *ovf_tail = e;
+    ovf_tail = &e->ovf_next;
+    pthread_cond_signal(&ovf_cv);
+    return true;
 }
 
 /* The wait's liveness check: some number still refers to the placeholder. */
@@ -902,7 +962,9 @@ int ccap_q_enqueue(int fd, const struct sockaddr *sa, socklen_t len, struct ccap
     e->permit = p;
     ccap_rt_wait_watch(ws, alive, e);
     link_ent(e);
-    if (!ccap_rt.hooks.spawn || !ccap_rt.hooks.spawn(q_thread, e)) {
+    if (ccap_rt.hooks.spawn && !ovf_running)
+        ovf_running = ccap_rt.hooks.spawn(q_spare, NULL); /* while there are threads to be had */
+    if (!ccap_rt.hooks.spawn || (!ccap_rt.hooks.spawn(q_thread, e) && !to_spare(e, fd))) {
         unpark_fd(e, fd); /* undone: the caller waits in its own thread */
         ccap_rt_wait_watch(ws, NULL, NULL);
         unlink_ent(e);
@@ -1430,5 +1492,9 @@ void ccap_q_fork_child(void)
         free_ent(e);
     }
     q_head = NULL;
+    ovf_head = NULL; /* the spare runner stayed in the parent */
+    ovf_tail = &ovf_head;
+    ovf_running = false;
+    pthread_cond_init(&ovf_cv, NULL);
     atomic_store(&ccap_q_live, 0);
 }
