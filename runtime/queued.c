@@ -500,6 +500,20 @@ static void free_ent(struct q_ent *e)
     free(e);
 }
 
+/* E has no number left and goes: freed now when its wait has ended, else
+ * by the thread that runs that wait (q_run), the wait cancelled -- a
+ * connect failed in place (lose_real) while its wait still runs, or waits
+ * in the spare runner's line, is not freed under that thread. Under qlock. */
+static void drop_ent(struct q_ent *e)
+{
+    if (e->ws) {
+        ccap_rt_wait_cancel(e->wid); /* the thread frees it */
+        return;
+    }
+    unlink_ent(e);
+    free_ent(e);
+}
+
 /* Forgets number FD of its entry. Under qlock. */
 static void forget_locked(int fd)
 {
@@ -512,14 +526,8 @@ static void forget_locked(int fd)
     }
     drop_alias(e, i);
     pthread_cond_broadcast(&qdone);
-    if (e->nfds > 0)
-        return;
-    if (e->state == Q_QUEUED) {
-        ccap_rt_wait_cancel(e->wid); /* the thread frees it */
-    } else {
-        unlink_ent(e);
-        free_ent(e);
-    }
+    if (e->nfds == 0)
+        drop_ent(e);
 }
 
 /* A descriptor of E's placeholder: ours while it is being swapped out,
@@ -1083,8 +1091,7 @@ int ccap_q_connect(int fd)
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &v, &l); /* the reset's own error is consumed with it */
     } else if (e) {
         restore(e); /* a failed socket connected again: the program's own socket does */
-        unlink_ent(e);
-        free_ent(e);
+        drop_ent(e);
     }
     pthread_mutex_unlock(&qlock);
     return rc;
@@ -1101,12 +1108,7 @@ int ccap_q_shutdown(int fd)
     if (e) {
         done = e->state == Q_QUEUED; /* a connecting socket shut down: disconnected, 0 */
         restore(e);
-        if (done)
-            ccap_rt_wait_cancel(e->wid); /* the thread frees it */
-        else {
-            unlink_ent(e);
-            free_ent(e);
-        }
+        drop_ent(e); /* (a queued one's wait runs: its thread frees it) */
     }
     pthread_mutex_unlock(&qlock);
     return done;
