@@ -21,6 +21,8 @@ void ccap_nap_init(struct ccap_nap *n)
     atomic_init(&n->kicked, false);
     n->program = false;
     n->shim = false;
+    n->on_kick = NULL;
+    n->on_kick_arg = NULL;
     n->dev = 0;
     n->ino = 0;
     pthread_mutex_init(&n->mu, NULL);
@@ -58,6 +60,12 @@ void ccap_nap_want_fd(struct ccap_nap *n)
     n->program = true;
 }
 
+void ccap_nap_on_kick(struct ccap_nap *n, void (*fn)(void *), void *arg)
+{
+    n->on_kick_arg = arg;
+    n->on_kick = fn;
+}
+
 void ccap_nap_shim(struct ccap_nap *n)
 {
     n->shim = true;
@@ -88,6 +96,10 @@ void ccap_nap_kick(struct ccap_nap *n)
     /* the flag first: a sleep that arms after this load sees it (its
      * check comes after its arming, which would clear a timer set here) */
     atomic_store(&n->kicked, true);
+    if (n->on_kick) {
+        n->on_kick(n->on_kick_arg);
+        return;
+    }
     fd = atomic_load(&n->fd);
     if (fd >= 0) {
         struct itimerspec now = { .it_value = { 0, 1 } }; /* relative: fires at once */

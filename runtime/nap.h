@@ -41,6 +41,8 @@ struct ccap_nap {
     bool shim;          /* ccap_nap_shim: its sleeper is a thread of the shim's */
     pthread_mutex_t mu; /* the condition's, without a timerfd */
     pthread_cond_t cv;
+    void (*on_kick)(void *); /* ccap_nap_on_kick: a kick calls it, nobody sleeps on N */
+    void *on_kick_arg;
 };
 
 /* Makes N (no descriptor yet). No I/O, cannot fail. */
@@ -64,6 +66,12 @@ void ccap_nap_want_fd(struct ccap_nap *n);
  * before that thread joins a waker. No I/O. */
 void ccap_nap_shim(struct ccap_nap *n);
 
+/* N is never slept on: a kick calls FN(ARG) instead (after setting N's
+ * flag), from the kicking thread with whatever locks it holds -- FN may
+ * take only a lock of its own, held briefly, and must not block. For a
+ * thread that runs many waits on one sleep of its own (runtime/qrun.h).
+ * Before any kick can reach N. */
+void ccap_nap_on_kick(struct ccap_nap *n, void (*fn)(void *), void *arg);
 /* Frees what N holds (its descriptor, closed only if it is still ours). No
  * kick may run meanwhile. */
 void ccap_nap_destroy(struct ccap_nap *n);

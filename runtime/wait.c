@@ -838,6 +838,18 @@ int ccap_waiter_wait(struct ccap_waiter *w, long long until_ms)
     return woke;
 }
 
+int ccap_waiter_take(struct ccap_waiter *w, bool *poll)
+{
+    int woke;
+
+    pthread_mutex_lock(&P.lock);
+    woke = w->woke;
+    w->woke = 0;
+    *poll = must_poll(w);
+    pthread_mutex_unlock(&P.lock);
+    return woke;
+}
+
 void ccap_waiter_leave(struct ccap_waiter *w)
 {
     pthread_mutex_lock(&P.lock);

@@ -126,6 +126,13 @@ void ccap_waiter_poke_failed(struct ccap_waiter *w);
  * calls ccap_waiter_leave). */
 int ccap_waiter_wait(struct ccap_waiter *w, long long until_ms);
 
+/* ccap_waiter_wait for a W whose nap nobody sleeps on (a thread that runs
+ * many waits, runtime/qrun.h): returns W's CCAP_WOKE_* bits now (cleared),
+ * without sleeping; *POLL is whether W may miss a token now (its waker
+ * failing, or blocking without W's key, or W not armed): it must then look
+ * again within CCAP_WAIT_POLL_MS, as ccap_waiter_wait's CCAP_WOKE_POLL.
+ * Thread-safe; no I/O. */
+int ccap_waiter_take(struct ccap_waiter *w, bool *poll);
 /* Unregisters W (joined). Its key stays in a pending BLPOP until the waker's
  * next block: a token popped for it then is dropped. Thread-safe. */
 void ccap_waiter_leave(struct ccap_waiter *w);

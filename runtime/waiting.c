@@ -48,6 +48,10 @@ struct ccap_wait {
     socklen_t dest_len;
     long long start, deadline, last_ms; /* monotonic ms; LAST_MS: the last attempt's end */
     long long yield_at;                 /* monotonic ms, 0 none: ccap_rt_wait_yield_at */
+    long long down_at;                  /* monotonic ms: the nap redis_down left to a step without BLOCK */
+    bool napping;                       /* polled (ccap_rt_wait_poll): its sleep is armed, UNTIL..LOOK_AT set */
+    long long until, poll_at, look_at;  /* polled: the sleep's end, a re-check while a token may be missed,
+                                         * the next look at its descriptor */
     bool yielded;                       /* the last interruption was YIELD_AT's */
     struct ccap_sem_req q;
     struct ccap_sem_result res;
@@ -408,8 +412,11 @@ static int redis_down(struct ccap_wait *ws, bool may_nap)
                  ws->s->local_limit, ws->s->name, t - ws->start, ccap_errno_name(ws->fail_errno));
         return -ws->fail_errno;
     }
+    long long again = ws->deadline - t < WAIT_DOWN_NAP_MS ? ws->deadline : t + WAIT_DOWN_NAP_MS;
     if (rc == 0 && may_nap)
-        rc = nap(ws, ws->deadline - t < WAIT_DOWN_NAP_MS ? ws->deadline : t + WAIT_DOWN_NAP_MS);
+        rc = nap(ws, again);
+    else if (rc == 0)
+        ws->down_at = again; /* a polled wait's runner sleeps it */
     return rc;
 }
 
@@ -535,17 +542,12 @@ static long long alive_every_ms(void)
     return every > WAIT_ALIVE_MS ? every : WAIT_ALIVE_MS;
 }
 
-/* Sleeps until the next re-check: a token, a failed waker, the rate's next
- * slot, the earliest lease end, the ticket's refresh, or the deadline.
- * Returns 0, or WAIT_INTERRUPTED (see nap). In a program's thread the nap
- * has a timerfd: its sleeps are the program's (runtime/nap.h); in the
- * queue's it is a shim thread's (a lone waiter there blocks on its wake
- * list itself, its looks at the descriptor soft slices of that block). */
-static int block(struct ccap_wait *ws)
+/* The next re-check of WS's sleep: the rate's next slot, the earliest lease
+ * end, the ticket's refresh, or the deadline (monotonic ms). */
+static long long sleep_until(const struct ccap_wait *ws)
 {
     long long until = ws->deadline, t = ws->last_ms;
     long long refresh = t + ws->q.ticket_ttl_ms * 2LL / 3;
-    int woke;
 
     if (ws->res.retry_ms > 0 && t + ws->res.retry_ms < until)
         until = t + ws->res.retry_ms;
@@ -555,6 +557,20 @@ static int block(struct ccap_wait *ws)
         until = refresh;
     if (ws->yield_at > 0 && (ws->flags & CCAP_WAIT_INTR) && ws->yield_at < until)
         until = ws->yield_at;
+    return until;
+}
+
+/* Sleeps until the next re-check: a token, a failed waker, the rate's next
+ * slot, the earliest lease end, the ticket's refresh, or the deadline.
+ * Returns 0, or WAIT_INTERRUPTED (see nap). In a program's thread the nap
+ * has a timerfd: its sleeps are the program's (runtime/nap.h); in the
+ * queue's it is a shim thread's (a lone waiter there blocks on its wake
+ * list itself, its looks at the descriptor soft slices of that block). */
+static int block(struct ccap_wait *ws)
+{
+    long long until = sleep_until(ws), t;
+    int woke;
+
     if (ws->flags & CCAP_WAIT_PROGRAM)
         ccap_nap_want_fd(&ws->nap); /* its sleeps are the program's: a timerfd, made at the first */
     else
@@ -804,4 +820,77 @@ void ccap_rt_wait_cancel(unsigned long long id)
         }
     }
     pthread_mutex_unlock(&waits_lock);
+}
+
+void ccap_rt_wait_on_kick(struct ccap_wait *ws, void (*fn)(void *), void *arg)
+{
+    pthread_mutex_lock(&waits_lock); /* a cancel's kick reads it under this lock */
+    ccap_nap_on_kick(&ws->nap, fn, arg);
+    pthread_mutex_unlock(&waits_lock);
+}
+
+/* A polled WS's sleep begins (after a refused attempt): what ends it is
+ * set, and WS joins its waker (or arms again) as block() does. */
+static void poll_arm(struct ccap_wait *ws, long long now)
+{
+    ws->until = sleep_until(ws);
+    if (!ws->unjoinable)
+        join(ws);
+    ws->poll_at = now + CCAP_WAIT_POLL_MS;
+    if (ws->alive && ws->look_at == 0)
+        ws->look_at = now + alive_every_ms();
+    ws->napping = true;
+}
+
+/* Whether polled WS's sleep is over at NOW: a token, a nudge or cancel, its
+ * end, a re-check while a token may be missed, its descriptor gone. Else
+ * *NEXT is when to look again. */
+static bool poll_due(struct ccap_wait *ws, long long now, long long *next)
+{
+    bool must = true; /* not joined: polls, as block() does */
+    int woke = ws->joined ? ccap_waiter_take(&ws->w, &must) : 0;
+
+    if (woke & CCAP_WOKE_GRANT)
+        ws->granted = true;
+    if (woke || now >= ws->until || atomic_load(&ws->cancelled) || (must && now >= ws->poll_at))
+        return true;
+    if (ws->alive && now >= ws->look_at) {
+        ws->look_at = now + alive_every_ms();
+        if (gone(ws))
+            return true;
+    }
+    *next = ws->until;
+    if (must && ws->poll_at < *next)
+        *next = ws->poll_at;
+    if (ws->alive && ws->look_at < *next)
+        *next = ws->look_at;
+    return false;
+}
+
+int ccap_rt_wait_poll(struct ccap_wait *ws, long long *next_ms)
+{
+    long long now = ccap_now_ms();
+    int rc;
+
+    ws->flags = 0; /* a thread of the shim's: no signal, no cancel */
+    if (ws->sleep_next) {
+        if (!ws->napping)
+            poll_arm(ws, now);
+        if (!poll_due(ws, now, next_ms))
+            return 0;
+        ws->napping = false;
+        ws->sleep_next = false;
+    } else if (ws->down_at > now && !atomic_load(&ws->cancelled)) {
+        *next_ms = ws->down_at;
+        return 0;
+    }
+    ws->down_at = 0;
+    rc = step(ws, false);
+    if (rc == 0) {
+        *next_ms = ws->down_at > 0 ? ws->down_at : now; /* a sleep is armed at the next poll */
+        return 0;
+    }
+    rc = wait_end(ws, rc);
+    free(ws);
+    return rc;
 }

@@ -69,6 +69,21 @@ int ccap_rt_wait_start(const struct ccap_sem_conf *s, size_t sem, struct ccap_pe
 #define CCAP_WAIT_INTERRUPTED 2
 int ccap_rt_wait_resume(struct ccap_wait *ws, int flags);
 
+/* ---- a wait polled by a thread that runs many (runtime/qrun.h) ----
+ * Instead of ccap_rt_wait_resume, which sleeps: WS's kicks (a token, a
+ * cancel, a nudge, a reload) call FN(ARG), from the kicking thread with
+ * the runtime's locks held (FN takes only a lock of its own, briefly, and
+ * never blocks), and the runner calls ccap_rt_wait_poll when FN was called
+ * or the time it asked for came. Before the first poll. Thread-safe. */
+void ccap_rt_wait_on_kick(struct ccap_wait *ws, void (*fn)(void *), void *arg);
+/* Advances WS without sleeping, in a thread of the shim's (no signal ends
+ * it, no cancel): when its sleep is over (as ccap_rt_wait_resume's would
+ * be), one attempt; a refusal arms its next sleep (joins its waker).
+ * Returns 1 granted or -errno (-ECANCELED: cancelled, its ticket released):
+ * WS ended and freed, as by ccap_rt_wait_resume; or 0, WS in progress,
+ * with *NEXT_MS the monotonic ms at which to poll again unless FN is
+ * called first. Only one thread polls WS at a time. */
+int ccap_rt_wait_poll(struct ccap_wait *ws, long long *next_ms);
 /* Ends WS (in progress) as a failed wait: its ticket released, WS freed;
  * its permit stays the caller's. */
 void ccap_rt_wait_abandon(struct ccap_wait *ws);
