@@ -153,7 +153,7 @@ int main(int argc, char **argv)
         fds[q] = fd;
     }
     long long t1 = now_ms();
-    sleep(2); /* the waits' threads settle (each arms its wait with the process's waker) */
+    sleep(2); /* the waits settle (each arms its wait with the process's waker) */
     long rss1 = status("VmRSS"), thr1 = status("Threads");
     int fd1 = open_fds();
     printf("queued %d\n", q);
@@ -163,6 +163,7 @@ int main(int argc, char **argv)
     printf("kib-per-queued %.1f\n", q ? (double)(rss1 - rss0) / q : 0.0);
     printf("fds-per-queued %.2f\n", q ? (double)(fd1 - fd0) / q : 0.0);
     printf("threads-per-queued %.2f\n", q ? (double)(thr1 - thr0) / q : 0.0);
+    printf("threads-added %ld\n", thr1 - thr0);
     printf("ready\n");
     fflush(stdout);
     char line[16];

@@ -5,6 +5,7 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +20,7 @@
 #include "log.h"
 #include "nap.h"
 #include "park.h"
+#include "qrun.h"
 #include "queued.h"
 #include "rt_int.h"
 #include "waiting.h"
@@ -27,6 +29,7 @@
 #define Q_REGS 16         /* epoll sets one number is in */
 #define Q_POLL_EXTRA 8    /* eventfds one poll call adds at most */
 #define Q_RECHECK_MS 1000 /* a connect() waiting on a queued descriptor looks again this often */
+#define Q_OWN_THREADS 32  /* queued connects at once that wait in a thread of their own; the rest: the runner */
 #define Q_POLL_BLIND_MS                                                                                             \
     50 /* a poll on a queued descriptor no swap can wake (no descriptor free) looks again this often */
 
@@ -70,7 +73,7 @@ struct q_ent {
     bool regs_unknown; /* one could not be recorded: a swap reads them from the kernel */
     bool linked;       /* on the list from q_head */
     struct q_ent *next, *prev;
-    struct q_ent *ovf_next; /* in the spare runner's line (no thread of its own could be had) */
+    struct ccap_qrun_item run; /* its wait in the runner (runtime/qrun.h), when it has no thread of its own */
 };
 
 /* A thread in connect() again on a blocking queued descriptor (a connect a
@@ -89,16 +92,14 @@ _Atomic unsigned long ccap_q_bits[CCAP_Q_MAX_FD / (8 * sizeof(unsigned long))];
 static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t qdone = PTHREAD_COND_INITIALIZER; /* a queued connect ended, or lost a number */
 static struct q_ent *q_head;
-/* Queued connects whose own thread could not be had (RLIMIT_NPROC, a
- * container's pids.max): the spare runner, a thread started with the
- * process's first queued connect and ended Q_SPARE_IDLE_S after its line
- * empties, runs their waits one after another in the order they queued --
- * the order the semaphore's FIFO grants them in -- so that they are slowed
- * down, not failed. Under qlock. */
-#define Q_SPARE_IDLE_S 10
-static struct q_ent *ovf_head, **ovf_tail = &ovf_head;
-static bool ovf_running;
-static pthread_cond_t ovf_cv = PTHREAD_COND_INITIALIZER; /* the line has an entry */
+/* Queued connects whose waits run in threads of their own now. The first
+ * Q_OWN_THREADS at once get one (a lone waiter there blocks on its wake
+ * list itself: one thread wake-up per token); the rest, and any whose own
+ * thread cannot be had (RLIMIT_NPROC, a container's pids.max), share the
+ * runner (runtime/qrun.h), started with the process's first queued
+ * connect, while threads can still be had. */
+static atomic_int q_threads;
+static bool q_told; /* the log said once that a queued connect found no thread of its own (under qlock) */
 /* The entry each program number refers to (its placeholder), by number:
  * the hooks' lookups must not walk 10,000 entries. Grown as needed. */
 static struct q_ent **by_fd;
@@ -501,9 +502,9 @@ static void free_ent(struct q_ent *e)
 }
 
 /* E has no number left and goes: freed now when its wait has ended, else
- * by the thread that runs that wait (q_run), the wait cancelled -- a
- * connect failed in place (lose_real) while its wait still runs, or waits
- * in the spare runner's line, is not freed under that thread. Under qlock. */
+ * by the thread that runs that wait (its own or the runner: q_finish), the
+ * wait cancelled -- a connect failed in place (lose_real) while its wait
+ * still runs is not freed under that thread. Under qlock. */
 static void drop_ent(struct q_ent *e)
 {
     if (e->ws) {
@@ -775,11 +776,10 @@ static struct ccap_permit *grant(struct q_ent *e)
     return p;
 }
 
-/* E's wait, to its end, in the calling thread of the shim's; then the
- * grant's swap or the failure. */
-static void q_run(struct q_ent *e)
+/* E's wait ended with RC (1 granted, -errno): the grant's swap or the
+ * failure, in the thread of the shim's that ran it. */
+static void q_finish(struct q_ent *e, int rc)
 {
-    int rc = ccap_rt_wait_resume(e->ws, 0); /* a thread of the shim's: no signal, no cancel */
     struct ccap_permit *give_back = NULL;
 
     pthread_mutex_lock(&qlock);
@@ -801,52 +801,42 @@ static void q_run(struct q_ent *e)
     ccap_rt_release(give_back);
 }
 
+/* A queued connect's own thread: its wait to its end. */
 static void *q_thread(void *arg)
 {
-    q_run(arg);
+    struct q_ent *e = arg;
+
+    q_finish(e, ccap_rt_wait_resume(e->ws, 0)); /* a thread of the shim's: no signal, no cancel */
+    atomic_fetch_sub(&q_threads, 1);
     return NULL;
 }
 
-/* The spare runner: the waits of its line one at a time, then
- * Q_SPARE_IDLE_S idle, then it ends. */
-static void *q_spare(void *arg)
+static void q_ran(struct ccap_qrun_item *it, int rc)
 {
-    (void)arg;
-    for (;;) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until); /* (ovf_cv's clock; a jump only moves the idle end) */
-        until.tv_sec += Q_SPARE_IDLE_S;
-        pthread_mutex_lock(&qlock);
-        while (!ovf_head && pthread_cond_timedwait(&ovf_cv, &qlock, &until) == 0) {
-        }
-        struct q_ent *e = ovf_head;
-        if (e && !(ovf_head = e->ovf_next))
-            ovf_tail = &ovf_head;
-        if (!e)
-            ovf_running = false;
-        pthread_mutex_unlock(&qlock);
-        if (!e)
-            return NULL;
-        q_run(e);
-    }
+    q_finish((struct q_ent *)((char *)it - offsetof(struct q_ent, run)), rc);
 }
 
-/* E's wait goes to the spare runner's line (its own thread could not be
- * had). False when there is no spare runner either. Under qlock. */
-static bool to_spare(struct q_ent *e, int fd)
+/* E's wait (of FD's connect) goes to a thread: its own while fewer than
+ * Q_OWN_THREADS run, else -- or when its own cannot be had -- the runner's.
+ * False when neither can be had. Under qlock. */
+static bool hand_over(struct q_ent *e, int fd)
 {
-    if (!ovf_running)
-        return false;
-    if (!ovf_head)
-        ccap_log(CCAP_LOG_WARN,
-                 "no thread for the queued connect of descriptor %d (%s): it waits its turn, with every other "
-                 "such connect of this process, in the queue's spare thread",
-                 fd, strerror(EAGAIN));
-    e->ovf_next = NULL;
-    *ovf_tail = e;
-    ovf_tail = &e->ovf_next;
-    pthread_cond_signal(&ovf_cv);
-    return true;
+    bool runner = ccap_qrun_start(); /* while threads can be had: it is there when none can */
+
+    if (atomic_fetch_add(&q_threads, 1) < Q_OWN_THREADS) {
+        if (ccap_rt.hooks.spawn(q_thread, e))
+            return true;
+        if (runner && !q_told)
+            ccap_log(CCAP_LOG_WARN,
+                     "no thread for the queued connect of descriptor %d (%s): it waits in the queue's runner "
+                     "thread, with every other such connect of this process (said once)",
+                     fd, strerror(EAGAIN));
+        q_told = true;
+    }
+    atomic_fetch_sub(&q_threads, 1);
+    e->run.ws = e->ws;
+    e->run.done = q_ran;
+    return runner && ccap_qrun_add(&e->run);
 }
 
 /* The wait's liveness check: some number still refers to the placeholder. */
@@ -970,9 +960,7 @@ int ccap_q_enqueue(int fd, const struct sockaddr *sa, socklen_t len, struct ccap
     e->permit = p;
     ccap_rt_wait_watch(ws, alive, e);
     link_ent(e);
-    if (ccap_rt.hooks.spawn && !ovf_running)
-        ovf_running = ccap_rt.hooks.spawn(q_spare, NULL); /* while there are threads to be had */
-    if (!ccap_rt.hooks.spawn || (!ccap_rt.hooks.spawn(q_thread, e) && !to_spare(e, fd))) {
+    if (!ccap_rt.hooks.spawn || !hand_over(e, fd)) {
         unpark_fd(e, fd); /* undone: the caller waits in its own thread */
         ccap_rt_wait_watch(ws, NULL, NULL);
         unlink_ent(e);
@@ -1494,9 +1482,7 @@ void ccap_q_fork_child(void)
         free_ent(e);
     }
     q_head = NULL;
-    ovf_head = NULL; /* the spare runner stayed in the parent */
-    ovf_tail = &ovf_head;
-    ovf_running = false;
-    pthread_cond_init(&ovf_cv, NULL);
+    atomic_store(&q_threads, 0); /* their threads stayed in the parent, the runner too */
+    ccap_qrun_fork_child();
     atomic_store(&ccap_q_live, 0);
 }

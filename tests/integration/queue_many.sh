@@ -33,7 +33,7 @@ most=0 idle=-1
 while kill -0 "$qp" 2>/dev/null; do
     c=$(clients); [ "$c" -gt "$most" ] && most=$c
     if [ $idle -lt 0 ] && grep -q '^ready' "$T/q.out"; then
-        # all queued: their threads sleep until the permits come (each also looks now and then whether
+        # all queued: their waits sleep until the permits come (each also looks now and then whether
         # its descriptor is still open: at most 200 such looks a second for the whole process)
         pid=$(pgrep -P "$qp" -x qmany || echo "$qp")
         s0=$(switches "$pid"); sleep 3; idle=$(($(switches "$pid") - s0))
@@ -57,6 +57,10 @@ for e in json.load(sys.stdin):
 print(most)')
 h_note "the largest BLPOP: $blpop arguments (BLPOP, keys, timeout)"
 [ "$(fact queued)" = $N ] || h_fail "$(fact queued) of $N connects queued under RLIMIT_NOFILE $((2 * N + 200)) (stopped: $(fact stopped))"
+# the first 32 queued at once wait in threads of their own, the rest in the queue's runner (one
+# thread): the old code started a thread per queued connect
+h_note "$(fact threads-added) threads started for $N queued connects"
+[ "$(fact threads-added)" -le 40 ] || h_fail "$(fact threads-added) threads for $N queued connects (32 own + the runner, the waker, the heartbeat)"
 [ "$(fact granted)" = "$N of $N" ] || h_fail "connected: $(fact granted) (exit $rc)"
 [ "$(fact stale-events)" = 0 ] || h_fail "$(fact stale-events) events reported for numbers the program had closed"
 [ "$blpop" -gt 0 ] && [ "$blpop" -le 259 ] || h_fail "a BLPOP of $blpop arguments (at most 256 wake lists + the poke list)"

@@ -1,7 +1,7 @@
 # queue_no_thread.sh -- queued connects whose own thread cannot be had (RLIMIT_NPROC, a container's
-# pids.max) are slowed down, not failed: Python asyncio as nobody under `prlimit --nproc=40`, 200
+# pids.max) are slowed down, not failed: Python asyncio as nobody under `prlimit --nproc=20`, 200
 # concurrent opens at limit 2 -- all 200 succeed without the shim -- all succeed under it, the cap held,
-# the shim saying once that connects wait in its spare thread; the queue empty after. The old code
+# the shim saying once that connects wait in its runner thread; the queue empty after. The old code
 # failed each connect it could not give a thread at once with ECONNREFUSED (152 of 300 at --nproc=150).
 . "$(dirname "$0")/../lib/harness.sh"
 . "$ROOT/tests/lib/realclient.sh"
@@ -17,11 +17,11 @@ chmod 755 "$T" "$T/nb" && chmod 644 "$T/nb/"* && chmod 777 "$REDIS_SOCK"
 # RLIMIT_NPROC counts every task of the user: nobody must have none of its own running now
 [ -z "$(pgrep -u nobody)" ] || h_skip "processes of nobody are running: RLIMIT_NPROC would count them"
 n=200
-rc_run nproc 120 setpriv --reuid=nobody --regid=nogroup --clear-groups prlimit --nproc=40 \
+rc_run nproc 120 setpriv --reuid=nobody --regid=nogroup --clear-groups prlimit --nproc=20 \
     env LD_PRELOAD="$T/nb/$(basename "$LIB")" CONNCAP_CONFIG="$T/nb/c.conf" python3 "$T/nb/asyncio_opens.py" "$SRV_PORT" $n
 rc_all $n 90000
 rc_cap 2
 rc_clean api
-grep -q "no thread for the queued connect of descriptor [0-9]* (Resource temporarily unavailable): it waits its turn" "$T/nproc.err" ||
-    h_fail "the shim did not say that connects wait in its spare thread (was the thread limit reached?): $(tail -n 3 "$T/nproc.err")"
+grep -q "no thread for the queued connect of descriptor [0-9]* (Resource temporarily unavailable): it waits in the queue.s runner thread" "$T/nproc.err" ||
+    h_fail "the shim did not say that connects wait in its runner thread (was the thread limit reached?): $(tail -n 3 "$T/nproc.err")"
 echo ok
