@@ -157,16 +157,22 @@ static void *run(void *arg)
     return NULL;
 }
 
+/* The runner runs, started now if it was not (or had just ended). Under mu. */
+static bool up_locked(void)
+{
+    if (!R.cv_ready)
+        cv_init();
+    if (!R.running && ccap_rt.hooks.spawn)
+        R.running = ccap_rt.hooks.spawn(run, NULL);
+    return R.running;
+}
+
 bool ccap_qrun_start(void)
 {
     bool up;
 
     pthread_mutex_lock(&R.mu);
-    if (!R.cv_ready)
-        cv_init();
-    if (!R.running && ccap_rt.hooks.spawn)
-        R.running = ccap_rt.hooks.spawn(run, NULL);
-    up = R.running;
+    up = up_locked();
     pthread_mutex_unlock(&R.mu);
     return up;
 }
@@ -179,7 +185,7 @@ bool ccap_qrun_add(struct ccap_qrun_item *it)
     it->kicked = false;
     ccap_rt_wait_on_kick(it->ws, kick, it);
     pthread_mutex_lock(&R.mu);
-    if (R.running && R.n == R.cap) { /* room for every wait: the one being polled goes back */
+    if (up_locked() && R.n == R.cap) { /* room for every wait: the one being polled goes back */
         int cap = R.cap ? 2 * R.cap : 64;
         struct ccap_qrun_item **h = realloc(R.heap, (size_t)cap * sizeof *h);
         if (h) {

@@ -37,8 +37,9 @@ struct ccap_qrun_item {
 bool ccap_qrun_start(void);
 /* Hands IT (WS and DONE set; WS in progress, from ccap_rt_wait_start) to
  * the runner, which polls it at once and then as it asks, and calls DONE.
- * Returns false (nothing changed) when the runner does not run, or its heap
- * cannot grow. Thread-safe. */
+ * A runner that ended meanwhile (idle) is started again. Returns false
+ * (nothing changed) when no runner can run, or its heap cannot grow.
+ * Thread-safe. */
 bool ccap_qrun_add(struct ccap_qrun_item *it);
 /* Waits the runner holds now, for tests and logs. Thread-safe. */
 int ccap_qrun_count(void);
