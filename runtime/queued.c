@@ -311,7 +311,7 @@ static int regs_take(const struct q_ent *e, int fd, struct q_reg *r)
         n = regs_of(fd, r);
     else
         for (int i = 0; i < e->nregs && n < Q_REGS; i++)
-            if (e->regs[i].fd == fd && is_epoll(e->regs[i].epfd) && in_set(e->regs[i].epfd, fd) != 0)
+            if (e->regs[i].fd == fd && in_set(e->regs[i].epfd, fd) != 0)
                 r[n++] = e->regs[i];
     for (int i = 0; i < n; i++)
         if (epoll_ctl(r[i].epfd, EPOLL_CTL_DEL, fd, NULL) == 0)
