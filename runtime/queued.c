@@ -1,4 +1,4 @@
-/* queued.c -- non-blocking connects queued for a permit: placeholder in the descriptor, a thread per wait (or the spare runner), the swap back. */
+/* queued.c -- non-blocking connects queued for a permit: placeholder in the descriptor, a thread per wait (or the runner), the swap back. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>

@@ -15,12 +15,12 @@
 /* A non-blocking connect to a capped destination that found no permit free
  * (nonblocking = "queue") returns -1/EINPROGRESS at once. Its ticket stays
  * in the semaphore's FIFO queue; a thread of the shim's waits for the
- * permit (where none can be had -- RLIMIT_NPROC, pids.max -- the spare
- * runner, started with the first queued connect, waits for such connects
- * one after another, in queue order); meanwhile the descriptor number refers to a placeholder parked
- * in SYN_SENT (runtime/park.h) and the real socket is kept aside. When the
- * permit comes, the real connect starts and the real socket is put back on
- * every number of this process that referred to the placeholder (dup3),
+ * permit: its own for the first 32 queued at once, else (or where none can
+ * be had -- RLIMIT_NPROC, pids.max) the queue's runner, one thread for any
+ * number of waits (runtime/qrun.h); meanwhile the descriptor number refers
+ * to a placeholder parked in SYN_SENT (runtime/park.h) and the real socket
+ * is kept aside. When the permit comes, the real connect starts and the
+ * real socket is put back on every number of this process that referred to the placeholder (dup3),
  * each number deleted from every epoll set it is in before the swap and
  * added again after, pollers woken. A wait that ends without a permit
  * resets the placeholder: the connect failed, SO_ERROR tells with the
