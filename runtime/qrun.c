@@ -18,6 +18,7 @@ static struct {
     bool running;
     struct ccap_qrun_item **heap;
     int len, cap, n;
+    unsigned long long seq; /* the last item's added */
 } R = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 static void cv_init(void)
@@ -31,6 +32,17 @@ static void cv_init(void)
     R.cv_ready = true;
 }
 
+/* A before B: the earlier time, and among equal times (every wait added
+ * or kicked is due at 0) the one added first. A wait joins its waker at
+ * its first poll, and the waker's BLPOP names the first-joined 256 of a
+ * semaphore's waiters as the head of its queue: waits must join in the
+ * order their tickets queued, or a grant token may go to a waiter left out
+ * of the BLPOP, its permit held unused until its ticket's refresh. */
+static bool before(const struct ccap_qrun_item *a, const struct ccap_qrun_item *b)
+{
+    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
+}
+
 static void put(int i, struct ccap_qrun_item *it)
 {
     R.heap[i] = it;
@@ -41,7 +53,7 @@ static void sift_up(int i)
 {
     struct ccap_qrun_item *it = R.heap[i];
 
-    while (i > 0 && R.heap[(i - 1) / 2]->at > it->at) {
+    while (i > 0 && before(it, R.heap[(i - 1) / 2])) {
         put(i, R.heap[(i - 1) / 2]);
         i = (i - 1) / 2;
     }
@@ -56,9 +68,9 @@ static void sift_down(int i)
         int c = 2 * i + 1;
         if (c >= R.len)
             break;
-        if (c + 1 < R.len && R.heap[c + 1]->at < R.heap[c]->at)
+        if (c + 1 < R.len && before(R.heap[c + 1], R.heap[c]))
             c++;
-        if (R.heap[c]->at >= it->at)
+        if (!before(R.heap[c], it))
             break;
         put(i, R.heap[c]);
         i = c;
@@ -195,6 +207,7 @@ bool ccap_qrun_add(struct ccap_qrun_item *it)
     }
     if (R.running && R.n < R.cap) {
         it->at = 0;
+        it->seq = ++R.seq;
         heap_push(it);
         R.n++;
         pthread_cond_signal(&R.cv);

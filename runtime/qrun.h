@@ -26,9 +26,10 @@ struct ccap_qrun_item {
     /* Called in the runner's thread (no lock of its held) once WS ended,
      * with its result (1 granted, -errno); IT is the caller's again. */
     void (*done)(struct ccap_qrun_item *it, int rc);
-    long long at; /* monotonic ms of its next poll; 0 due now */
-    int hidx;     /* its place in the heap; -1 while it is being polled */
-    bool kicked;  /* kicked while being polled: polled again at once */
+    long long at;           /* monotonic ms of its next poll; 0 due now */
+    unsigned long long seq; /* the order it was added in: first among equal ATs */
+    int hidx;               /* its place in the heap; -1 while it is being polled */
+    bool kicked;            /* kicked while being polled: polled again at once */
 };
 
 /* Starts the runner unless it runs, through the runtime's spawn hook (a
