@@ -182,19 +182,32 @@ if qlen0 > 0 then
             if grants then grants = may_grant(holders, K[7], now) and grants end
             -- AHEAD: waiters woken, not granted, ahead of the next one: their
             -- places are kept (the FIFO rule, as acquire.lua counts them)
-            local ahead = 0
-            for _, w in ipairs(redis.call('ZRANGE', queue, '0', string.format('%d', math.min(freed, top) - 1))) do
-                -- a token lives as long as the ticket, a grant's as its lease
-                local tok, ttl = 'w', grants and grant(w, grants, lkey, live, ahead, now, t)
-                if ttl then
-                    tok, live = 'g', live + 1
-                else
-                    ahead = ahead + 1
-                    ttl = (tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)) - now
-                end
+            local ahead, granted = 0, 0
+            local function wake(w, tok, ttl)
                 -- (one token at most: a list that was empty holds it alone)
                 if redis.call('LPUSH', wbase .. w, tok) > 1 then redis.call('LTRIM', wbase .. w, '0', '0') end
                 redis.call('PEXPIRE', wbase .. w, string.format('%d', math.max(1, ttl)))
+            end
+            local function ticket_ttl(w) return (tonumber(redis.call('ZSCORE', qexp, w)) or (now + 1000)) - now end
+            local n = math.min(freed, top)
+            for _, w in ipairs(redis.call('ZRANGE', queue, '0', string.format('%d', n - 1))) do
+                -- a token lives as long as the ticket, a grant's as its lease
+                local tok, ttl = 'w', grants and grant(w, grants, lkey, live, ahead, now, t)
+                if ttl then
+                    tok, live, granted = 'g', live + 1, granted + 1
+                else
+                    ahead = ahead + 1
+                    ttl = ticket_ttl(w)
+                end
+                wake(w, tok, ttl)
+            end
+            -- a waiter admitted by its own acquire passes the wake-up on to
+            -- the new head (acquire.lua); one granted here cannot: while
+            -- permits are left (a limit raised by set-limit), this call
+            -- wakes the next one, whose acquire passes it on in turn
+            if granted > 0 and top > n then
+                local nxt = redis.call('ZRANGE', queue, string.format('%d', ahead), string.format('%d', ahead))[1]
+                if nxt then wake(nxt, 'w', ticket_ttl(nxt)) end
             end
         end
     end
