@@ -22,7 +22,15 @@
  *                                    call; MODE b (a blocking connect), q (a non-blocking one,
  *                                    queued, in epoll, edge-triggered, added before the connect
  *                                    as nginx does) or p (the same in poll); N rounds of each of
- *                                    MODES (default bq), interleaved: b q, q b, ...
+ *                                    MODES (default bq), interleaved: b q, q b, ...; with
+ *                                    QH_BIND and QH_PEER (IPv4 addresses) it listens on
+ *                                    QH_BIND:PORT and connects to QH_PEER:PORT (a delay line's)
+ * bench delayline TUN ONEWAY_US      creates tun device TUN and sends every IPv4 packet it is given
+ *                                    back ONEWAY_US later with its source and destination
+ *                                    swapped: a connect from local A to B on TUN's subnet reaches
+ *                                    a listener on A as from B, each way delayed (a round trip of
+ *                                    2 x ONEWAY_US; the checksums do not change). Writes "ready"
+ *                                    to stdout once TUN exists; runs until killed
  * bench hook CALL N                  N x one call the shim interposes (setsockopt getsockopt
  *                                    getsockname epoll_ctl poll ppoll __poll_chk __ppoll_chk
  *                                    select pselect shutdown syscall fcntl dup2 dup3 sendto
@@ -45,7 +53,11 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
@@ -91,7 +103,7 @@ static void raise_nofile(void)
     }
 }
 
-static int do_listen(const char *portfile)
+_Noreturn static void do_listen(const char *portfile)
 {
     struct sockaddr_in a = loopback(0);
     socklen_t l = sizeof(a);
@@ -426,14 +438,27 @@ static void qh_round(const struct sockaddr_in *a, char mode, int *k, int warm)
     close(w.queued[1]);
 }
 
-static int do_qhandoff(int port, int n, const char *modes)
+/* The address of environment variable NAME (IPv4) at PORT; loopback when unset. */
+static struct sockaddr_in env_addr(const char *name, int port)
 {
     struct sockaddr_in a = loopback(port);
+    const char *v = getenv(name);
+
+    if (v && inet_pton(AF_INET, v, &a.sin_addr) != 1) {
+        errno = EINVAL;
+        die(name);
+    }
+    return a;
+}
+
+static int do_qhandoff(int port, int n, const char *modes)
+{
+    struct sockaddr_in a = env_addr("QH_PEER", port), b = env_addr("QH_BIND", port);
     int s = socket(AF_INET, SOCK_STREAM, 0), one = 1, k = 0;
     pthread_t t;
 
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(s, (struct sockaddr *)&a, sizeof a) || listen(s, 4096))
+    if (bind(s, (struct sockaddr *)&b, sizeof b) || listen(s, 4096))
         die("listen");
     qh.cap = 2 * (n + 1) * (int)strlen(modes) + 8; /* two connections a round (holder, waiter), warm-up included */
     qh.accepted = calloc((size_t)qh.cap, sizeof *qh.accepted);
@@ -448,6 +473,65 @@ static int do_qhandoff(int port, int n, const char *modes)
             qh_round(&a, modes[i % 2 ? len - 1 - j : j], &k, 0);
     fflush(stdout);
     return 0;
+}
+
+/* ---- delayline: a round trip that loopback has not ---- */
+
+#define DL_SLOTS 1024 /* packets in flight; more are dropped (TCP sends them again) */
+#define DL_MTU 2048
+
+static struct {
+    long long due;
+    ssize_t len;
+    unsigned char b[DL_MTU];
+} dl[DL_SLOTS];
+
+/* Opens tun device NAME (no packet information): its descriptor. */
+static int dl_open(const char *name)
+{
+    struct ifreq ifr = { .ifr_flags = IFF_TUN | IFF_NO_PI };
+    int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name);
+    if (fd < 0 || ioctl(fd, TUNSETIFF, &ifr) != 0)
+        die("tun");
+    return fd;
+}
+
+_Noreturn static void do_delayline(const char *name, long oneway_us)
+{
+    int fd = dl_open(name);
+    unsigned head = 0, tail = 0; /* packets dl[tail..head) wait, in arrival (so due) order */
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+
+    prctl(PR_SET_TIMERSLACK, 1UL); /* the wake-up at each due time, to the microsecond */
+    printf("ready\n");
+    fflush(stdout);
+    for (;;) {
+        long long now = now_ns(), wait = -1;
+        while (tail != head && dl[tail % DL_SLOTS].due <= now) {
+            unsigned char *h = dl[tail % DL_SLOTS].b, t[4];
+            memcpy(t, h + 12, 4); /* source and destination swapped: the IPv4 checksum is a sum */
+            memmove(h + 12, h + 16, 4);
+            memcpy(h + 16, t, 4);
+            if (write(fd, h, (size_t)dl[tail % DL_SLOTS].len) < 0) {
+                /* a packet the stack refused is a packet lost, as on a network */
+            }
+            tail++;
+        }
+        if (tail != head)
+            wait = dl[tail % DL_SLOTS].due - now;
+        struct timespec ts = { wait / 1000000000LL, wait % 1000000000LL };
+        if (ppoll(&p, 1, wait < 0 ? NULL : &ts, NULL) <= 0)
+            continue;
+        unsigned char *b = dl[head % DL_SLOTS].b;
+        ssize_t len = read(fd, b, DL_MTU);
+        if (len >= 20 && (b[0] >> 4) == 4 && head - tail < DL_SLOTS) {
+            dl[head % DL_SLOTS].len = len;
+            dl[head % DL_SLOTS].due = now_ns() + oneway_us * 1000;
+            head++;
+        }
+    }
 }
 
 /* One interposed call of kind C on socket S (epoll set EP). */
@@ -551,7 +635,7 @@ int main(int argc, char **argv)
 {
     const char *m = argc > 1 ? argv[1] : "";
     if (!strcmp(m, "listen") && argc == 3)
-        return do_listen(argv[2]);
+        do_listen(argv[2]);
     if (!strcmp(m, "conn") && (argc == 4 || argc == 5))
         return do_conn(atoi(argv[2]), atoi(argv[3]), argc == 5 ? atoi(argv[4]) : 0);
     if (!strcmp(m, "close") && argc == 4)
@@ -570,6 +654,8 @@ int main(int argc, char **argv)
         return do_handoff(argv);
     if (!strcmp(m, "qhandoff") && (argc == 4 || argc == 5))
         return do_qhandoff(atoi(argv[2]), atoi(argv[3]), argc == 5 ? argv[4] : "bq");
+    if (!strcmp(m, "delayline") && argc == 4)
+        do_delayline(argv[2], atol(argv[3]));
     if (!strcmp(m, "handoff-child") && argc == 5)
         return handoff_child(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
     fprintf(stderr, "usage: see the comment at the top of bench/bench.c\n");
