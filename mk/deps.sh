@@ -8,7 +8,7 @@
 set -e
 build="gcc make pkg-config libhiredis-dev libconfig-dev libssl-dev"
 # prometheus: its promtool checks examples/monitoring/ (ops_monitoring_kit)
-test="$build libcmocka-dev openssl redis-server redis-tools redis-sentinel curl netcat-openbsd python3 python3-yaml libnss-wrapper procps clang libclang-rt-14-dev nodejs python3-requests openjdk-17-jdk-headless nginx-light apache2 apache2-utils postgresql time valgrind clang-format-14 prometheus php-cli php-curl php-fpm"
+test="$build libcmocka-dev openssl redis-server redis-tools redis-sentinel curl netcat-openbsd python3 python3-yaml libnss-wrapper procps iproute2 clang libclang-rt-14-dev nodejs python3-requests openjdk-17-jdk-headless nginx-light apache2 apache2-utils postgresql time valgrind clang-format-14 prometheus php-cli php-curl php-fpm"
 list=""
 [ "${1:-}" = --list ] && { list=1; shift; }
 case "${1:-build}" in

@@ -22,9 +22,9 @@ connection is held HOLD ms and answered, and the connection counts from its
 accept until the peer closes it (a client's idle pooled connection counts).
 With
 --log FILE, each accept appends a line "<CLOCK_MONOTONIC seconds>" to FILE.
-The bound port is written to PORTFILE. Listens on 127.0.0.1 and, with --v6,
-also on ::1 (same port).
-Usage: countserver.py --hold MS --stats FILE --portfile FILE [--v6] [--port N] [--log FILE] [--keepalive]
+The bound port is written to PORTFILE. Listens on 127.0.0.1 (--host: another
+IPv4 address) and, with --v6, also on ::1 (same port).
+Usage: countserver.py --hold MS --stats FILE --portfile FILE [--host A] [--v6] [--port N] [--log FILE] [--keepalive]
 """
 import argparse, fcntl, json, os, select, socket, struct, termios, threading, time
 
@@ -34,6 +34,7 @@ ap.add_argument("--stats", required=True)
 ap.add_argument("--portfile", required=True)
 ap.add_argument("--port", type=int, default=0)
 ap.add_argument("--v6", action="store_true")
+ap.add_argument("--host", default="127.0.0.1")  # the IPv4 address it listens on
 ap.add_argument("--log")
 ap.add_argument("--keepalive", action="store_true")
 a = ap.parse_args()
@@ -168,7 +169,7 @@ def accept_loop(s):
 
 s4 = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 s4.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s4.bind(("127.0.0.1", a.port))
+s4.bind((a.host, a.port))
 s4.listen(512)
 port = s4.getsockname()[1]
 socks = [s4]
