@@ -55,6 +55,7 @@ struct q_ent {
                               /* (kept after a failure too: a retry or a shutdown puts it back, see restore) */
     dev_t rdev;
     ino_t rino; /* the program's socket's identity */
+    int rfl;    /* its file status flags as last read or set here (only we use its number); -1: unknown */
     int ph;     /* during a swap only (hold_ph): the park's spare, holding the placeholder; else -1 */
     dev_t qdev;
     ino_t qino; /* the placeholder's identity */
@@ -671,19 +672,31 @@ static void fail_in_place(struct q_ent *e, int err)
     close_own(&e->efd);
 }
 
-/* The file status flags and signal owner the program set on the placeholder
- * while queued (fcntl, ioctl FIONBIO) go to the real socket. */
-static void copy_flags(int from, int to)
+/* The signal owner and signal the program set on FROM go to TO. */
+static void copy_owner(int from, int to)
 {
     struct f_owner_ex o;
-    int fl = fcntl(from, F_GETFL), sig = fcntl(from, F_GETSIG);
+    int sig = fcntl(from, F_GETSIG);
 
-    if (fl >= 0)
-        fcntl(to, F_SETFL, fl);
     if (fcntl(from, F_GETOWN_EX, &o) == 0 && o.pid != 0)
         fcntl(to, F_SETOWN_EX, &o);
     if (sig > 0)
         fcntl(to, F_SETSIG, sig);
+}
+
+/* The file status flags (fcntl, ioctl FIONBIO) the program set on FROM go
+ * to TO; with OWNER, its signal owner too. KNOWN: TO's flags when known,
+ * else -1 (set only when they differ: a grant's system calls come before
+ * its SYN). Returns TO's flags now, -1 when unknown. */
+static int copy_flags(int from, int to, int known, bool owner)
+{
+    int fl = fcntl(from, F_GETFL);
+
+    if (fl >= 0 && fl != known && fcntl(to, F_SETFL, fl) != 0)
+        fl = -1;
+    if (owner)
+        copy_owner(from, to);
+    return fl;
 }
 
 /* E's connect ended without a permit (it failed, or the program shut it
@@ -701,7 +714,7 @@ static void restore(struct q_ent *e)
     while (e->nfds > 0) {
         int fd = e->fds[0];
         if (e->real >= 0 && is_file(e->real, e->rdev, e->rino) && is_file(fd, e->qdev, e->qino)) {
-            copy_flags(fd, e->real);
+            e->rfl = copy_flags(fd, e->real, e->rfl, true);
             swap_regs(e, e->real, fd, r + nr, &k);
             nr += k;
         }
@@ -719,7 +732,7 @@ static void restore(struct q_ent *e)
  * Returns 0 or -errno. Under qlock. */
 static int start_connect(struct q_ent *e)
 {
-    int fl = fcntl(e->real, F_GETFL), rc;
+    int fl = e->rfl >= 0 ? e->rfl : fcntl(e->real, F_GETFL), rc;
     bool blocking = fl >= 0 && !(fl & O_NONBLOCK);
 
     if (blocking)
@@ -749,11 +762,16 @@ static struct ccap_permit *grant(struct q_ent *e)
         fail_in_place(e, ECONNRESET);
         return p;
     }
-    copy_flags(e->fds[0], e->real);
+    e->rfl = copy_flags(e->fds[0], e->real, e->rfl, false);
+    bool early = e->rfl < 0 || (e->rfl & O_ASYNC); /* its SIGIO may come with the handshake */
+    if (early)
+        copy_owner(e->fds[0], e->real);
     if ((rc = start_connect(e)) < 0) {
         fail_in_place(e, -rc); /* EADDRNOTAVAIL, ENETUNREACH...: the socket keeps no error of it */
         return p;
     }
+    if (!early)
+        copy_owner(e->fds[0], e->real); /* SIGURG's owner: no data before the program has the socket */
     bool taken = false;
     struct q_reg r[Q_ALIASES * Q_REGS];
     int nr = 0, k;
@@ -874,7 +892,7 @@ static struct q_ent *new_ent(int fd, const struct sockaddr *sa, socklen_t len, i
         free(e);
         return NULL;
     }
-    e->real = e->efd = e->ph = -1;
+    e->real = e->efd = e->ph = e->rfl = -1;
     e->family = socket_family(fd);
     *ph = ccap_park_open(e->family, lifetime_ms);
     if (*ph < 0 || fstat(*ph, &st) != 0) {
@@ -919,7 +937,7 @@ static int park_fd(struct q_ent *e, int fd, int ph)
     }
     for (int i = 0; i < n; i++)
         regs_note(e, EPOLL_CTL_ADD, &r[i]);
-    copy_flags(e->real, fd); /* O_NONBLOCK and the rest, as the program set them */
+    e->rfl = copy_flags(e->real, fd, -1, true); /* O_NONBLOCK and the rest, as the program set them */
     return 0;
 }
 

@@ -54,6 +54,10 @@
  *   blocking-connect, blocking-send
  *              O_NONBLOCK cleared while queued, then a blocking connect() again or a blocking send():
  *              as on a slow connect, it waits for the connection and succeeds (connect 0, send 1).
+ *   sigio      signal-driven sockets: one with O_ASYNC, F_SETOWN and F_SETSIG (SIGRTMIN) set before its
+ *              connect, one given an owner and a signal only while queued. When the permit comes the
+ *              first one's connection is signalled (SIGRTMIN, si_fd its number) and each one reports
+ *              the owner, the signal and the flags the program set.
  *
  * Output: "key value" lines, then "result ok"; a broken contract: "FAIL: ..." on stderr and exit 1. */
 #include <arpa/inet.h>
@@ -64,6 +68,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -722,6 +727,58 @@ static int mode_blocking_grant(int slow_port)
     return 0;
 }
 
+/* FD's signal owner, signal and O_ASYNC are what the program set (PID, SIG, ASYNC). */
+static void expect_owner(int fd, const char *what, bool async)
+{
+    int own = fcntl(fd, F_GETOWN), sig = fcntl(fd, F_GETSIG), fl = fcntl(fd, F_GETFL);
+    fact("%s-owner %s sig %s async %d", what, own == getpid() ? "self" : "other",
+         sig == SIGRTMIN ? "rtmin" : "other", fl >= 0 && (fl & O_ASYNC) ? 1 : 0);
+    if (own != getpid() || sig != SIGRTMIN || fl < 0 || !!(fl & O_ASYNC) != async || !(fl & O_NONBLOCK))
+        fail("%s: connected with owner %d, signal %d, flags 0x%x: the program set %d, SIGRTMIN, %s", what, own, sig,
+             (unsigned)fl, (int)getpid(), async ? "O_ASYNC|O_NONBLOCK" : "O_NONBLOCK");
+}
+
+static int mode_sigio(void)
+{
+    sigset_t rt;
+    siginfo_t si;
+    struct timespec zero = { 0, 0 }, ready = { READY_MS / 1000, 0 };
+
+    sigemptyset(&rt);
+    sigaddset(&rt, SIGRTMIN);
+    pthread_sigmask(SIG_BLOCK, &rt, NULL);
+    int a = tcp_socket(0);
+    if (fcntl(a, F_SETOWN, getpid()) != 0 || fcntl(a, F_SETSIG, SIGRTMIN) != 0 ||
+        fcntl(a, F_SETFL, O_NONBLOCK | O_ASYNC) != 0)
+        fail("fcntl: %s", ename(errno));
+    connect_queued(a, "a");
+    int early = 0;
+    while (sigtimedwait(&rt, &si, &zero) == SIGRTMIN) /* what the queued socket signalled: none of its connect's */
+        early++;
+    fact("a-signals-queued %d", early);
+    let_go();
+    long long t = now_ms();
+    int got = sigtimedwait(&rt, &si, &ready);
+    fact("a-signal-ms %lld", now_ms() - t);
+    fact("a-signal-fd %s", got == SIGRTMIN && si.si_fd == a ? "self" : "other");
+    if (got != SIGRTMIN || si.si_fd != a)
+        fail("a: no SIGRTMIN for its number within %d ms of the release: the connection was not signalled",
+             READY_MS);
+    expect_connected(a, "a");
+    expect_owner(a, "a", true);
+    close(a);
+    hold();
+    int b = tcp_socket(SOCK_NONBLOCK);
+    connect_queued(b, "b");
+    if (fcntl(b, F_SETOWN, getpid()) != 0 || fcntl(b, F_SETSIG, SIGRTMIN) != 0)
+        fail("fcntl: %s", ename(errno));
+    let_go();
+    expect_connected(b, "b");
+    expect_owner(b, "b", false);
+    close(b);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -764,6 +821,8 @@ int main(int argc, char **argv)
         rc = mode_blocking(true);
     else if (!strcmp(m, "blocking-send"))
         rc = mode_blocking(false);
+    else if (!strcmp(m, "sigio"))
+        rc = mode_sigio();
     else
         fail("unknown mode %s", m);
     let_go();
