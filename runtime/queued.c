@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -684,19 +686,61 @@ static void copy_owner(int from, int to)
         fcntl(to, F_SETSIG, sig);
 }
 
-/* The file status flags (fcntl, ioctl FIONBIO) the program set on FROM go
- * to TO; with OWNER, its signal owner too. KNOWN: TO's flags when known,
- * else -1 (set only when they differ: a grant's system calls come before
- * its SYN). Returns TO's flags now, -1 when unknown. */
-static int copy_flags(int from, int to, int known, bool owner)
+/* The file status flags (fcntl, ioctl FIONBIO) the program set on the
+ * placeholder FROM go to the shim's socket TO, all but O_ASYNC: TO keeps
+ * its own until it is on the program's number (async_on), because the
+ * kernel's SIGIO names the number O_ASYNC was set through. *TO_FL: TO's
+ * flags when known, else -1 (set only when they differ: a grant's system
+ * calls come before its SYN); updated. Returns FROM's flags, -1 unknown. */
+static int copy_flags(int from, int to, int *to_fl)
 {
-    int fl = fcntl(from, F_GETFL);
+    int fl = fcntl(from, F_GETFL), cur = *to_fl >= 0 ? *to_fl : fcntl(to, F_GETFL);
 
-    if (fl >= 0 && fl != known && fcntl(to, F_SETFL, fl) != 0)
-        fl = -1;
-    if (owner)
-        copy_owner(from, to);
+    if (fl < 0 || cur < 0) {
+        *to_fl = -1;
+        return fl;
+    }
+    int want = (fl & ~O_ASYNC) | (cur & O_ASYNC);
+    *to_fl = want == cur || fcntl(to, F_SETFL, want) == 0 ? want : -1;
     return fl;
+}
+
+/* The signal FD's connection would have raised, had FD been signal-driven
+ * when it came up: F_SETSIG's signal (SIGIO without one) with FD and
+ * POLL_OUT's band, when FD is connected and its owner is this process or
+ * one of its threads. Its si_code is SI_QUEUE, not the kernel's POLL_OUT:
+ * only the process's main thread may queue that one to itself, and this
+ * runs in a thread of the shim's. */
+static void sigio_connected(int fd)
+{
+    struct pollfd p = { .fd = fd, .events = POLLOUT };
+    struct f_owner_ex o;
+    int sig = fcntl(fd, F_GETSIG);
+    pid_t me = getpid();
+
+    if (sig < 0 || fcntl(fd, F_GETOWN_EX, &o) != 0 || poll(&p, 1, 0) != 1 ||
+        (p.revents & (POLLOUT | POLLERR)) != POLLOUT)
+        return;
+    siginfo_t si = { .si_signo = sig ? sig : SIGIO, .si_code = SI_QUEUE };
+    si.si_fd = fd;
+    si.si_band = POLLOUT | POLLWRNORM | POLLWRBAND;
+    if (o.type == F_OWNER_PID && o.pid == me)
+        syscall(SYS_rt_sigqueueinfo, me, si.si_signo, &si);
+    else if (o.type == F_OWNER_TID && o.pid > 0)
+        syscall(SYS_rt_tgsigqueueinfo, me, o.pid, si.si_signo, &si); /* ESRCH: a thread of another process */
+}
+
+/* The program's socket, now on its number FD, gets the O_ASYNC of FL (the
+ * placeholder's flags) when it differs from *REAL_FL: set through FD, so
+ * that the kernel's signals name FD. Turned on after a grant's connect
+ * (CONNECTED), the connection that came up before it is signalled too. */
+static void async_on(int fd, int fl, int *real_fl, bool connected)
+{
+    if (fl < 0 || *real_fl < 0 || !((fl ^ *real_fl) & O_ASYNC) || fcntl(fd, F_SETFL, fl) != 0)
+        return;
+    *real_fl = fl;
+    if (connected && (fl & O_ASYNC))
+        sigio_connected(fd);
 }
 
 /* E's connect ended without a permit (it failed, or the program shut it
@@ -714,8 +758,10 @@ static void restore(struct q_ent *e)
     while (e->nfds > 0) {
         int fd = e->fds[0];
         if (e->real >= 0 && is_file(e->real, e->rdev, e->rino) && is_file(fd, e->qdev, e->qino)) {
-            e->rfl = copy_flags(fd, e->real, e->rfl, true);
-            swap_regs(e, e->real, fd, r + nr, &k);
+            int pfl = copy_flags(fd, e->real, &e->rfl);
+            copy_owner(fd, e->real);
+            if (swap_regs(e, e->real, fd, r + nr, &k) == 0)
+                async_on(fd, pfl, &e->rfl, false);
             nr += k;
         }
         drop_alias(e, 0);
@@ -762,7 +808,7 @@ static struct ccap_permit *grant(struct q_ent *e)
         fail_in_place(e, ECONNRESET);
         return p;
     }
-    e->rfl = copy_flags(e->fds[0], e->real, e->rfl, false);
+    int pfl = copy_flags(e->fds[0], e->real, &e->rfl);
     bool early = e->rfl < 0 || (e->rfl & O_ASYNC); /* its SIGIO may come with the handshake */
     if (early)
         copy_owner(e->fds[0], e->real);
@@ -778,8 +824,10 @@ static struct ccap_permit *grant(struct q_ent *e)
     hold_ph(e);
     while (e->nfds > 0) {
         int fd = e->fds[0];
-        if (swap_regs(e, e->real, fd, r + nr, &k) == 0 &&
-            (taken ? ccap_ptab_attach(fd, p) : ccap_rt_permit_attach(fd, p)) == 0)
+        bool on = swap_regs(e, e->real, fd, r + nr, &k) == 0;
+        if (on)
+            async_on(fd, pfl, &e->rfl, true);
+        if (on && (taken ? ccap_ptab_attach(fd, p) : ccap_rt_permit_attach(fd, p)) == 0)
             taken = true;
         nr += k;
         drop_alias(e, 0);
@@ -937,7 +985,10 @@ static int park_fd(struct q_ent *e, int fd, int ph)
     }
     for (int i = 0; i < n; i++)
         regs_note(e, EPOLL_CTL_ADD, &r[i]);
-    e->rfl = copy_flags(e->real, fd, -1, true); /* O_NONBLOCK and the rest, as the program set them */
+    e->rfl = fcntl(e->real, F_GETFL); /* O_NONBLOCK and the rest, as the program set them (O_ASYNC through FD) */
+    if (e->rfl >= 0)
+        fcntl(fd, F_SETFL, e->rfl);
+    copy_owner(e->real, fd);
     return 0;
 }
 

@@ -55,9 +55,10 @@
  *              O_NONBLOCK cleared while queued, then a blocking connect() again or a blocking send():
  *              as on a slow connect, it waits for the connection and succeeds (connect 0, send 1).
  *   sigio      signal-driven sockets: one with O_ASYNC, F_SETOWN and F_SETSIG (SIGRTMIN) set before its
- *              connect, one given an owner and a signal only while queued. When the permit comes the
- *              first one's connection is signalled (SIGRTMIN, si_fd its number) and each one reports
- *              the owner, the signal and the flags the program set.
+ *              connect, one given an owner and a signal only while queued, one given all three while
+ *              queued. When the permit comes the first and the third one's connections are signalled
+ *              (SIGRTMIN, POLL_OUT), then their data (POLL_IN), every signal naming the program's number
+ *              (si_fd), and each one reports the owner, the signal and the flags the program set.
  *
  * Output: "key value" lines, then "result ok"; a broken contract: "FAIL: ..." on stderr and exit 1. */
 #include <arpa/inet.h>
@@ -738,44 +739,84 @@ static void expect_owner(int fd, const char *what, bool async)
              (unsigned)fl, (int)getpid(), async ? "O_ASYNC|O_NONBLOCK" : "O_NONBLOCK");
 }
 
+static sigset_t sigio_set; /* SIGRTMIN, blocked: taken with sigtimedwait */
+
+/* Waits up to MS for FD's SIGRTMIN with si_code CODE (POLL_OUT: connected; POLL_IN: data); any other SIGRTMIN
+ * taken meanwhile must name FD too (si_fd: the program's number, never one of the shim's). */
+static void expect_sigio(int fd, const char *what, int code, int ms)
+{
+    siginfo_t si;
+    long long t = now_ms(), end = t + ms;
+
+    for (;;) {
+        long long left = end - now_ms();
+        struct timespec w = { left > 0 ? left / 1000 : 0, left > 0 ? (left % 1000) * 1000000 : 0 };
+        if (sigtimedwait(&sigio_set, &si, &w) != SIGRTMIN)
+            fail("%s: no SIGRTMIN (code %d) for its number %d within %d ms", what, code, fd, ms);
+        if (si.si_fd != fd)
+            fail("%s: a SIGRTMIN named number %d (code %d), the socket is %d", what, si.si_fd, si.si_code, fd);
+        if (si.si_code == code || (code == POLL_OUT && si.si_code == SI_QUEUE && (si.si_band & POLLOUT)))
+            break; /* SI_QUEUE: the shim's, for a connection that came up before O_ASYNC was on it */
+    }
+    fact("%s-sigio-%s-ms %lld", what, code == POLL_OUT ? "out" : "in", now_ms() - t);
+}
+
+/* FD, connected and signal-driven: one byte echoed raises its POLL_IN signal, naming FD. */
+static void expect_sigio_data(int fd, const char *what)
+{
+    char c = 'q';
+    if (send(fd, &c, 1, MSG_NOSIGNAL) != 1)
+        fail("%s: send: %s", what, ename(errno));
+    expect_sigio(fd, what, POLL_IN, 3000);
+    if (recv(fd, &c, 1, 0) != 1)
+        fail("%s: no echo", what);
+}
+
+static void drain_sigio(void)
+{
+    siginfo_t si;
+    struct timespec zero = { 0, 0 };
+    while (sigtimedwait(&sigio_set, &si, &zero) == SIGRTMIN)
+        ;
+}
+
+/* A socket whose connect is queued, its owner and signal (and with ASYNC, O_ASYNC) set before the connect
+ * (BEFORE) or while queued; then the holder lets go. */
+static void sigio_case(const char *what, bool before, bool async)
+{
+    int fd = tcp_socket(before ? 0 : SOCK_NONBLOCK);
+    bool ok = true;
+    if (before)
+        ok = fcntl(fd, F_SETOWN, getpid()) == 0 && fcntl(fd, F_SETSIG, SIGRTMIN) == 0 &&
+             fcntl(fd, F_SETFL, O_NONBLOCK | (async ? O_ASYNC : 0)) == 0;
+    connect_queued(fd, what);
+    if (!before)
+        ok = fcntl(fd, F_SETOWN, getpid()) == 0 && fcntl(fd, F_SETSIG, SIGRTMIN) == 0 &&
+             (!async || fcntl(fd, F_SETFL, O_NONBLOCK | O_ASYNC) == 0);
+    if (!ok)
+        fail("fcntl: %s", ename(errno));
+    drain_sigio(); /* what the placeholder signalled while queued: not its connection */
+    let_go();
+    if (async)
+        expect_sigio(fd, what, POLL_OUT, READY_MS);
+    expect_connected(fd, what);
+    expect_owner(fd, what, async);
+    if (async) {
+        drain_sigio(); /* expect_connected's echo */
+        expect_sigio_data(fd, what);
+    }
+    close(fd);
+    hold();
+}
+
 static int mode_sigio(void)
 {
-    sigset_t rt;
-    siginfo_t si;
-    struct timespec zero = { 0, 0 }, ready = { READY_MS / 1000, 0 };
-
-    sigemptyset(&rt);
-    sigaddset(&rt, SIGRTMIN);
-    pthread_sigmask(SIG_BLOCK, &rt, NULL);
-    int a = tcp_socket(0);
-    if (fcntl(a, F_SETOWN, getpid()) != 0 || fcntl(a, F_SETSIG, SIGRTMIN) != 0 ||
-        fcntl(a, F_SETFL, O_NONBLOCK | O_ASYNC) != 0)
-        fail("fcntl: %s", ename(errno));
-    connect_queued(a, "a");
-    int early = 0;
-    while (sigtimedwait(&rt, &si, &zero) == SIGRTMIN) /* what the queued socket signalled: none of its connect's */
-        early++;
-    fact("a-signals-queued %d", early);
-    let_go();
-    long long t = now_ms();
-    int got = sigtimedwait(&rt, &si, &ready);
-    fact("a-signal-ms %lld", now_ms() - t);
-    fact("a-signal-fd %s", got == SIGRTMIN && si.si_fd == a ? "self" : "other");
-    if (got != SIGRTMIN || si.si_fd != a)
-        fail("a: no SIGRTMIN for its number within %d ms of the release: the connection was not signalled",
-             READY_MS);
-    expect_connected(a, "a");
-    expect_owner(a, "a", true);
-    close(a);
-    hold();
-    int b = tcp_socket(SOCK_NONBLOCK);
-    connect_queued(b, "b");
-    if (fcntl(b, F_SETOWN, getpid()) != 0 || fcntl(b, F_SETSIG, SIGRTMIN) != 0)
-        fail("fcntl: %s", ename(errno));
-    let_go();
-    expect_connected(b, "b");
-    expect_owner(b, "b", false);
-    close(b);
+    sigemptyset(&sigio_set);
+    sigaddset(&sigio_set, SIGRTMIN);
+    pthread_sigmask(SIG_BLOCK, &sigio_set, NULL);
+    sigio_case("a", true, true);   /* O_ASYNC before the connect */
+    sigio_case("b", false, false); /* an owner and a signal while queued, no O_ASYNC */
+    sigio_case("c", false, true);  /* all of them while queued */
     return 0;
 }
 
