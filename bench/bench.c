@@ -24,7 +24,12 @@
  *                                    as nginx does) or p (the same in poll); N rounds of each of
  *                                    MODES (default bq), interleaved: b q, q b, ...; with
  *                                    QH_BIND and QH_PEER (IPv4 addresses) it listens on
- *                                    QH_BIND:PORT and connects to QH_PEER:PORT (a delay line's)
+ *                                    QH_BIND:PORT and connects to QH_PEER:PORT (a delay line's);
+ *                                    with QH_SYN=1 (root: a packet socket), a third time per round,
+ *                                    SYN_NS: the kernel's timestamp of the waiter's SYN as it left
+ *                                    (AF_PACKET, SO_TIMESTAMPNS), -1 when none was seen; without
+ *                                    a packet socket (no CAP_NET_RAW) it says so on stderr and
+ *                                    prints the two times alone
  * bench delayline TUN ONEWAY_US      creates tun device TUN and sends every IPv4 packet it is given
  *                                    back ONEWAY_US later with its source and destination
  *                                    swapped: a connect from local A to B on TUN's subnet reaches
@@ -54,6 +59,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <linux/if.h>
+#include <linux/if_packet.h>
 #include <linux/if_tun.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -411,8 +417,65 @@ static void *qh_wait(void *arg)
     return NULL;
 }
 
-/* One round of MODE: prints "MODE ACCEPT_NS READY_NS" unless WARM. K: the
- * connections accepted before it. */
+static int qh_cap = -1; /* QH_SYN: a packet socket seeing every TCP packet sent (its own copy of each) */
+
+/* Opens qh_cap where QH_SYN=1 asks (fails the bench when it cannot be had). */
+static void qh_cap_open(void)
+{
+    int on = 1, buf = 4 << 20;
+    const char *v = getenv("QH_SYN");
+
+    if (!v || strcmp(v, "1"))
+        return;
+    qh_cap = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, htons(0x0800));
+    if (qh_cap >= 0 && setsockopt(qh_cap, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) != 0) {
+        close(qh_cap);
+        qh_cap = -1;
+    }
+    if (qh_cap < 0) { /* no CAP_NET_RAW: the rounds print no SYN time */
+        fprintf(stderr, "bench: QH_SYN: no packet socket: %s\n", strerror(errno));
+        return;
+    }
+    setsockopt(qh_cap, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+}
+
+/* The CLOCK_REALTIME ns at which the first SYN from local port SPORT to
+ * port DPORT left (the packets qh_cap holds, all read); -1 when none. */
+static long long qh_syn_time(unsigned short sport, unsigned short dport)
+{
+    unsigned char b[128];
+    char ctl[256];
+    long long first = -1;
+    struct sockaddr_ll from;
+
+    for (;;) {
+        struct iovec iov = { b, sizeof b };
+        struct msghdr m = { .msg_name = &from,
+                            .msg_namelen = sizeof from,
+                            .msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl,
+                            .msg_controllen = sizeof ctl };
+        ssize_t n = recvmsg(qh_cap, &m, MSG_TRUNC);
+        if (n < 0)
+            return first;
+        size_t ihl = (size_t)(b[0] & 15) * 4;
+        if (n < 40 || (b[0] >> 4) != 4 || b[9] != IPPROTO_TCP || ihl + 14 > sizeof b || first >= 0)
+            continue;
+        const unsigned char *t = b + ihl;
+        if (((t[0] << 8) | t[1]) != sport || ((t[2] << 8) | t[3]) != dport || (t[13] & 0x12) != 0x02)
+            continue;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+                struct timespec ts;
+                memcpy(&ts, CMSG_DATA(c), sizeof ts);
+                first = ts.tv_sec * 1000000000LL + ts.tv_nsec;
+            }
+    }
+}
+
+/* One round of MODE: prints "MODE ACCEPT_NS READY_NS [SYN_NS]" unless WARM.
+ * K: the connections accepted before it. */
 static void qh_round(const struct sockaddr_in *a, char mode, int *k, int warm)
 {
     struct qh_waiter w = { .a = a, .mode = mode };
@@ -427,11 +490,24 @@ static void qh_round(const struct sockaddr_in *a, char mode, int *k, int warm)
     if (pthread_create(&t, NULL, qh_wait, &w) != 0 || read(w.queued[0], &c, 1) != 1)
         die("waiter");
     nanosleep(&settle, NULL);
+    if (qh_cap >= 0)
+        qh_syn_time(0, 0); /* what came before: the holder's packets */
+    struct timespec r0;
+    clock_gettime(CLOCK_REALTIME, &r0);
     long long t0 = now_ns();
     close(h);
     pthread_join(t, NULL);
     long long acc = qh_accept_time((*k)++);
-    if (!warm)
+    struct sockaddr_in me;
+    socklen_t ml = sizeof me;
+    long long syn = -1;
+    if (qh_cap >= 0 && getsockname(w.fd, (struct sockaddr *)&me, &ml) == 0) {
+        syn = qh_syn_time(ntohs(me.sin_port), ntohs(a->sin_port));
+        syn = syn < 0 ? -1 : syn - (r0.tv_sec * 1000000000LL + r0.tv_nsec);
+    }
+    if (!warm && qh_cap >= 0)
+        printf("%c %lld %lld %lld\n", mode, acc - t0, w.ready - t0, syn);
+    else if (!warm)
         printf("%c %lld %lld\n", mode, acc - t0, w.ready - t0);
     close(w.fd);
     close(w.queued[0]);
@@ -465,8 +541,9 @@ static int do_qhandoff(int port, int n, const char *modes)
     if (!qh.accepted || pthread_create(&t, NULL, qh_listener, (void *)(intptr_t)s) != 0)
         die("listener");
     pthread_setname_np(t, "qh-listener"); /* tests/integration/queue_lone_hop.sh tells it from the shim's */
-    setvbuf(stdout, NULL, _IOLBF, 0);     /* a line per round as it ends (outside the timed spans) */
-    for (const char *m = modes; *m; m++)  /* warm-up: configuration, waker, park listener */
+    qh_cap_open();
+    setvbuf(stdout, NULL, _IOLBF, 0);    /* a line per round as it ends (outside the timed spans) */
+    for (const char *m = modes; *m; m++) /* warm-up: configuration, waker, park listener */
         qh_round(&a, *m, &k, 1);
     for (int i = 0; i < n; i++) /* b q p, p q b, ...: no mode always goes first */
         for (size_t j = 0, len = strlen(modes); j < len; j++)

@@ -24,10 +24,11 @@ kill $dl; exit $rc'
 # qconn_netns_ok: true where a delay line can be had (root: unshare -n, /dev/net/tun).
 qconn_netns_ok() { [ -c /dev/net/tun ] && command -v ip >/dev/null && unshare -n true 2>/dev/null; }
 
-# qconn_measure ROUNDS [LIB] [ONEWAY_US]: prints, for b, q and p in turn, "acc50 acc99 rdy50 rdy99" (ms).
+# qconn_measure ROUNDS [LIB] [ONEWAY_US]: prints, for b, q and p in turn, "acc50 acc99 rdy50 rdy99" (ms),
+# then for b, q and p "syn50 syn99": the SYN's own time, from its packet ("- -" without CAP_NET_RAW).
 # With ONEWAY_US (not 0), over the delay line: each packet ONEWAY_US late each way (qconn_netns_ok).
 qconn_measure() {
-    local n=${1:-300} lib=${2:-$LIB} d=${3:-0} port out="" m col k peer=127.0.0.1
+    local n=${1:-300} lib=${2:-$LIB} d=${3:-0} port out="" m col peer=127.0.0.1
     local -a run=(env)
     port=$(h_free_port)
     if [ "$d" != 0 ]; then
@@ -39,16 +40,21 @@ redis = { socket = "$REDIS_SOCK"; key_prefix = "bench:"; command_timeout_ms = 10
 semaphores = ( { name = "qc"; limit = 1; lease_ms = 30000; wait_timeout_ms = 10000; } );
 rules = ( { semaphore = "qc"; match = ( "$peer:$port" ); } );
 CONF
-    B=$B T=$T "${run[@]}" CONNCAP_CONFIG="$T/qc.conf" LD_PRELOAD="$lib" "$B/bench" qhandoff "$port" "$n" bqp \
-        >"$T/qc.out" || { echo "qhandoff failed" >&2; return 1; }
-    for m in b q p; do
-        for col in 2 3; do
-            awk -v m=$m -v c=$col '$1 == m { printf "%.3f\n", $c / 1e6 }' "$T/qc.out" | sort -g >"$T/qc.lat"
-            k=$(wc -l <"$T/qc.lat")
-            out="$out $(sed -n "$(( (k + 1) / 2 ))p" "$T/qc.lat") $(sed -n "$(( (k * 99 + 99) / 100 ))p" "$T/qc.lat")"
-        done
-    done
+    B=$B T=$T "${run[@]}" QH_SYN=1 CONNCAP_CONFIG="$T/qc.conf" LD_PRELOAD="$lib" "$B/bench" qhandoff "$port" "$n" \
+        bqp >"$T/qc.out" 2>"$T/qc.err" || { echo "qhandoff failed: $(tail -n 2 "$T/qc.err")" >&2; return 1; }
+    for m in b q p; do for col in 2 3; do out="$out $(qconn_p50_p99 "$m" "$col")"; done; done
+    for m in b q p; do out="$out $(qconn_p50_p99 "$m" 4)"; done
     echo $out
+}
+
+# qconn_p50_p99 MODE COLUMN: p50 and p99 (ms) of column COLUMN of $T/qc.out's MODE lines ("- -": none;
+# column 4, the SYN's packet time, is there only with a packet socket; -1: no SYN seen, dropped)
+qconn_p50_p99() {
+    local k
+    awk -v m="$1" -v c="$2" '$1 == m && NF >= c && $c >= 0 { printf "%.3f\n", $c / 1e6 }' "$T/qc.out" | sort -g >"$T/qc.lat"
+    k=$(wc -l <"$T/qc.lat")
+    [ "$k" -gt 0 ] || { echo "- -"; return; }
+    echo "$(sed -n "$(( (k + 1) / 2 ))p" "$T/qc.lat") $(sed -n "$(( (k * 99 + 99) / 100 ))p" "$T/qc.lat")"
 }
 
 # qconn_same A50 A99 B50 B99: "ok" when B's p50 is within 0.02 ms of A's (what the two halves of one run's
@@ -64,6 +70,13 @@ qconn_rows() {
     row "queued hand-off: release to the SYN accepted, blocking p50/p99" "${v[0]} / ${v[1]} ms" "" ""
     row "  same, queued non-blocking connect in epoll (ET)" "${v[4]} / ${v[5]} ms" "= blk" "$(qconn_same "${v[@]:0:2}" "${v[@]:4:2}")"
     row "  same, queued non-blocking connect in poll" "${v[8]} / ${v[9]} ms" "= blk" "$(qconn_same "${v[@]:0:2}" "${v[@]:8:2}")"
+    if [ "${v[12]}" = - ]; then
+        row "  release to the SYN sent (its packet's time), blocking" "no packet socket (CAP_NET_RAW)" "" ""
+    else
+        row "  release to the SYN sent (its packet's time), blocking" "${v[12]} / ${v[13]} ms" "" ""
+        row "    same, queued in epoll (ET)" "${v[14]} / ${v[15]} ms" "= blk" "$(qconn_same "${v[@]:12:2}" "${v[@]:14:2}")"
+        row "    same, queued in poll" "${v[16]} / ${v[17]} ms" "= blk" "$(qconn_same "${v[@]:12:2}" "${v[@]:16:2}")"
+    fi
     row "queued hand-off: release to connected, blocking connect()" "${v[2]} / ${v[3]} ms" "" ""
     row "  same, queued in epoll: writable, SO_ERROR 0" "${v[6]} / ${v[7]} ms" "= blk" "$(qconn_same "${v[@]:2:2}" "${v[@]:6:2}")"
     row "  same, queued in poll: writable, SO_ERROR 0" "${v[10]} / ${v[11]} ms" "= blk" "$(qconn_same "${v[@]:2:2}" "${v[@]:10:2}")"
