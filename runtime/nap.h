@@ -34,9 +34,10 @@
  * cancellation point after the connect). */
 struct ccap_nap {
     _Atomic int fd;     /* the timerfd (CLOCK_MONOTONIC, CLOEXEC, high), -1 none */
+    atomic_bool kicked; /* a kick not yet seen by a sleep (apart from the plain flags below: */
+                        /* a read of both of them may be one wider load, TSan sees it race) */
     dev_t dev;          /* its identity (every timerfd shares one inode: this */
     ino_t ino;          /* tells only that the number is still a timerfd) */
-    atomic_bool kicked; /* a kick not yet seen by a sleep */
     bool program;       /* ccap_nap_want_fd: the first sleep makes the timerfd */
     bool shim;          /* ccap_nap_shim: its sleeper is a thread of the shim's */
     pthread_mutex_t mu; /* the condition's, without a timerfd */
