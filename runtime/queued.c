@@ -687,11 +687,13 @@ static void copy_owner(int from, int to)
 }
 
 /* The file status flags (fcntl, ioctl FIONBIO) the program set on the
- * placeholder FROM go to the shim's socket TO, all but O_ASYNC: TO keeps
- * its own until it is on the program's number (async_on), because the
- * kernel's SIGIO names the number O_ASYNC was set through. *TO_FL: TO's
- * flags when known, else -1 (set only when they differ: a grant's system
- * calls come before its SYN); updated. Returns FROM's flags, -1 unknown. */
+ * placeholder FROM go to the shim's socket TO, all but O_ASYNC, which TO
+ * loses: it gets it back on the program's number (async_on), because the
+ * kernel's SIGIO names the number O_ASYNC was set through, and a signal
+ * before the socket is there would send the program to the placeholder.
+ * *TO_FL: TO's flags when known, else -1 (set only when they differ: a
+ * grant's system calls come before its SYN); updated. Returns FROM's
+ * flags, -1 when unknown. */
 static int copy_flags(int from, int to, int *to_fl)
 {
     int fl = fcntl(from, F_GETFL), cur = *to_fl >= 0 ? *to_fl : fcntl(to, F_GETFL);
@@ -700,7 +702,7 @@ static int copy_flags(int from, int to, int *to_fl)
         *to_fl = -1;
         return fl;
     }
-    int want = (fl & ~O_ASYNC) | (cur & O_ASYNC);
+    int want = fl & ~O_ASYNC;
     *to_fl = want == cur || fcntl(to, F_SETFL, want) == 0 ? want : -1;
     return fl;
 }
@@ -730,16 +732,17 @@ static void sigio_connected(int fd)
         syscall(SYS_rt_tgsigqueueinfo, me, o.pid, si.si_signo, &si); /* ESRCH: a thread of another process */
 }
 
-/* The program's socket, now on its number FD, gets the O_ASYNC of FL (the
- * placeholder's flags) when it differs from *REAL_FL: set through FD, so
- * that the kernel's signals name FD. Turned on after a grant's connect
- * (CONNECTED), the connection that came up before it is signalled too. */
+/* The program's socket, now on its number FD, gets FL (the placeholder's
+ * flags) when they have O_ASYNC: set through FD, so that the kernel's
+ * signals name FD. After a grant's connect (CONNECTED), a connection that
+ * came up before (on loopback, inside the shim's connect()) is signalled
+ * here; one still on its way is signalled by the kernel. */
 static void async_on(int fd, int fl, int *real_fl, bool connected)
 {
-    if (fl < 0 || *real_fl < 0 || !((fl ^ *real_fl) & O_ASYNC) || fcntl(fd, F_SETFL, fl) != 0)
+    if (fl < 0 || !(fl & O_ASYNC) || fcntl(fd, F_SETFL, fl) != 0)
         return;
     *real_fl = fl;
-    if (connected && (fl & O_ASYNC))
+    if (connected)
         sigio_connected(fd);
 }
 
@@ -808,16 +811,12 @@ static struct ccap_permit *grant(struct q_ent *e)
         fail_in_place(e, ECONNRESET);
         return p;
     }
-    int pfl = copy_flags(e->fds[0], e->real, &e->rfl);
-    bool early = e->rfl < 0 || (e->rfl & O_ASYNC); /* its SIGIO may come with the handshake */
-    if (early)
-        copy_owner(e->fds[0], e->real);
+    int pfl = copy_flags(e->fds[0], e->real, &e->rfl); /* without O_ASYNC: no SIGIO before the swap */
     if ((rc = start_connect(e)) < 0) {
         fail_in_place(e, -rc); /* EADDRNOTAVAIL, ENETUNREACH...: the socket keeps no error of it */
         return p;
     }
-    if (!early)
-        copy_owner(e->fds[0], e->real); /* SIGURG's owner: no data before the program has the socket */
+    copy_owner(e->fds[0], e->real); /* SIGURG's too: no data before the program has the socket */
     bool taken = false;
     struct q_reg r[Q_ALIASES * Q_REGS];
     int nr = 0, k;

@@ -57,8 +57,9 @@
  *   sigio      signal-driven sockets: one with O_ASYNC, F_SETOWN and F_SETSIG (SIGRTMIN) set before its
  *              connect, one given an owner and a signal only while queued, one given all three while
  *              queued. When the permit comes the first and the third one's connections are signalled
- *              (SIGRTMIN, POLL_OUT), then their data (POLL_IN), every signal naming the program's number
- *              (si_fd), and each one reports the owner, the signal and the flags the program set.
+ *              (SIGRTMIN, POLL_OUT's band), the number connected when the signal comes, then their data
+ *              (POLL_IN), every signal naming the program's number (si_fd), and each one reports the
+ *              owner, the signal and the flags the program set.
  *
  * Output: "key value" lines, then "result ok"; a broken contract: "FAIL: ..." on stderr and exit 1. */
 #include <arpa/inet.h>
@@ -797,8 +798,12 @@ static void sigio_case(const char *what, bool before, bool async)
         fail("fcntl: %s", ename(errno));
     drain_sigio(); /* what the placeholder signalled while queued: not its connection */
     let_go();
-    if (async)
+    if (async) {
         expect_sigio(fd, what, POLL_OUT, READY_MS);
+        /* what a signal-driven program does next: the number must hold the connected socket already */
+        if (!(wait_out(fd, 0) & POLLOUT) || so_error(fd) != 0 || !peer_is_up(fd))
+            fail("%s: signalled connected, but its number is not (yet) the connected socket", what);
+    }
     expect_connected(fd, what);
     expect_owner(fd, what, async);
     if (async) {
