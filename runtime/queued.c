@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include "clock.h"
 #include "fdroom.h"
+#include "keep.h"
 #include "log.h"
 #include "nap.h"
 #include "park.h"
@@ -47,14 +48,17 @@ struct q_reg {
     struct epoll_event ev;
 };
 
-/* One queued connect. Under qlock, but for the thread's own fields. One
- * descriptor of the shim's per entry while queued: the program's socket,
- * kept aside (the placeholder lives on the program's numbers only, the
- * pollers' eventfd is made when some poll() asks for it). */
+/* One queued connect. Under qlock, but for the thread's own fields. The
+ * program's socket is kept aside while queued: on a descriptor of the
+ * shim's (REAL), or in the keeper's table (KID: runtime/keep.h), where it
+ * takes none of the program's numbers (see keep_aside). The placeholder
+ * lives on the program's numbers only; the pollers' eventfd is made when
+ * some poll() asks for it. */
 struct q_ent {
     int fds[Q_ALIASES], nfds; /* the program's numbers that refer to the placeholder */
     int real;                 /* the program's socket, kept aside (ours, high, CLOEXEC); -1 once given back */
                               /* (kept after a failure too: a retry or a shutdown puts it back, see restore) */
+    int kid;                  /* or its id in the keeper (REAL -1 then); -1 none */
     dev_t rdev;
     ino_t rino; /* the program's socket's identity */
     int rfl;    /* its file status flags as last read or set here (only we use its number); -1: unknown */
@@ -492,12 +496,22 @@ static void sleeper_off(struct q_sleeper *s)
     s->e = NULL;
 }
 
+/* E lets the program's socket go, wherever it keeps it (closed if it is
+ * still the file it kept). Under qlock. */
+static void let_real_go(struct q_ent *e)
+{
+    close_if(&e->real, e->rdev, e->rino);
+    if (e->kid >= 0)
+        ccap_keep_drop(e->kid);
+    e->kid = -1;
+}
+
 static void free_ent(struct q_ent *e)
 {
     kick_sleepers(e);
     while (e->nfds > 0)
         drop_alias(e, 0);
-    close_if(&e->real, e->rdev, e->rino);
+    let_real_go(e);
     unhold_ph(e);
     close_own(&e->efd);
     free(e->regs);
@@ -554,6 +568,7 @@ static void mark_own(struct q_ent *e)
 
     mark(e->real, true);
     mark(e->efd, true);
+    mark(ccap_keep_own(), true);
     for (int i = 0; i < n; i++)
         mark(park[i], true);
 }
@@ -595,6 +610,8 @@ static void rehome(int fd)
 
     if (!slot) {
         int moved = ccap_park_rehome(fd);
+        if (moved < 0)
+            moved = ccap_keep_rehome(fd);
         if (moved >= 0)
             mark(moved, true);
         return;
@@ -674,16 +691,34 @@ static void fail_in_place(struct q_ent *e, int err)
     close_own(&e->efd);
 }
 
+/* The signal owner and signal the program set on a socket. */
+struct q_owner {
+    struct f_owner_ex o; /* o.pid 0: none */
+    int sig;             /* 0 or -1: none */
+};
+
+static struct q_owner owner_of(int fd)
+{
+    struct q_owner w = { .sig = fcntl(fd, F_GETSIG) };
+
+    if (fcntl(fd, F_GETOWN_EX, &w.o) != 0)
+        w.o.pid = 0;
+    return w;
+}
+
+static void owner_set(int fd, const struct q_owner *w)
+{
+    if (w->o.pid != 0)
+        fcntl(fd, F_SETOWN_EX, &w->o);
+    if (w->sig > 0)
+        fcntl(fd, F_SETSIG, w->sig);
+}
+
 /* The signal owner and signal the program set on FROM go to TO. */
 static void copy_owner(int from, int to)
 {
-    struct f_owner_ex o;
-    int sig = fcntl(from, F_GETSIG);
-
-    if (fcntl(from, F_GETOWN_EX, &o) == 0 && o.pid != 0)
-        fcntl(to, F_SETOWN_EX, &o);
-    if (sig > 0)
-        fcntl(to, F_SETSIG, sig);
+    struct q_owner w = owner_of(from);
+    owner_set(to, &w);
 }
 
 /* The file status flags (fcntl, ioctl FIONBIO) the program set on the
@@ -746,6 +781,25 @@ static void async_on(int fd, int fl, int *real_fl, bool connected)
         sigio_connected(fd);
 }
 
+static void claim_number(int fd);
+
+/* The program's socket on a number of ours (E->real), taken back from the
+ * keeper if it is there. Returns 0, or -errno when it cannot be had
+ * (runtime/keep.h: -EMFILE no number was free for it). Under qlock. */
+static int real_here(struct q_ent *e)
+{
+    if (e->kid < 0)
+        return e->real >= 0 ? 0 : -EBADF;
+    int fd = ccap_keep_take(e->kid);
+    e->kid = -1;
+    if (fd < 0)
+        return fd;
+    claim_number(fd);
+    mark(fd, true);
+    e->real = fd;
+    return 0;
+}
+
 /* E's connect ended without a permit (it failed, or the program shut it
  * down) and the program goes on with the descriptor (connect() again,
  * shutdown()): its own socket -- its address, its options, the flags set
@@ -757,6 +811,7 @@ static void restore(struct q_ent *e)
     struct q_reg r[Q_ALIASES * Q_REGS];
     int nr = 0, k;
 
+    real_here(e); /* none: the placeholder stays, failed */
     hold_ph(e);
     while (e->nfds > 0) {
         int fd = e->fds[0];
@@ -806,9 +861,9 @@ static struct ccap_permit *grant(struct q_ent *e)
             drop_alias(e, i);
     if (e->nfds == 0)
         return p;
-    if (!is_file(e->real, e->rdev, e->rino)) { /* closed behind the shim's back: the connect cannot go on */
+    if ((rc = real_here(e)) < 0 || !is_file(e->real, e->rdev, e->rino)) { /* lost, or closed behind our back */
         close_if(&e->real, e->rdev, e->rino);
-        fail_in_place(e, ECONNRESET);
+        fail_in_place(e, rc == -EMFILE ? EMFILE : ECONNRESET);
         return p;
     }
     int pfl = copy_flags(e->fds[0], e->real, &e->rfl); /* without O_ASYNC: no SIGIO before the swap */
@@ -939,7 +994,7 @@ static struct q_ent *new_ent(int fd, const struct sockaddr *sa, socklen_t len, i
         free(e);
         return NULL;
     }
-    e->real = e->efd = e->ph = e->rfl = -1;
+    e->real = e->kid = e->efd = e->ph = e->rfl = -1;
     e->family = socket_family(fd);
     *ph = ccap_park_open(e->family, lifetime_ms);
     if (*ph < 0 || fstat(*ph, &st) != 0) {
@@ -957,37 +1012,67 @@ static struct q_ent *new_ent(int fd, const struct sockaddr *sa, socklen_t len, i
     return e;
 }
 
+/* Keeps the program's socket, on FD now, aside as E's (E->real or E->kid):
+ * above the program's soft RLIMIT_NOFILE where the hard one leaves room
+ * (runtime/fdroom.h); else, for one of the first Q_OWN_THREADS queued at
+ * once (a thread of its own, whose grant connects with no hop), on a
+ * number of ours; else in the keeper's table (runtime/keep.h), where it
+ * takes none of the program's numbers: an event loop with thousands queued
+ * keeps one descriptor per connect. Where there is no keeper, on a number
+ * of ours after all; with no number free, in the keeper after all.
+ * Returns 0 or -errno. Under qlock. */
+static int keep_aside(struct q_ent *e, int fd)
+{
+    bool few = atomic_load(&q_threads) < Q_OWN_THREADS;
+    int err;
+
+    e->kid = -1;
+    if ((e->real = ccap_fdroom_dup(fd)) >= 0 || (!few && (e->kid = ccap_keep_put(fd)) >= 0))
+        return 0;
+    if ((e->real = ccap_park_move_elsewhere(fd)) >= 0)
+        return 0;
+    err = errno;
+    if (few && (e->kid = ccap_keep_put(fd)) >= 0)
+        return 0;
+    e->kid = -1;
+    return -err;
+}
+
 /* Puts the placeholder PH on FD, the program's socket kept aside as E's,
- * FD's epoll registrations moved over and recorded. PH is closed (FD holds
- * the placeholder now). Returns 0 or -errno, nothing changed. Under qlock. */
+ * FD's epoll registrations moved over and recorded, and the flags and
+ * signal owner the program set on its socket on the placeholder. PH is
+ * closed (FD holds the placeholder now). Returns 0 or -errno, nothing
+ * changed. Under qlock. */
 static int park_fd(struct q_ent *e, int fd, int ph)
 {
     struct q_reg r[Q_REGS];
     struct stat st;
     int n = 0, rc;
 
-    e->real = ccap_park_move_elsewhere(fd); /* above the program's numbers where there is room */
-    if (e->real < 0) {
+    if (fstat(fd, &st) != 0) { /* first: close_if closes only a descriptor whose identity it knows */
         close(ph);
         return -errno;
     }
-    if (fstat(e->real, &st) == 0) { /* first: close_if closes only a descriptor whose identity it knows */
-        e->rdev = st.st_dev;
-        e->rino = st.st_ino;
+    e->rdev = st.st_dev;
+    e->rino = st.st_ino;
+    e->rfl = fcntl(fd, F_GETFL); /* O_NONBLOCK and the rest, as the program set them (O_ASYNC through FD) */
+    struct q_owner own = owner_of(fd);
+    if ((rc = keep_aside(e, fd)) < 0) {
+        close(ph);
+        return rc;
     }
     rc = swap_regs(NULL, ph, fd, r, &n);
     close(ph);
     regs_put(r, n);
     if (rc < 0) {
-        close_own(&e->real); /* the program's socket stays on FD alone: its close then ends it */
+        let_real_go(e); /* the program's socket stays on FD alone: its close then ends it */
         return rc;
     }
     for (int i = 0; i < n; i++)
         regs_note(e, EPOLL_CTL_ADD, &r[i]);
-    e->rfl = fcntl(e->real, F_GETFL); /* O_NONBLOCK and the rest, as the program set them (O_ASYNC through FD) */
     if (e->rfl >= 0)
         fcntl(fd, F_SETFL, e->rfl);
-    copy_owner(e->real, fd);
+    owner_set(fd, &own);
     return 0;
 }
 
@@ -997,6 +1082,7 @@ static void unpark_fd(struct q_ent *e, int fd)
     struct q_reg r[Q_REGS];
     int n = 0;
 
+    real_here(e);
     swap_regs(e, e->real, fd, r, &n);
     close_own(&e->real);
     regs_put(r, n);
@@ -1056,14 +1142,51 @@ static void sleeper_cancelled(void *arg)
     ccap_nap_unwound();
 }
 
+/* A socket call on the program's socket while it is kept aside: 's'
+ * setsockopt(LEVEL, NAME, IN, INLEN), 'g' getsockopt(LEVEL, NAME, OUT,
+ * LEN), 'n' getsockname(SA, LEN). */
+struct real_op {
+    int op;
+    int level, name;
+    const void *in;
+    socklen_t inlen;
+    void *out;
+    socklen_t *len;
+    struct sockaddr *sa;
+};
+
+/* O on descriptor FD (a number of ours, or the keeper's): 0 or -errno. */
+static int real_op_run(int fd, void *arg)
+{
+    struct real_op *o = arg;
+    int rc = o->op == 's'   ? setsockopt(fd, o->level, o->name, o->in, o->inlen)
+             : o->op == 'g' ? getsockopt(fd, o->level, o->name, o->out, o->len)
+                            : getsockname(fd, o->sa, o->len);
+    return rc == 0 ? 0 : -errno;
+}
+
+/* O on E's kept socket, wherever it is kept: 0 or -errno (-EBADF: none).
+ * Under qlock. */
+static int on_real(struct q_ent *e, struct real_op *o)
+{
+    if (e->kid >= 0)
+        return ccap_keep_call(e->kid, real_op_run, o);
+    return e->real >= 0 ? real_op_run(e->real, o) : -EBADF;
+}
+
+static bool has_real(const struct q_ent *e)
+{
+    return e->real >= 0 || e->kid >= 0;
+}
+
 /* The end of a wait on queued FD's entry E bounded by the real socket's
  * SO_SNDTIMEO (monotonic ms), or -1: none. Under qlock. */
-static long long sndtimeo_end(const struct q_ent *e)
+static long long sndtimeo_end(struct q_ent *e)
 {
     struct timeval tv = { 0, 0 };
     socklen_t l = sizeof tv;
-    if (e->real < 0 || getsockopt(e->real, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) != 0 ||
-        (tv.tv_sec <= 0 && tv.tv_usec <= 0))
+    struct real_op o = { .op = 'g', .level = SOL_SOCKET, .name = SO_SNDTIMEO, .out = &tv, .len = &l };
+    if (on_real(e, &o) != 0 || (tv.tv_sec <= 0 && tv.tv_usec <= 0))
         return -1;
     return ccap_now_ms() + tv.tv_sec * 1000LL + tv.tv_usec / 1000;
 }
@@ -1189,8 +1312,8 @@ static int cmp_uint(const void *a, const void *b)
  * when none). Returns how many. Under qlock. */
 static size_t own_in(unsigned lo, unsigned hi, unsigned **out)
 {
-    size_t n = 0, cap = CCAP_PARK_OWN_MAX;
-    int park[CCAP_PARK_OWN_MAX], np = ccap_park_own(park);
+    size_t n = 0, cap = CCAP_PARK_OWN_MAX + 1;
+    int park[CCAP_PARK_OWN_MAX + 1], np = ccap_park_own(park);
 
     for (struct q_ent *e = q_head; e; e = e->next)
         cap += 2;
@@ -1204,6 +1327,8 @@ static size_t own_in(unsigned lo, unsigned hi, unsigned **out)
             if (own[i] >= 0 && (unsigned)own[i] >= lo && (unsigned)own[i] <= hi)
                 v[n++] = (unsigned)own[i];
     }
+    if ((park[np] = ccap_keep_own()) >= 0)
+        np++;
     for (int i = 0; i < np; i++)
         if ((unsigned)park[i] >= lo && (unsigned)park[i] <= hi)
             v[n++] = (unsigned)park[i];
@@ -1265,8 +1390,9 @@ int ccap_q_setsockopt(int fd, int level, int name, const void *val, socklen_t le
         return setsockopt(fd, level, name, val, len) == 0 ? 0 : -errno;
     pthread_mutex_lock(&qlock);
     struct q_ent *e = lookup(fd);
-    if (e && e->real >= 0) {
-        rc = setsockopt(e->real, level, name, val, len) == 0 ? 0 : -errno;
+    if (e && has_real(e)) {
+        struct real_op o = { .op = 's', .level = level, .name = name, .in = val, .inlen = len };
+        rc = on_real(e, &o);
         setsockopt(fd, level, name, val, len); /* the placeholder answers the same meanwhile */
     } else {
         rc = setsockopt(fd, level, name, val, len) == 0 ? 0 : -errno;
@@ -1277,7 +1403,7 @@ int ccap_q_setsockopt(int fd, int level, int name, const void *val, socklen_t le
 
 int ccap_q_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
-    int rc, target = fd;
+    int rc;
 
     if (foreign())
         return getsockopt(fd, level, name, val, len) == 0 ? 0 : -errno;
@@ -1294,9 +1420,12 @@ int ccap_q_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
         pthread_mutex_unlock(&qlock);
         return 0;
     }
-    if (e && e->real >= 0 && !so_error && !(level == IPPROTO_TCP && name == TCP_INFO))
-        target = e->real; /* the options the program set, before and while queued */
-    rc = getsockopt(target, level, name, val, len) == 0 ? 0 : -errno;
+    if (e && has_real(e) && !so_error && !(level == IPPROTO_TCP && name == TCP_INFO)) {
+        struct real_op o = { .op = 'g', .level = level, .name = name, .out = val, .len = len };
+        rc = on_real(e, &o); /* the options the program set, before and while queued */
+    } else {
+        rc = getsockopt(fd, level, name, val, len) == 0 ? 0 : -errno;
+    }
     pthread_mutex_unlock(&qlock);
     return rc;
 }
@@ -1309,7 +1438,12 @@ int ccap_q_getsockname(int fd, struct sockaddr *sa, socklen_t *len)
         return getsockname(fd, sa, len) == 0 ? 0 : -errno;
     pthread_mutex_lock(&qlock);
     struct q_ent *e = lookup(fd);
-    rc = getsockname(e && e->real >= 0 ? e->real : fd, sa, len) == 0 ? 0 : -errno;
+    if (e && has_real(e)) {
+        struct real_op o = { .op = 'n', .sa = sa, .len = len };
+        rc = on_real(e, &o);
+    } else {
+        rc = getsockname(fd, sa, len) == 0 ? 0 : -errno;
+    }
     pthread_mutex_unlock(&qlock);
     return rc;
 }
@@ -1522,18 +1656,21 @@ void ccap_q_exec_pre(void)
 void ccap_q_fork_prepare(void)
 {
     pthread_mutex_lock(&qlock);
-    ccap_fdroom_fork_prepare(); /* (taken inside qlock, as park_fd takes it) */
+    ccap_keep_fork_prepare();   /* (taken inside qlock, as park_fd takes it) */
+    ccap_fdroom_fork_prepare(); /* (inside both: the keeper's start moves its channel high) */
 }
 
 void ccap_q_fork_parent(void)
 {
     ccap_fdroom_fork_parent();
+    ccap_keep_fork_parent();
     pthread_mutex_unlock(&qlock);
 }
 
 void ccap_q_fork_child(void)
 {
     ccap_fdroom_fork_child();
+    ccap_keep_fork_child(); /* first: the entries' drops below must not reach the parent's keeper */
     pthread_mutex_init(&qlock, NULL);
     pthread_cond_init(&qdone, NULL);
     for (struct q_ent *e = q_head, *next; e; e = next) {

@@ -1,0 +1,521 @@
+/* keep.c -- the queue's keeper: a thread with a descriptor table of its own holds program sockets kept aside. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "clock.h"
+#include "keep.h"
+#include "log.h"
+#include "park.h"
+#include "rt_int.h"
+
+#ifndef CLOSE_RANGE_UNSHARE
+#define CLOSE_RANGE_UNSHARE (1U << 1)
+#endif
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+#define KEEP_START_MS 2000  /* the keeper's start: a thread and three system calls */
+#define KEEP_ANSWER_MS 5000 /* an answer: one system call of a thread of ours; longer is a wedge */
+#define KEEP_FULL_MS 100    /* a put waits this long at most for room in the channel */
+
+enum { K_PUT, K_TAKE, K_DROP, K_CALL, K_GIVE, K_ANSWER };
+
+/* One message either way; a put carries the socket, and so does the K_GIVE
+ * a take is answered with before its K_ANSWER. */
+struct k_msg {
+    int op;
+    int id;
+    unsigned seq; /* an answer's: the request's */
+    int rc;       /* an answer's: 0 or -errno */
+    int (*fn)(int, void *);
+    void *arg;
+};
+
+/* The program's side, under klock. */
+static pthread_mutex_t klock = PTHREAD_MUTEX_INITIALIZER;
+static int chan = -1; /* our end of the channel: a number of the queue's own */
+static dev_t chan_dev;
+static ino_t chan_ino;
+static bool off; /* no keeper can run in this process */
+static unsigned seq;
+static int *free_ids, n_free, cap_free, next_id;
+/* Sockets the keepers hold, kept by the keeper's thread itself. */
+static atomic_int held_now;
+
+/* ---- the channel's messages ---- */
+
+static int send_msg(int s, const struct k_msg *m, int fd, int flags)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } c;
+    struct iovec io = { (void *)m, sizeof *m };
+    struct msghdr h = { .msg_iov = &io, .msg_iovlen = 1 };
+
+    if (fd >= 0) {
+        memset(&c, 0, sizeof c);
+        h.msg_control = c.buf;
+        h.msg_controllen = sizeof c.buf;
+        struct cmsghdr *ch = CMSG_FIRSTHDR(&h);
+        ch->cmsg_level = SOL_SOCKET;
+        ch->cmsg_type = SCM_RIGHTS;
+        ch->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(ch), &fd, sizeof fd);
+    }
+    return sendmsg(s, &h, MSG_NOSIGNAL | flags) == (ssize_t)sizeof *m ? 0 : -errno;
+}
+
+/* One message from S into *M, its descriptor (FD_CLOEXEC) into *FD, else
+ * -1; *LOST when one came but no number was free for it. Returns 1, 0 at
+ * the channel's end, or -errno. */
+static int recv_msg(int s, struct k_msg *m, int *fd, bool *lost, int flags)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } c;
+    struct iovec io = { m, sizeof *m };
+    struct msghdr h = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof c.buf };
+
+    *fd = -1;
+    *lost = false;
+    ssize_t r = recvmsg(s, &h, MSG_CMSG_CLOEXEC | flags);
+    if (r <= 0)
+        return r == 0 ? 0 : -errno;
+    for (struct cmsghdr *ch = CMSG_FIRSTHDR(&h); ch; ch = CMSG_NXTHDR(&h, ch))
+        if (ch->cmsg_level == SOL_SOCKET && ch->cmsg_type == SCM_RIGHTS && ch->cmsg_len >= CMSG_LEN(sizeof(int)))
+            memcpy(fd, CMSG_DATA(ch), sizeof *fd);
+    *lost = (h.msg_flags & MSG_CTRUNC) != 0;
+    return r == (ssize_t)sizeof *m ? 1 : -EPROTO;
+}
+
+/* ---- the keeper's thread: system calls only, on numbers of its own table ---- */
+
+struct k_start {
+    int peer; /* the keeper's end, on a number of the program's table until the keeper has it */
+    dev_t dev;
+    ino_t ino;
+    pid_t tid; /* the starting thread: PIDFD_THREAD's target */
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    int state; /* 0 starting, 1 serving, -1 cannot */
+    int refs;  /* the starter's and the keeper's: the last one frees it */
+};
+
+static void start_unref(struct k_start *st)
+{
+    pthread_mutex_lock(&st->m);
+    bool last = --st->refs == 0;
+    pthread_mutex_unlock(&st->m);
+    if (last) {
+        pthread_mutex_destroy(&st->m);
+        pthread_cond_destroy(&st->c);
+        free(st);
+    }
+}
+
+/* The keeper's end from the program's table into its own: through the main
+ * thread's pidfd (its table is the program's), else the starter's
+ * (PIDFD_THREAD). Returns it, or -1. */
+static int fetch_peer(const struct k_start *st)
+{
+    pid_t who[2] = { getpid(), st->tid };
+    unsigned how[2] = { 0, PIDFD_THREAD };
+
+    for (int i = 0; i < 2; i++) {
+        struct stat s;
+        int pfd = (int)syscall(SYS_pidfd_open, who[i], how[i]);
+        int fd = pfd >= 0 ? (int)syscall(SYS_pidfd_getfd, pfd, st->peer, 0) : -1;
+        if (pfd >= 0)
+            close(pfd);
+        if (fd >= 0 && fstat(fd, &s) == 0 && s.st_dev == st->dev && s.st_ino == st->ino)
+            return fd;
+        if (fd >= 0)
+            close(fd);
+    }
+    return -1;
+}
+
+/* Kept socket ID's slot in *HELD (N of them), grown as needed when GROW;
+ * NULL when there is none (or it cannot grow). */
+static int *slot(int **held, int *n, int id, bool grow)
+{
+    if (id < 0 || (id >= *n && !grow))
+        return NULL;
+    if (id >= *n) {
+        int c = *n ? *n : 64;
+        while (c <= id)
+            c *= 2;
+        int *g = realloc(*held, (size_t)c * sizeof *g);
+        if (!g)
+            return NULL;
+        for (int i = *n; i < c; i++)
+            g[i] = -1;
+        *held = g;
+        *n = c;
+    }
+    return &(*held)[id];
+}
+
+static void answer(int b, int op, unsigned s, int rc, int fd)
+{
+    struct k_msg a = { .op = op, .seq = s, .rc = rc };
+    send_msg(b, &a, fd, 0);
+}
+
+/* One request M (with FD, or -1) on the keeper's HELD (N). */
+static void serve_one(int b, const struct k_msg *m, int fd, int **held, int *n)
+{
+    int *p = slot(held, n, m->id, m->op == K_PUT && fd >= 0), f = p ? *p : -1;
+
+    switch (m->op) {
+    case K_PUT:
+        if (p && f < 0) {
+            *p = fd;
+            atomic_fetch_add(&held_now, 1);
+            return;
+        }
+        break; /* no memory for it: its take finds nothing */
+    case K_TAKE:
+    case K_DROP:
+        if (p)
+            *p = -1;
+        if (f >= 0)
+            atomic_fetch_sub(&held_now, 1);
+        if (m->op == K_TAKE && f >= 0)
+            answer(b, K_GIVE, m->seq, 0, f);
+        if (f >= 0)
+            close(f); /* a take's is in flight to the program's table now */
+        /* the answer only now: once the taker has it, the socket is the program's alone (a reference
+         * of ours left behind it would keep the program's epoll entries reporting a number it closed) */
+        if (m->op == K_TAKE)
+            answer(b, K_ANSWER, m->seq, f >= 0 ? 0 : -ENOENT, -1);
+        break;
+    case K_CALL: answer(b, K_ANSWER, m->seq, f >= 0 ? m->fn(f, m->arg) : -ENOENT, -1); break;
+    }
+    if (fd >= 0)
+        close(fd);
+}
+
+/* Serves the channel B until its other end is gone. */
+static void serve(int b)
+{
+    int *held = NULL, n = 0, fd;
+    bool lost;
+    struct k_msg m;
+
+    for (;;) {
+        int r = recv_msg(b, &m, &fd, &lost, 0);
+        if (r == 1)
+            serve_one(b, &m, fd, &held, &n);
+        else if (fd >= 0)
+            close(fd);
+        if (r == 0 || (r < 0 && r != -EINTR && r != -EPROTO))
+            break;
+    }
+    for (int i = 0; i < n; i++)
+        if (held[i] >= 0)
+            atomic_fetch_sub(&held_now, 1);
+    free(held); /* the thread's end closes its table, and every socket still in it */
+}
+
+static void *k_main(void *arg)
+{
+    struct k_start *st = arg;
+    /* a new, empty table: the program's files never have a second reference here */
+    int b = syscall(SYS_close_range, 0U, ~0U, CLOSE_RANGE_UNSHARE) == 0 ? fetch_peer(st) : -1;
+
+    pthread_mutex_lock(&st->m);
+    st->state = b >= 0 ? 1 : -1;
+    pthread_cond_signal(&st->c);
+    pthread_mutex_unlock(&st->m);
+    start_unref(st);
+    if (b >= 0)
+        serve(b);
+    return NULL;
+}
+
+/* ---- the program's side ---- */
+
+static bool chan_ok(void)
+{
+    struct stat st;
+
+    if (chan >= 0 && fstat(chan, &st) == 0 && st.st_dev == chan_dev && st.st_ino == chan_ino)
+        return true;
+    chan = -1; /* none, or the program's number now (closed behind our back): forgotten, never closed */
+    return false;
+}
+
+/* Waits up to MS for the keeper ST to say whether it serves. */
+static int start_wait(struct k_start *st, int ms)
+{
+    struct timespec end;
+    int state;
+
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += ms / 1000;
+    end.tv_nsec += (ms % 1000) * 1000000L;
+    if (end.tv_nsec >= 1000000000L) {
+        end.tv_sec++;
+        end.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&st->m);
+    while (st->state == 0 && pthread_cond_timedwait(&st->c, &st->m, &end) == 0) {
+    }
+    state = st->state;
+    pthread_mutex_unlock(&st->m);
+    return state;
+}
+
+static struct k_start *start_new(int peer)
+{
+    struct k_start *st = calloc(1, sizeof *st);
+    struct stat s;
+    pthread_condattr_t ca;
+
+    if (!st || fstat(peer, &s) != 0) {
+        free(st);
+        return NULL;
+    }
+    *st = (struct k_start){
+        .peer = peer, .dev = s.st_dev, .ino = s.st_ino, .tid = (pid_t)syscall(SYS_gettid), .refs = 2
+    };
+    pthread_mutex_init(&st->m, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&st->c, &ca);
+    pthread_condattr_destroy(&ca);
+    return st;
+}
+
+/* Starts a keeper and makes the channel to it. Returns 0 or -errno. Under
+ * klock. */
+static int start(void)
+{
+    int sv[2], state = -1;
+
+    if (off || !ccap_rt.hooks.spawn)
+        return -ENOSYS;
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+        return -errno;
+    struct k_start *st = start_new(sv[1]);
+    bool spawned = st && ccap_rt.hooks.spawn(k_main, st);
+    if (spawned)
+        state = start_wait(st, KEEP_START_MS);
+    else if (st)
+        st->refs = 1; /* no keeper thread: ours alone */
+    if (st)
+        start_unref(st);
+    close(sv[1]); /* the keeper has its own copy now, or never will */
+    if (state != 1) {
+        close(sv[0]);
+        if (!spawned || state == 0) /* passing: tried again at the next need */
+            return !st ? -ENOMEM : spawned ? -ETIMEDOUT : -EAGAIN;
+        off = true;
+        ccap_log(CCAP_LOG_INFO,
+                 "no keeper thread (close_range CLOSE_RANGE_UNSHARE or pidfd_getfd refused here): each queued "
+                 "connect keeps the program's socket on a descriptor of the process (doc/nonblocking.md)");
+        return -ENOSYS;
+    }
+    struct stat s;
+    chan = ccap_park_move_high(sv[0]);
+    if (fstat(chan, &s) != 0) {
+        close(chan);
+        chan = -1;
+        return -EBADF;
+    }
+    chan_dev = s.st_dev;
+    chan_ino = s.st_ino;
+    n_free = 0; /* ids of an earlier keeper are never given again while their holders may still ask */
+    return 0;
+}
+
+static int id_new(void)
+{
+    return n_free > 0 ? free_ids[--n_free] : next_id++;
+}
+
+static void id_free(int id)
+{
+    if (n_free == cap_free) {
+        int c = cap_free ? 2 * cap_free : 64;
+        int *g = realloc(free_ids, (size_t)c * sizeof *g);
+        if (!g)
+            return; /* the id is not used again */
+        free_ids = g;
+        cap_free = c;
+    }
+    free_ids[n_free++] = id;
+}
+
+/* Sends M (with FD, or -1) to the keeper, waiting KEEP_FULL_MS at most
+ * for room in the channel. Returns 0 or -errno. Under klock. */
+static int tell(struct k_msg *m, int fd)
+{
+    if (!chan_ok())
+        return -ENOENT;
+    m->seq = ++seq;
+    int rc = send_msg(chan, m, fd, MSG_DONTWAIT);
+    if (rc == -EAGAIN) {
+        struct pollfd p = { .fd = chan, .events = POLLOUT };
+        if (poll(&p, 1, KEEP_FULL_MS) == 1)
+            rc = send_msg(chan, m, fd, MSG_DONTWAIT);
+    }
+    return rc;
+}
+
+/* Sends M and waits for its answer: its rc, the descriptor given before
+ * it into *GOT (if GOT). Under klock. */
+static int ask(struct k_msg *m, int *got)
+{
+    long long end = ccap_now_ms() + KEEP_ANSWER_MS;
+    int rc = tell(m, -1), fd, given = -1;
+    bool lost, lost_given = false;
+    struct k_msg a;
+
+    while (rc == 0) {
+        struct pollfd p = { .fd = chan, .events = POLLIN };
+        long long left = end - ccap_now_ms();
+        if (left <= 0)
+            return -ETIMEDOUT;
+        if (poll(&p, 1, (int)left) <= 0)
+            continue; /* EINTR, or the time is up: looked at above */
+        int r = recv_msg(chan, &a, &fd, &lost, MSG_DONTWAIT);
+        if (r == -EAGAIN || r == -EINTR)
+            continue;
+        if (r <= 0)
+            return r == 0 ? -ENOENT : r; /* the keeper is gone */
+        if (r == 1 && a.op == K_GIVE && a.seq == m->seq && given < 0) {
+            given = fd;
+            lost_given = lost;
+            continue;
+        }
+        if (fd >= 0)
+            close(fd); /* a late answer to a request that gave up waiting */
+        if (r == 1 && a.op == K_ANSWER && a.seq == m->seq) {
+            rc = lost_given ? -EMFILE : a.rc;
+            break;
+        }
+    }
+    if (got && rc == 0)
+        *got = given;
+    else if (given >= 0)
+        close(given);
+    return rc;
+}
+
+int ccap_keep_put(int fd)
+{
+    pthread_mutex_lock(&klock);
+    int rc = chan_ok() ? 0 : start();
+    if (rc == 0) {
+        struct k_msg m = { .op = K_PUT, .id = id_new() };
+        rc = tell(&m, fd);
+        if (rc == 0)
+            rc = m.id;
+        else
+            id_free(m.id);
+    }
+    pthread_mutex_unlock(&klock);
+    return rc;
+}
+
+int ccap_keep_take(int id)
+{
+    struct k_msg m = { .op = K_TAKE, .id = id };
+    int fd = -1;
+
+    pthread_mutex_lock(&klock);
+    int rc = ask(&m, &fd);
+    id_free(id); /* (a take that gave up: the keeper lets ID go before any later put of it) */
+    pthread_mutex_unlock(&klock);
+    return rc < 0 ? rc : fd >= 0 ? fd : -ENOENT;
+}
+
+int ccap_keep_call(int id, int (*fn)(int fd, void *arg), void *arg)
+{
+    struct k_msg m = { .op = K_CALL, .id = id, .fn = fn, .arg = arg };
+
+    pthread_mutex_lock(&klock);
+    int rc = ask(&m, NULL);
+    pthread_mutex_unlock(&klock);
+    return rc;
+}
+
+void ccap_keep_drop(int id)
+{
+    struct k_msg m = { .op = K_DROP, .id = id };
+
+    pthread_mutex_lock(&klock);
+    tell(&m, -1);
+    id_free(id);
+    pthread_mutex_unlock(&klock);
+}
+
+int ccap_keep_own(void)
+{
+    pthread_mutex_lock(&klock);
+    int fd = chan;
+    pthread_mutex_unlock(&klock);
+    return fd;
+}
+
+int ccap_keep_rehome(int fd)
+{
+    int nfd = -1;
+
+    pthread_mutex_lock(&klock);
+    if (fd >= 0 && fd == chan) {
+        nfd = ccap_park_move_elsewhere(fd);
+        chan = nfd; /* -1: it goes with the program's call, and the keeper with it */
+    }
+    pthread_mutex_unlock(&klock);
+    return nfd;
+}
+
+int ccap_keep_count(void)
+{
+    return atomic_load(&held_now);
+}
+
+void ccap_keep_fork_prepare(void)
+{
+    pthread_mutex_lock(&klock);
+}
+
+void ccap_keep_fork_parent(void)
+{
+    pthread_mutex_unlock(&klock);
+}
+
+void ccap_keep_fork_child(void)
+{
+    pthread_mutex_init(&klock, NULL);
+    if (chan >= 0)
+        close(chan); /* the parent's keeper goes on with the parent's end */
+    chan = -1;
+    n_free = 0;
+    atomic_store(&held_now, 0);
+}
