@@ -54,12 +54,22 @@
  *   blocking-connect, blocking-send
  *              O_NONBLOCK cleared while queued, then a blocking connect() again or a blocking send():
  *              as on a slow connect, it waits for the connection and succeeds (connect 0, send 1).
+ *   fork       a fork child of the process while the connect is queued: its copy reports a reset connect
+ *              (POLLERR, SO_ERROR ECONNRESET), it closes it and exits; the parent's connect goes on and
+ *              connects once the holder lets go.
  *   sigio      signal-driven sockets: one with O_ASYNC, F_SETOWN and F_SETSIG (SIGRTMIN) set before its
  *              connect, one given an owner and a signal only while queued, one given all three while
  *              queued. When the permit comes the first and the third one's connections are signalled
  *              (SIGRTMIN, POLL_OUT's band), the number connected when the signal comes, then their data
  *              (POLL_IN), every signal naming the program's number (si_fd), and each one reports the
  *              owner, the signal and the flags the program set.
+ *
+ * QB_CROWD=PORT2 (another capped echo upstream, limit 1, a long wait_timeout_ms): before the mode, the
+ * process takes PORT2's permit and queues 34 non-blocking connects to it, which wait all along: the
+ * queue's first 32 at once wait in threads of their own and keep the program's socket on a descriptor of
+ * the shim's, the rest -- the mode's among them -- wait in the runner with the program's socket in the
+ * keeper's table (runtime/keep.h). "crowd-extra-fds N": the descriptors the last of them took beyond
+ * its own socket (0 with the keeper: the 33rd started it and made its channel).
  *
  * Output: "key value" lines, then "result ok"; a broken contract: "FAIL: ..." on stderr and exit 1. */
 #include <arpa/inet.h>
@@ -214,7 +224,69 @@ static void expect_connected(int fd, const char *what)
         fail("%s: no echo", what);
 }
 
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    while (d && readdir(d))
+        n++;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+#define CROWD 34
+static int crowd[CROWD + 1], crowd_n; /* [0]: the crowd's holder; CROWD_N of them open */
+
+/* QB_CROWD's connects, queued behind a holder of their own (see the usage). */
+static void crowd_in(const char *port)
+{
+    struct sockaddr_in c = up;
+    c.sin_port = htons((unsigned short)atoi(port));
+    crowd[0] = socket(AF_INET, SOCK_STREAM, 0);
+    if (crowd[0] < 0 || connect(crowd[0], (struct sockaddr *)&c, sizeof c) != 0)
+        fail("the crowd's holder could not connect: %s", ename(errno));
+    crowd_n = 1;
+    int before = 0;
+    for (int i = 1; i <= CROWD; i++) {
+        if (i == CROWD)
+            before = open_fds();
+        crowd[crowd_n++] = tcp_socket(SOCK_NONBLOCK);
+        if (connect(crowd[i], (struct sockaddr *)&c, sizeof c) == 0 || errno != EINPROGRESS)
+            fail("crowd connect %d: %s, want EINPROGRESS", i, ename(errno));
+    }
+    fact("crowd-extra-fds %d", open_fds() - before - 1);
+}
+
+static void crowd_out(void)
+{
+    while (crowd_n > 0)
+        close(crowd[--crowd_n]);
+}
+
 /* ---------------------------------------------------------------- modes */
+
+static int mode_fork(void)
+{
+    int fd = tcp_socket(SOCK_NONBLOCK);
+    connect_queued(fd, "q");
+    pid_t pid = fork();
+    if (pid == 0) {
+        short r = wait_out(fd, 2000);
+        int e = so_error(fd);
+        close(fd);
+        _exit((r & POLLERR) && e == ECONNRESET ? 0 : 3);
+    }
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        fail("fork: %s", ename(errno));
+    fact("child-status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail("the fork child's copy of the queued descriptor did not report a reset connect (status 0x%x)", st);
+    let_go();
+    expect_connected(fd, "q");
+    return 0;
+}
 
 static int mode_vfork(void)
 {
@@ -580,6 +652,21 @@ static int mode_retry(bool by_timeout, int wait_ms)
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
     int want_rcv = opt(fd, SOL_SOCKET, SO_RCVBUF), want_syncnt = opt(fd, IPPROTO_TCP, TCP_SYNCNT);
     connect_queued(fd, "q");
+    /* while queued: the program's socket answers, and takes what the program sets */
+    int snd = 16384, max = 3;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, sizeof snd);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &max, sizeof max);
+    int want_snd = opt(fd, SOL_SOCKET, SO_SNDBUF), q_ka = opt(fd, SOL_SOCKET, SO_KEEPALIVE);
+    struct sockaddr_in qa;
+    socklen_t ql = sizeof qa;
+    char qip[INET_ADDRSTRLEN] = "?";
+    if (getsockname(fd, (struct sockaddr *)&qa, &ql) == 0)
+        inet_ntop(AF_INET, &qa.sin_addr, qip, sizeof qip);
+    fact("queued-options sndbuf %d keepalive %d keepcnt %d name %s", want_snd, q_ka,
+         opt(fd, IPPROTO_TCP, TCP_KEEPCNT), qip);
+    if (want_snd != 2 * snd || q_ka != 1 || opt(fd, IPPROTO_TCP, TCP_KEEPCNT) != max ||
+        strcmp(qip, "127.0.0.2") != 0)
+        fail("while queued, the socket did not answer with the program's options and address");
     if (by_timeout) {
         short r = wait_out(fd, wait_ms + 3000);
         int e = so_error(fd);
@@ -606,6 +693,9 @@ static int mode_retry(bool by_timeout, int wait_ms)
     int nodelay = opt(fd, IPPROTO_TCP, TCP_NODELAY), ka = opt(fd, SOL_SOCKET, SO_KEEPALIVE);
     int rcvbuf = opt(fd, SOL_SOCKET, SO_RCVBUF), syncnt = opt(fd, IPPROTO_TCP, TCP_SYNCNT);
     int uto = opt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT);
+    if (opt(fd, SOL_SOCKET, SO_SNDBUF) != want_snd || opt(fd, IPPROTO_TCP, TCP_KEEPCNT) != max)
+        fail("the retry's socket lost the options set while queued (sndbuf %d/%d keepcnt %d/%d)",
+             opt(fd, SOL_SOCKET, SO_SNDBUF), want_snd, opt(fd, IPPROTO_TCP, TCP_KEEPCNT), max);
     fact("retry-source %s", ip);
     fact("retry-options nodelay %d keepalive %d rcvbuf %d (set %d) syncnt %d (was %d) user_timeout %d", nodelay, ka,
          rcvbuf, want_rcv, syncnt, want_syncnt, uto);
@@ -837,6 +927,8 @@ int main(int argc, char **argv)
     int arg = argc > 3 ? atoi(argv[3]) : 0;
     if (!strcmp(m, "slow-listener"))
         return mode_slow_listener(argv[2]);
+    if (getenv("QB_CROWD"))
+        crowd_in(getenv("QB_CROWD"));
     hold();
     int rc;
     if (!strcmp(m, "vfork"))
@@ -869,9 +961,12 @@ int main(int argc, char **argv)
         rc = mode_blocking(false);
     else if (!strcmp(m, "sigio"))
         rc = mode_sigio();
+    else if (!strcmp(m, "fork"))
+        rc = mode_fork();
     else
         fail("unknown mode %s", m);
     let_go();
+    crowd_out();
     fact("result ok");
     return rc;
 }
