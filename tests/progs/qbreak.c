@@ -640,6 +640,27 @@ static int opt(int fd, int level, int name)
     return getsockopt(fd, level, name, &v, &l) == 0 ? v : -errno;
 }
 
+/* While FD is queued (bound to 127.0.0.2, SO_KEEPALIVE set): its options and address answer as the
+ * program's socket's, and take what the program sets (SO_SNDBUF 16384, TCP_KEEPCNT KEEPCNT). Returns the
+ * SO_SNDBUF read back. */
+static int queued_options(int fd, int keepcnt)
+{
+    int snd = 16384;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, sizeof snd);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &keepcnt, sizeof keepcnt);
+    int got_snd = opt(fd, SOL_SOCKET, SO_SNDBUF), ka = opt(fd, SOL_SOCKET, SO_KEEPALIVE);
+    int cnt = opt(fd, IPPROTO_TCP, TCP_KEEPCNT);
+    struct sockaddr_in a;
+    socklen_t l = sizeof a;
+    char ip[INET_ADDRSTRLEN] = "?";
+    if (getsockname(fd, (struct sockaddr *)&a, &l) == 0)
+        inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+    fact("queued-options sndbuf %d keepalive %d keepcnt %d name %s", got_snd, ka, cnt, ip);
+    if (got_snd != 2 * snd || ka != 1 || cnt != keepcnt || strcmp(ip, "127.0.0.2") != 0)
+        fail("while queued, the socket did not answer with the program's options and address");
+    return got_snd;
+}
+
 static int mode_retry(bool by_timeout, int wait_ms)
 {
     int fd = tcp_socket(SOCK_NONBLOCK), one = 1, rcv = 8192;
@@ -652,21 +673,7 @@ static int mode_retry(bool by_timeout, int wait_ms)
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
     int want_rcv = opt(fd, SOL_SOCKET, SO_RCVBUF), want_syncnt = opt(fd, IPPROTO_TCP, TCP_SYNCNT);
     connect_queued(fd, "q");
-    /* while queued: the program's socket answers, and takes what the program sets */
-    int snd = 16384, max = 3;
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, sizeof snd);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &max, sizeof max);
-    int want_snd = opt(fd, SOL_SOCKET, SO_SNDBUF), q_ka = opt(fd, SOL_SOCKET, SO_KEEPALIVE);
-    struct sockaddr_in qa;
-    socklen_t ql = sizeof qa;
-    char qip[INET_ADDRSTRLEN] = "?";
-    if (getsockname(fd, (struct sockaddr *)&qa, &ql) == 0)
-        inet_ntop(AF_INET, &qa.sin_addr, qip, sizeof qip);
-    fact("queued-options sndbuf %d keepalive %d keepcnt %d name %s", want_snd, q_ka,
-         opt(fd, IPPROTO_TCP, TCP_KEEPCNT), qip);
-    if (want_snd != 2 * snd || q_ka != 1 || opt(fd, IPPROTO_TCP, TCP_KEEPCNT) != max ||
-        strcmp(qip, "127.0.0.2") != 0)
-        fail("while queued, the socket did not answer with the program's options and address");
+    int keepcnt = 3, want_snd = queued_options(fd, keepcnt);
     if (by_timeout) {
         short r = wait_out(fd, wait_ms + 3000);
         int e = so_error(fd);
@@ -693,9 +700,9 @@ static int mode_retry(bool by_timeout, int wait_ms)
     int nodelay = opt(fd, IPPROTO_TCP, TCP_NODELAY), ka = opt(fd, SOL_SOCKET, SO_KEEPALIVE);
     int rcvbuf = opt(fd, SOL_SOCKET, SO_RCVBUF), syncnt = opt(fd, IPPROTO_TCP, TCP_SYNCNT);
     int uto = opt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT);
-    if (opt(fd, SOL_SOCKET, SO_SNDBUF) != want_snd || opt(fd, IPPROTO_TCP, TCP_KEEPCNT) != max)
+    if (opt(fd, SOL_SOCKET, SO_SNDBUF) != want_snd || opt(fd, IPPROTO_TCP, TCP_KEEPCNT) != keepcnt)
         fail("the retry's socket lost the options set while queued (sndbuf %d/%d keepcnt %d/%d)",
-             opt(fd, SOL_SOCKET, SO_SNDBUF), want_snd, opt(fd, IPPROTO_TCP, TCP_KEEPCNT), max);
+             opt(fd, SOL_SOCKET, SO_SNDBUF), want_snd, opt(fd, IPPROTO_TCP, TCP_KEEPCNT), keepcnt);
     fact("retry-source %s", ip);
     fact("retry-options nodelay %d keepalive %d rcvbuf %d (set %d) syncnt %d (was %d) user_timeout %d", nodelay, ka,
          rcvbuf, want_rcv, syncnt, want_syncnt, uto);
