@@ -19,6 +19,10 @@
 # programs (and qmany's own 10,000 threads) preempt it in the middle of its
 # calls otherwise (an LPUSH "took" 11 ms, an HINCRBY 262 ms). QMANY_NICE
 # sets qmany's niceness (default 0: at 19 it starves on a loaded machine).
+# Redis and the sleeper get the last core to themselves, everything else the
+# others (QMANY_PIN=0: all share), as a fleet's Redis has a host of its own;
+# the steal time /proc/stat counts on that core during the run says how long
+# the hypervisor ran something else there (a call that spans it counts it).
 
 # qmany_measure N LIMIT: prints "key value" lines
 qmany_measure() {
@@ -30,14 +34,17 @@ qmany_measure() {
         $(pkg-config --cflags --libs hiredis) || return 1
     port=$(h_free_port)
     mkdir -p "$T/qm"
-    local rnice=""
+    local rnice="" rpin="" qpin=""
     nice -n -20 true 2>/dev/null && rnice="nice -n -20" # root: Redis first on a loaded machine
-    $rnice redis-server --port "$port" --bind 127.0.0.1 --dir "$T/qm" --save '' --appendonly no --daemonize no \
+    if [ "${QMANY_PIN:-1}" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+        rpin="taskset -c $(($(nproc) - 1))" qpin="taskset -c 0-$(($(nproc) - 2))" # Redis on a core of its own
+    fi
+    $rpin $rnice redis-server --port "$port" --bind 127.0.0.1 --dir "$T/qm" --save '' --appendonly no --daemonize no \
         --logfile "$T/qm.log" --slowlog-log-slower-than 100 --slowlog-max-len 100000 &
     _pids+=("$!"); local rp=$!
     for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
     local pf="$T/qm.lport"; rm -f "$pf"
-    "$B/bench" listen "$pf" >/dev/null 2>&1 &
+    $qpin "$B/bench" listen "$pf" >/dev/null 2>&1 &
     _pids+=("$!"); local lpid=$!
     h_wait_file "$pf" || return 1
     local lp; lp=$(cat "$pf")
@@ -50,9 +57,12 @@ CONF
     redis-cli -p "$port" slowlog reset >/dev/null
     rm -f "$T/qm.in" "$T/qm.out"; mkfifo "$T/qm.in"
     # the floor during the run: a sleeper at Redis's niceness, woken every 1 ms, and how late
-    $rnice "$B/bench" lateness >"$T/qm.late" &
+    $rpin $rnice "$B/bench" lateness >"$T/qm.late" &
     local latep=$!
-    LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/qm.conf" nice -n "${QMANY_NICE:-0}" "$B/qmany" "$lp" "$n" "$lim" <"$T/qm.in" >"$T/qm.out" 2>"$T/qm.err" &
+    local rcpu=cpu; [ -n "$rpin" ] && rcpu="cpu$(($(nproc) - 1))"
+    steal() { awk -v c="$rcpu" '$1 == c {print $9 * 1000 / '"$(getconf CLK_TCK)"'}' /proc/stat; } # ms the hypervisor ran something else
+    local steal0; steal0=$(steal)
+    LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/qm.conf" $qpin nice -n "${QMANY_NICE:-0}" "$B/qmany" "$lp" "$n" "$lim" <"$T/qm.in" >"$T/qm.out" 2>"$T/qm.err" &
     local qp=$!
     exec 8>"$T/qm.in"
     for _ in $(seq 1200); do grep -q '^ready' "$T/qm.out" && break; kill -0 "$qp" 2>/dev/null || break; sleep 0.1; done
@@ -72,11 +82,13 @@ CONF
     done
     wait "$qp"; local rc=$?
     kill -TERM "$latep"; wait "$latep"
+    echo "steal-ms-during $(($(steal) - steal0)) $rcpu"
     [ -n "$perfp" ] && wait "$perfp"
     exec 8>&-
     cat "$T/qm.out"
     echo "exit $rc"
     echo "redis-nice ${rnice:-0}"
+    echo "redis-core ${rpin:-shared}"
     echo "lateness-during $(cat "$T/qm.late")" # wakes, over 1 ms late, the latest (us)
     echo "redis-conns-queued $cq"
     echo "redis-conns-max $most"
@@ -115,6 +127,8 @@ qmany_rows() {
     row "  the machine's floor: longest stall of a busy loop in 3 s" "$(f intrinsic-latency-us) us" "" ""
     local late; read -r -a late <<<"$(f lateness-during)"
     row "  the floor during the run: 1 ms sleeps woken over 1 ms late, latest" "${late[1]:-?} of ${late[0]:-?}, ${late[2]:-?} us" "" ""
+    local st; read -r -a st <<<"$(f steal-ms-during)"
+    row "  time the hypervisor took from Redis's core during the run (steal)" "${st[0]:-?} ms (${st[1]:-?}; $(f redis-core))" "" ""
     row "  Redis usec per call (commandstats): EVALSHA / BLPOP" "$(sed -n 's/^cmd evalsha calls [0-9]* usec_per_call //p' "$out") / $(sed -n 's/^cmd blpop calls [0-9]* usec_per_call //p' "$out")" "" ""
     row "  events for numbers the program had closed" "$(f stale-events)" "0" "$(verdict "$(f stale-events)" 0)"
     row "  all granted and connected, time" "$(f granted), $(f grant-all-ms) ms" "" ""
