@@ -34,6 +34,32 @@
 #define SYS_pidfd_getfd 438
 #endif
 
+/* The keeper's thread makes raw system calls only: a library that
+ * interposes close, recvmsg or fstat (a sanitizer, a tracer) takes a number
+ * for one of the process's table, and the keeper's are not. The channel's
+ * messages are the only order between the two sides: told to
+ * ThreadSanitizer, which cannot see it (K_SYNC). */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+static char k_sync;
+#define K_SENDING() __tsan_release(&k_sync)
+#define K_RECEIVED() __tsan_acquire(&k_sync)
+#else
+#define K_SENDING() ((void)0)
+#define K_RECEIVED() ((void)0)
+#endif
+
+static void k_close(int fd)
+{
+    syscall(SYS_close, fd);
+}
+
+static bool k_same(int fd, dev_t dev, ino_t ino)
+{
+    struct stat st;
+    return syscall(SYS_fstat, fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
 #define KEEP_START_MS 2000  /* the keeper's start: a thread and three system calls */
 #define KEEP_ANSWER_MS 5000 /* an answer: one system call of a thread of ours; longer is a wedge */
 #define KEEP_FULL_MS 100    /* a put waits this long at most for room in the channel */
@@ -83,7 +109,8 @@ static int send_msg(int s, const struct k_msg *m, int fd, int flags)
         ch->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(ch), &fd, sizeof fd);
     }
-    return sendmsg(s, &h, MSG_NOSIGNAL | flags) == (ssize_t)sizeof *m ? 0 : -errno;
+    K_SENDING();
+    return syscall(SYS_sendmsg, s, &h, MSG_NOSIGNAL | flags) == (long)sizeof *m ? 0 : -errno;
 }
 
 /* One message from S into *M, its descriptor (FD_CLOEXEC) into *FD, else
@@ -100,14 +127,15 @@ static int recv_msg(int s, struct k_msg *m, int *fd, bool *lost, int flags)
 
     *fd = -1;
     *lost = false;
-    ssize_t r = recvmsg(s, &h, MSG_CMSG_CLOEXEC | flags);
+    long r = syscall(SYS_recvmsg, s, &h, MSG_CMSG_CLOEXEC | flags);
     if (r <= 0)
         return r == 0 ? 0 : -errno;
+    K_RECEIVED();
     for (struct cmsghdr *ch = CMSG_FIRSTHDR(&h); ch; ch = CMSG_NXTHDR(&h, ch))
         if (ch->cmsg_level == SOL_SOCKET && ch->cmsg_type == SCM_RIGHTS && ch->cmsg_len >= CMSG_LEN(sizeof(int)))
             memcpy(fd, CMSG_DATA(ch), sizeof *fd);
     *lost = (h.msg_flags & MSG_CTRUNC) != 0;
-    return r == (ssize_t)sizeof *m ? 1 : -EPROTO;
+    return r == (long)sizeof *m ? 1 : -EPROTO;
 }
 
 /* ---- the keeper's thread: system calls only, on numbers of its own table ---- */
@@ -144,15 +172,14 @@ static int fetch_peer(const struct k_start *st)
     unsigned how[2] = { 0, PIDFD_THREAD };
 
     for (int i = 0; i < 2; i++) {
-        struct stat s;
         int pfd = (int)syscall(SYS_pidfd_open, who[i], how[i]);
         int fd = pfd >= 0 ? (int)syscall(SYS_pidfd_getfd, pfd, st->peer, 0) : -1;
         if (pfd >= 0)
-            close(pfd);
-        if (fd >= 0 && fstat(fd, &s) == 0 && s.st_dev == st->dev && s.st_ino == st->ino)
+            k_close(pfd);
+        if (fd >= 0 && k_same(fd, st->dev, st->ino))
             return fd;
         if (fd >= 0)
-            close(fd);
+            k_close(fd);
     }
     return -1;
 }
@@ -206,7 +233,7 @@ static void serve_one(int b, const struct k_msg *m, int fd, int **held, int *n)
         if (m->op == K_TAKE && f >= 0)
             answer(b, K_GIVE, m->seq, 0, f);
         if (f >= 0)
-            close(f); /* a take's is in flight to the program's table now */
+            k_close(f); /* a take's is in flight to the program's table now */
         /* the answer only now: once the taker has it, the socket is the program's alone (a reference
          * of ours left behind it would keep the program's epoll entries reporting a number it closed) */
         if (m->op == K_TAKE)
@@ -215,7 +242,7 @@ static void serve_one(int b, const struct k_msg *m, int fd, int **held, int *n)
     case K_CALL: answer(b, K_ANSWER, m->seq, f >= 0 ? m->fn(f, m->arg) : -ENOENT, -1); break;
     }
     if (fd >= 0)
-        close(fd);
+        k_close(fd);
 }
 
 /* Serves the channel B until its other end is gone. */
@@ -230,7 +257,7 @@ static void serve(int b)
         if (r == 1)
             serve_one(b, &m, fd, &held, &n);
         else if (fd >= 0)
-            close(fd);
+            k_close(fd);
         if (r == 0 || (r < 0 && r != -EINTR && r != -EPROTO))
             break;
     }

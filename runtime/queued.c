@@ -1155,13 +1155,14 @@ struct real_op {
     struct sockaddr *sa;
 };
 
-/* O on descriptor FD (a number of ours, or the keeper's): 0 or -errno. */
+/* O on descriptor FD (a number of ours, or the keeper's: raw system calls,
+ * see runtime/keep.h): 0 or -errno. */
 static int real_op_run(int fd, void *arg)
 {
     struct real_op *o = arg;
-    int rc = o->op == 's'   ? setsockopt(fd, o->level, o->name, o->in, o->inlen)
-             : o->op == 'g' ? getsockopt(fd, o->level, o->name, o->out, o->len)
-                            : getsockname(fd, o->sa, o->len);
+    long rc = o->op == 's'   ? syscall(SYS_setsockopt, fd, o->level, o->name, o->in, o->inlen)
+              : o->op == 'g' ? syscall(SYS_getsockopt, fd, o->level, o->name, o->out, o->len)
+                             : syscall(SYS_getsockname, fd, o->sa, o->len);
     return rc == 0 ? 0 : -errno;
 }
 

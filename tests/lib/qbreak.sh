@@ -31,7 +31,7 @@ qb_run() { # MODE [ARG]
     rc=$?
     sed 's/^/  /' "$T/$m.out" >&2
     if grep -q 'Sanitizer' "$T/$m.err"; then
-        qb_bad "$m: a sanitizer report: $(grep -m1 -A3 'Sanitizer' "$T/$m.err" | tr '\n' ' ')"
+        qb_bad "$m: a sanitizer report: $(grep -m1 -A40 "Sanitizer" "$T/$m.err" | tr '\n' ' ')"
     elif [ $rc -ne 0 ]; then
         qb_bad "$m $*: exit $rc: $(grep -m1 '^FAIL' "$T/$m.err")"
     elif [ "$(qb_fact "$m" result)" != ok ]; then
