@@ -60,9 +60,8 @@ static bool k_same(int fd, dev_t dev, ino_t ino)
     return syscall(SYS_fstat, fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
-#define KEEP_START_MS 2000  /* the keeper's start: a thread and three system calls */
 #define KEEP_ANSWER_MS 5000 /* an answer: one system call of a thread of ours; longer is a wedge */
-#define KEEP_FULL_MS 100    /* a put waits this long at most for room in the channel */
+#define KEEP_FULL_MS 20     /* a message waits this long at most for room in the channel */
 
 enum { K_PUT, K_TAKE, K_DROP, K_CALL, K_GIVE, K_ANSWER };
 
@@ -144,42 +143,41 @@ struct k_start {
     int peer; /* the keeper's end, on a number of the program's table until the keeper has it */
     dev_t dev;
     ino_t ino;
-    pid_t tid; /* the starting thread: PIDFD_THREAD's target */
-    pthread_mutex_t m;
-    pthread_cond_t c;
-    int state; /* 0 starting, 1 serving, -1 cannot */
-    int refs;  /* the starter's and the keeper's: the last one frees it */
+    pid_t tid;        /* the starting thread: PIDFD_THREAD's target */
+    atomic_int state; /* 0 starting, 1 serving, -1 refused here for good, -2 not this time */
+    atomic_int refs;  /* the starter's and the keeper's: the last one frees it */
 };
 
 static void start_unref(struct k_start *st)
 {
-    pthread_mutex_lock(&st->m);
-    bool last = --st->refs == 0;
-    pthread_mutex_unlock(&st->m);
-    if (last) {
-        pthread_mutex_destroy(&st->m);
-        pthread_cond_destroy(&st->c);
+    if (atomic_fetch_sub(&st->refs, 1) == 1)
         free(st);
-    }
 }
 
 /* The keeper's end from the program's table into its own: through the main
  * thread's pidfd (its table is the program's), else the starter's
- * (PIDFD_THREAD). Returns it, or -1. */
-static int fetch_peer(const struct k_start *st)
+ * (PIDFD_THREAD). Returns it, or -1 with *WHY: -1 when the kernel or a
+ * seccomp profile refuses the calls, -2 when the end was not there (the
+ * program closed it meanwhile). */
+static int fetch_peer(const struct k_start *st, int *why)
 {
     pid_t who[2] = { getpid(), st->tid };
     unsigned how[2] = { 0, PIDFD_THREAD };
 
+    *why = -1;
     for (int i = 0; i < 2; i++) {
         int pfd = (int)syscall(SYS_pidfd_open, who[i], how[i]);
         int fd = pfd >= 0 ? (int)syscall(SYS_pidfd_getfd, pfd, st->peer, 0) : -1;
+        if (pfd >= 0 && fd < 0 && errno == EBADF)
+            *why = -2;
         if (pfd >= 0)
             k_close(pfd);
         if (fd >= 0 && k_same(fd, st->dev, st->ino))
             return fd;
-        if (fd >= 0)
+        if (fd >= 0) {
+            *why = -2;
             k_close(fd);
+        }
     }
     return -1;
 }
@@ -270,13 +268,12 @@ static void serve(int b)
 static void *k_main(void *arg)
 {
     struct k_start *st = arg;
-    /* a new, empty table: the program's files never have a second reference here */
-    int b = syscall(SYS_close_range, 0U, ~0U, CLOSE_RANGE_UNSHARE) == 0 ? fetch_peer(st) : -1;
+    int b = -1, why = -1;
 
-    pthread_mutex_lock(&st->m);
-    st->state = b >= 0 ? 1 : -1;
-    pthread_cond_signal(&st->c);
-    pthread_mutex_unlock(&st->m);
+    /* a new, empty table: the program's files never have a second reference here */
+    if (syscall(SYS_close_range, 0U, ~0U, CLOSE_RANGE_UNSHARE) == 0)
+        b = fetch_peer(st, &why);
+    atomic_store(&st->state, b >= 0 ? 1 : why);
     start_unref(st);
     if (b >= 0)
         serve(b);
@@ -295,88 +292,79 @@ static bool chan_ok(void)
     return false;
 }
 
-/* Waits up to MS for the keeper ST to say whether it serves. */
-static int start_wait(struct k_start *st, int ms)
-{
-    struct timespec end;
-    int state;
+/* A keeper on its way: its start, and the channel's two ends (ours, its). */
+static struct k_start *starting;
+static int ends[2] = { -1, -1 };
 
-    clock_gettime(CLOCK_MONOTONIC, &end);
-    end.tv_sec += ms / 1000;
-    end.tv_nsec += (ms % 1000) * 1000000L;
-    if (end.tv_nsec >= 1000000000L) {
-        end.tv_sec++;
-        end.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&st->m);
-    while (st->state == 0 && pthread_cond_timedwait(&st->c, &st->m, &end) == 0) {
-    }
-    state = st->state;
-    pthread_mutex_unlock(&st->m);
-    return state;
-}
-
-static struct k_start *start_new(int peer)
+/* Spawns a keeper; the channel is made, the keeper fetches its end. Never
+ * waits for it: the next call looks (start). Returns -EAGAIN (on its way,
+ * or no thread to be had now). Under klock. */
+static int spawn_keeper(void)
 {
-    struct k_start *st = calloc(1, sizeof *st);
+    int sv[2], big = 1 << 22; /* the put of a burst of connects waits for no room: the kernel caps it */
     struct stat s;
-    pthread_condattr_t ca;
 
-    if (!st || fstat(peer, &s) != 0) {
-        free(st);
-        return NULL;
-    }
-    *st = (struct k_start){
-        .peer = peer, .dev = s.st_dev, .ino = s.st_ino, .tid = (pid_t)syscall(SYS_gettid), .refs = 2
-    };
-    pthread_mutex_init(&st->m, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&st->c, &ca);
-    pthread_condattr_destroy(&ca);
-    return st;
-}
-
-/* Starts a keeper and makes the channel to it. Returns 0 or -errno. Under
- * klock. */
-static int start(void)
-{
-    int sv[2], state = -1;
-
-    if (off || !ccap_rt.hooks.spawn)
-        return -ENOSYS;
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
         return -errno;
-    struct k_start *st = start_new(sv[1]);
-    bool spawned = st && ccap_rt.hooks.spawn(k_main, st);
-    if (spawned)
-        state = start_wait(st, KEEP_START_MS);
-    else if (st)
-        st->refs = 1; /* no keeper thread: ours alone */
-    if (st)
-        start_unref(st);
-    close(sv[1]); /* the keeper has its own copy now, or never will */
-    if (state != 1) {
+    sv[0] = ccap_park_move_high(sv[0]);
+    sv[1] = ccap_park_move_high(sv[1]);
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    struct k_start *st = fstat(sv[1], &s) == 0 ? calloc(1, sizeof *st) : NULL;
+    if (st) {
+        *st = (struct k_start){ .peer = sv[1], .dev = s.st_dev, .ino = s.st_ino, .tid = (pid_t)syscall(SYS_gettid) };
+        atomic_store(&st->refs, 2);
+    }
+    if (!st || !ccap_rt.hooks.spawn(k_main, st)) {
+        free(st);
         close(sv[0]);
-        if (!spawned || state == 0) /* passing: tried again at the next need */
-            return !st ? -ENOMEM : spawned ? -ETIMEDOUT : -EAGAIN;
+        close(sv[1]);
+        return -EAGAIN;
+    }
+    starting = st;
+    ends[0] = sv[0];
+    ends[1] = sv[1];
+    return -EAGAIN;
+}
+
+/* The start under way ended in STATE (1 serving, -1 refused, -2 not this
+ * time): the channel is ours, or its ends go. Under klock. */
+static void start_done(int state)
+{
+    struct stat s;
+
+    close(ends[1]); /* the keeper has its own copy now, or never will */
+    if (state == 1 && fstat(ends[0], &s) == 0) {
+        chan = ends[0];
+        chan_dev = s.st_dev;
+        chan_ino = s.st_ino;
+        n_free = 0; /* ids of an earlier keeper are never given again while their holders may still ask */
+    } else {
+        close(ends[0]);
+    }
+    if (state == -1) {
         off = true;
-        ccap_log(CCAP_LOG_INFO,
+        ccap_log(CCAP_LOG_WARN,
                  "no keeper thread (close_range CLOSE_RANGE_UNSHARE or pidfd_getfd refused here): each queued "
                  "connect keeps the program's socket on a descriptor of the process (doc/nonblocking.md)");
-        return -ENOSYS;
     }
-    struct stat s;
-    chan = ccap_park_move_high(sv[0]);
-    if (fstat(chan, &s) != 0) {
-        close(chan);
-        chan = -1;
-        return -EBADF;
-    }
-    chan_dev = s.st_dev;
-    chan_ino = s.st_ino;
-    n_free = 0; /* ids of an earlier keeper are never given again while their holders may still ask */
-    return 0;
+    start_unref(starting);
+    starting = NULL;
+    ends[0] = ends[1] = -1;
+}
+
+/* A keeper that serves: 0 (CHAN is its channel), -EAGAIN on its way (one
+ * is started when none is), -ENOSYS none can run here. Never waits, so a
+ * connect of an event loop never does: the calls until it serves keep
+ * their sockets on numbers of ours. Under klock. */
+static int start(void)
+{
+    if (!starting)
+        return off || !ccap_rt.hooks.spawn ? -ENOSYS : spawn_keeper();
+    int state = atomic_load(&starting->state);
+    if (state == 0)
+        return -EAGAIN;
+    start_done(state);
+    return state == 1 ? 0 : state == -1 ? -ENOSYS : -EAGAIN;
 }
 
 static int id_new(void)
@@ -501,23 +489,30 @@ void ccap_keep_drop(int id)
     pthread_mutex_unlock(&klock);
 }
 
-int ccap_keep_own(void)
+int ccap_keep_own(int fds[CCAP_KEEP_OWN_MAX])
 {
+    int n = 0;
+
     pthread_mutex_lock(&klock);
-    int fd = chan;
+    int own[CCAP_KEEP_OWN_MAX] = { chan, ends[0], ends[1] };
+    for (int i = 0; i < CCAP_KEEP_OWN_MAX; i++)
+        if (own[i] >= 0)
+            fds[n++] = own[i];
     pthread_mutex_unlock(&klock);
-    return fd;
+    return n;
 }
 
 int ccap_keep_rehome(int fd)
 {
-    int nfd = -1;
+    int nfd = -1, *own[] = { &chan, &ends[0], &ends[1] };
 
     pthread_mutex_lock(&klock);
-    if (fd >= 0 && fd == chan) {
-        nfd = ccap_park_move_elsewhere(fd);
-        chan = nfd; /* -1: it goes with the program's call, and the keeper with it */
-    }
+    for (size_t i = 0; fd >= 0 && i < sizeof own / sizeof own[0]; i++)
+        if (*own[i] == fd) {
+            nfd = ccap_park_move_elsewhere(fd);
+            *own[i] = nfd; /* -1: it goes with the program's call (the keeper with the channel) */
+            break;
+        }
     pthread_mutex_unlock(&klock);
     return nfd;
 }
@@ -540,6 +535,12 @@ void ccap_keep_fork_parent(void)
 void ccap_keep_fork_child(void)
 {
     pthread_mutex_init(&klock, NULL);
+    for (int i = 0; i < 2; i++)
+        if (ends[i] >= 0)
+            close(ends[i]);
+    free(starting); /* the child's copy: its keeper thread is the parent's */
+    starting = NULL;
+    ends[0] = ends[1] = -1;
     if (chan >= 0)
         close(chan); /* the parent's keeper goes on with the parent's end */
     chan = -1;

@@ -24,9 +24,10 @@
  * are thread-safe (one lock, taken after the queue's); -errno on error. */
 
 /* FD's socket is the keeper's too from now on (sent, not waited for); the
- * caller then closes FD or puts another file on it. Returns the socket's
- * id (>= 0), or -errno: -ENOSYS no keeper can run here, -EAGAIN its queue
- * is full, -ENOMEM. */
+ * caller then closes FD or puts another file on it. Never waits for a
+ * keeper to start: the first call starts one. Returns the socket's id
+ * (>= 0), or -errno: -ENOSYS no keeper can run here, -EAGAIN none serves
+ * yet (or its channel stayed full for 20 ms), -ENOMEM. */
 int ccap_keep_put(int fd);
 
 /* Kept socket ID back in this process's table, on its lowest free number,
@@ -46,13 +47,15 @@ int ccap_keep_call(int id, int (*fn)(int fd, void *arg), void *arg);
  * for. ID is free. */
 void ccap_keep_drop(int id);
 
-/* The keeper's channel in this table, or -1: one of the queue's own
- * descriptors (runtime/queued.c marks it, a program's close_range skips
- * it). */
-int ccap_keep_own(void);
+/* The keeper's own numbers in this table (its channel; while it starts,
+ * both ends of it) into FDS; returns how many. They are the queue's own
+ * descriptors (runtime/queued.c marks them, a program's close_range skips
+ * them). */
+#define CCAP_KEEP_OWN_MAX 3
+int ccap_keep_own(int fds[CCAP_KEEP_OWN_MAX]);
 
 /* The program is about to close number FD or put another file on it: if
- * it is the keeper's channel, that moves to another number first. Returns
+ * it is one of the keeper's own, that moves to another number first. Returns
  * the new number, or -1 (FD is not the channel; or no number was free, and
  * the channel goes with the program's call: the keeper ends, and what it
  * keeps is lost). */

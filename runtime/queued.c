@@ -560,17 +560,25 @@ static int ph_of(struct q_ent *e)
     return -1;
 }
 
-/* E's own descriptors (kept socket, eventfd) and the park's listener and
- * filler, marked (close_own unmarks). Under qlock. */
+/* The queue's own numbers that are no entry's: the park's listener,
+ * filler and spare, the keeper's channel. Returns how many. */
+#define Q_SHARED_OWN_MAX (CCAP_PARK_OWN_MAX + CCAP_KEEP_OWN_MAX)
+static int shared_own(int fds[Q_SHARED_OWN_MAX])
+{
+    int n = ccap_park_own(fds);
+    return n + ccap_keep_own(fds + n);
+}
+
+/* E's own descriptors (kept socket, eventfd) and the queue's shared ones,
+ * marked (close_own unmarks). Under qlock. */
 static void mark_own(struct q_ent *e)
 {
-    int park[CCAP_PARK_OWN_MAX], n = ccap_park_own(park);
+    int own[Q_SHARED_OWN_MAX], n = shared_own(own);
 
     mark(e->real, true);
     mark(e->efd, true);
-    mark(ccap_keep_own(), true);
     for (int i = 0; i < n; i++)
-        mark(park[i], true);
+        mark(own[i], true);
 }
 
 /* The slot of own descriptor FD among the entries' (its entry in *OWNER),
@@ -1313,8 +1321,8 @@ static int cmp_uint(const void *a, const void *b)
  * when none). Returns how many. Under qlock. */
 static size_t own_in(unsigned lo, unsigned hi, unsigned **out)
 {
-    size_t n = 0, cap = CCAP_PARK_OWN_MAX + 1;
-    int park[CCAP_PARK_OWN_MAX + 1], np = ccap_park_own(park);
+    size_t n = 0, cap = Q_SHARED_OWN_MAX;
+    int park[Q_SHARED_OWN_MAX], np = shared_own(park);
 
     for (struct q_ent *e = q_head; e; e = e->next)
         cap += 2;
@@ -1328,8 +1336,6 @@ static size_t own_in(unsigned lo, unsigned hi, unsigned **out)
             if (own[i] >= 0 && (unsigned)own[i] >= lo && (unsigned)own[i] <= hi)
                 v[n++] = (unsigned)own[i];
     }
-    if ((park[np] = ccap_keep_own()) >= 0)
-        np++;
     for (int i = 0; i < np; i++)
         if ((unsigned)park[i] >= lo && (unsigned)park[i] <= hi)
             v[n++] = (unsigned)park[i];

@@ -1,5 +1,5 @@
 # queue_keeper.sh -- queued connects whose program socket waits in the keeper's descriptor table
-# (runtime/keep.h), not on a descriptor of the process: 34 connects queued behind a held permit of a second
+# (runtime/keep.h), not on a descriptor of the process: 35 connects queued behind a held permit of a second
 # semaphore ("crowd", they wait all along) take the queue's 32 own threads, so every connect the hostile
 # modes of tests/progs/qbreak then queue waits in the runner with its socket in the keeper. Each mode must
 # behave as it does for a connect with a thread of its own (tests/integration/queue_*.sh): options and the
@@ -36,7 +36,7 @@ for m in retry-timeout retry-shutdown fork sigio hidden hidden-walk "epolls 3" s
     qb_run "$mode" $arg || continue
     extra=$(qb_fact "$mode" crowd-extra-fds)
     h_note "$mode: ok; the crowd's last connect took ${extra:-?} descriptors beyond its socket"
-    [ "${extra:-x}" = 0 ] || qb_bad "$mode: the 34th connect queued took ${extra:-?} descriptors beyond its own socket (want 0: kept in the keeper)"
+    [ "${extra:-x}" = 0 ] || qb_bad "$mode: the 35th connect queued took ${extra:-?} descriptors beyond its own socket (want 0: kept in the keeper)"
     qb_clean "$mode"
 done
 h_note "retry after a timeout, from the keeper: $(qb_fact retry-timeout queued-options); $(qb_fact retry-timeout retry-options)"

@@ -65,11 +65,11 @@
  *              owner, the signal and the flags the program set.
  *
  * QB_CROWD=PORT2 (another capped echo upstream, limit 1, a long wait_timeout_ms): before the mode, the
- * process takes PORT2's permit and queues 34 non-blocking connects to it, which wait all along: the
+ * process takes PORT2's permit and queues 35 non-blocking connects to it, which wait all along: the
  * queue's first 32 at once wait in threads of their own and keep the program's socket on a descriptor of
  * the shim's, the rest -- the mode's among them -- wait in the runner with the program's socket in the
- * keeper's table (runtime/keep.h). "crowd-extra-fds N": the descriptors the last of them took beyond
- * its own socket (0 with the keeper: the 33rd started it and made its channel).
+ * keeper's table (runtime/keep.h). "crowd-extra-fds N": the descriptors the last of them took beyond its
+ * own socket (0 with the keeper: the 33rd started it, the 34th, 200 ms later, found it serving).
  *
  * Output: "key value" lines, then "result ok"; a broken contract: "FAIL: ..." on stderr and exit 1. */
 #include <arpa/inet.h>
@@ -235,7 +235,7 @@ static int open_fds(void)
     return n;
 }
 
-#define CROWD 34
+#define CROWD 35
 static int crowd[CROWD + 1], crowd_n; /* [0]: the crowd's holder; CROWD_N of them open */
 
 /* QB_CROWD's connects, queued behind a holder of their own (see the usage). */
@@ -249,6 +249,8 @@ static void crowd_in(const char *port)
     crowd_n = 1;
     int before = 0;
     for (int i = 1; i <= CROWD; i++) {
+        if (i == CROWD - 1) /* the 33rd started the keeper, on its own time: the 34th finds it serving */
+            nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
         if (i == CROWD)
             before = open_fds();
         crowd[crowd_n++] = tcp_socket(SOCK_NONBLOCK);
