@@ -1035,11 +1035,16 @@ static int keep_aside(struct q_ent *e, int fd)
     int err;
 
     e->kid = -1;
-    if ((e->real = ccap_fdroom_dup(fd)) >= 0 || (!few && (e->kid = ccap_keep_put(fd)) >= 0))
+    if ((e->real = ccap_fdroom_dup(fd)) >= 0)
         return 0;
+    e->real = -1;
+    if (!few && (e->kid = ccap_keep_put(fd)) >= 0)
+        return 0;
+    e->kid = -1;
     if ((e->real = ccap_park_move_elsewhere(fd)) >= 0)
         return 0;
     err = errno;
+    e->real = -1;
     if (few && (e->kid = ccap_keep_put(fd)) >= 0)
         return 0;
     e->kid = -1;
