@@ -413,15 +413,19 @@ static int ask(struct k_msg *m, int *got)
     while (rc == 0) {
         struct pollfd p = { .fd = chan, .events = POLLIN };
         long long left = end - ccap_now_ms();
-        if (left <= 0)
-            return -ETIMEDOUT;
+        if (left <= 0) {
+            rc = -ETIMEDOUT;
+            break;
+        }
         if (poll(&p, 1, (int)left) <= 0)
             continue; /* EINTR, or the time is up: looked at above */
         int r = recv_msg(chan, &a, &fd, &lost, MSG_DONTWAIT);
         if (r == -EAGAIN || r == -EINTR)
             continue;
-        if (r <= 0)
-            return r == 0 ? -ENOENT : r; /* the keeper is gone */
+        if (r <= 0) {
+            rc = r == 0 ? -ENOENT : r; /* the keeper is gone */
+            break;
+        }
         if (r == 1 && a.op == K_GIVE && a.seq == m->seq && given < 0) {
             given = fd;
             lost_given = lost;
