@@ -60,6 +60,7 @@ static bool k_same(int fd, dev_t dev, ino_t ino)
     return syscall(SYS_fstat, fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
+#define KEEP_IDLE_S 10      /* a keeper that keeps nothing ends after this long */
 #define KEEP_ANSWER_MS 5000 /* an answer: one system call of a thread of ours; longer is a wedge */
 #define KEEP_FULL_MS 20     /* a message waits this long at most for room in the channel */
 
@@ -86,6 +87,9 @@ static unsigned seq;
 static int *free_ids, n_free, cap_free, next_id;
 /* Sockets the keepers hold, kept by the keeper's thread itself. */
 static atomic_int held_now;
+/* The keeper ended (it kept nothing for KEEP_IDLE_S): the channel is ours
+ * to close. Set by the keeper under klock. */
+static atomic_bool ended;
 
 /* ---- the channel's messages ---- */
 
@@ -243,7 +247,28 @@ static void serve_one(int b, const struct k_msg *m, int fd, int **held, int *n)
         k_close(fd);
 }
 
-/* Serves the channel B until its other end is gone. */
+/* Whether the keeper, serving B and keeping nothing, ends now: no request
+ * can be on its way while it holds klock (every sender holds it), and none
+ * has come. Its thread's end then closes B; the program's side closes its
+ * end at its next call. */
+static bool idle_end(int b)
+{
+    struct pollfd p = { .fd = b, .events = POLLIN };
+    struct timespec zero = { 0, 0 };
+    bool quiet = false;
+
+    if (pthread_mutex_trylock(&klock) != 0)
+        return false; /* busy, or a fork on its way: another time */
+    if (syscall(SYS_ppoll, &p, 1, &zero, NULL, 0) == 0) {
+        atomic_store(&ended, true);
+        quiet = true;
+    }
+    pthread_mutex_unlock(&klock);
+    return quiet;
+}
+
+/* Serves the channel B until its other end is gone, or until it kept
+ * nothing for KEEP_IDLE_S. */
 static void serve(int b)
 {
     int *held = NULL, n = 0, fd;
@@ -251,12 +276,21 @@ static void serve(int b)
     struct k_msg m;
 
     for (;;) {
-        int r = recv_msg(b, &m, &fd, &lost, 0);
+        struct pollfd p = { .fd = b, .events = POLLIN };
+        struct timespec idle = { KEEP_IDLE_S, 0 };
+        long pr = syscall(SYS_ppoll, &p, 1, &idle, NULL, 0);
+        if (pr == 0 && atomic_load(&held_now) == 0 && idle_end(b))
+            break;
+        if (pr < 0 && errno != EINTR)
+            break;
+        if (pr <= 0)
+            continue;
+        int r = recv_msg(b, &m, &fd, &lost, MSG_DONTWAIT);
         if (r == 1)
             serve_one(b, &m, fd, &held, &n);
         else if (fd >= 0)
             k_close(fd);
-        if (r == 0 || (r < 0 && r != -EINTR && r != -EPROTO))
+        if (r == 0 || (r < 0 && r != -EINTR && r != -EPROTO && r != -EAGAIN))
             break;
     }
     for (int i = 0; i < n; i++)
@@ -286,6 +320,12 @@ static bool chan_ok(void)
 {
     struct stat st;
 
+    if (atomic_load(&ended)) { /* idle, it ended: a new one starts at the next need */
+        if (chan >= 0)
+            close(chan);
+        chan = -1;
+        atomic_store(&ended, false);
+    }
     if (chan >= 0 && fstat(chan, &st) == 0 && st.st_dev == chan_dev && st.st_ino == chan_ino)
         return true;
     chan = -1; /* none, or the program's number now (closed behind our back): forgotten, never closed */
@@ -445,6 +485,14 @@ static int ask(struct k_msg *m, int *got)
     return rc;
 }
 
+void ccap_keep_start(void)
+{
+    pthread_mutex_lock(&klock);
+    if (!chan_ok())
+        start();
+    pthread_mutex_unlock(&klock);
+}
+
 int ccap_keep_put(int fd)
 {
     pthread_mutex_lock(&klock);
@@ -550,4 +598,5 @@ void ccap_keep_fork_child(void)
     chan = -1;
     n_free = 0;
     atomic_store(&held_now, 0);
+    atomic_store(&ended, false);
 }

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <linux/kcmp.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -1020,32 +1021,43 @@ static struct q_ent *new_ent(int fd, const struct sockaddr *sa, socklen_t len, i
     return e;
 }
 
-/* Keeps the program's socket, on FD now, aside as E's (E->real or E->kid):
- * above the program's soft RLIMIT_NOFILE where the hard one leaves room
- * (runtime/fdroom.h); else, for one of the first Q_OWN_THREADS queued at
- * once (a thread of its own, whose grant connects with no hop), on a
- * number of ours; else in the keeper's table (runtime/keep.h), where it
- * takes none of the program's numbers: an event loop with thousands queued
- * keeps one descriptor per connect. Where there is no keeper, on a number
- * of ours after all; with no number free, in the keeper after all.
- * Returns 0 or -errno. Under qlock. */
+/* Whether Q_OWN_THREADS numbers of the program's are a small share (1% at
+ * most) of what its soft RLIMIT_NOFILE allows. */
+static bool numbers_to_spare(void)
+{
+    struct rlimit rl;
+    return getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+           (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= (rlim_t)100 * Q_OWN_THREADS);
+}
+
+/* Keeps the program's socket, on FD now, aside as E's (E->real or E->kid).
+ * One of the first Q_OWN_THREADS queued at once (a thread of its own,
+ * whose grant connects with no hop first): above the program's soft
+ * RLIMIT_NOFILE where the hard one leaves room (runtime/fdroom.h), else on
+ * a number of ours while those are few to the program's limit. The others,
+ * and those where the program's table is small: in the keeper's table
+ * (runtime/keep.h), where it takes none of the program's numbers -- an
+ * event loop with thousands queued, or a program near a limit of 64, keeps
+ * one descriptor per connect. Where there is no keeper (yet): in the room,
+ * else on a number of ours after all. Returns 0 or -errno. Under qlock. */
 static int keep_aside(struct q_ent *e, int fd)
 {
     bool few = atomic_load(&q_threads) < Q_OWN_THREADS;
     int err;
 
-    e->kid = -1;
-    if ((e->real = ccap_fdroom_dup(fd)) >= 0)
+    ccap_keep_start(); /* with the first queued connect: a thread while threads can be had */
+    e->real = e->kid = -1;
+    if (few && (e->real = ccap_fdroom_dup(fd)) >= 0)
         return 0;
     e->real = -1;
-    if (!few && (e->kid = ccap_keep_put(fd)) >= 0)
+    if ((!few || !numbers_to_spare()) && (e->kid = ccap_keep_put(fd)) >= 0)
         return 0;
     e->kid = -1;
-    if ((e->real = ccap_park_move_elsewhere(fd)) >= 0)
+    if ((e->real = ccap_park_move_elsewhere(fd)) >= 0) /* the room, else a number of ours */
         return 0;
     err = errno;
     e->real = -1;
-    if (few && (e->kid = ccap_keep_put(fd)) >= 0)
+    if ((e->kid = ccap_keep_put(fd)) >= 0)
         return 0;
     e->kid = -1;
     return -err;
