@@ -485,14 +485,6 @@ static int ask(struct k_msg *m, int *got)
     return rc;
 }
 
-void ccap_keep_start(void)
-{
-    pthread_mutex_lock(&klock);
-    if (!chan_ok())
-        start();
-    pthread_mutex_unlock(&klock);
-}
-
 int ccap_keep_put(int fd)
 {
     pthread_mutex_lock(&klock);

@@ -23,15 +23,10 @@
  * not the process's, so nothing may log or open a file there. All calls
  * are thread-safe (one lock, taken after the queue's); -errno on error. */
 
-/* Starts a keeper unless one serves or is on its way; never waits for it.
- * Call it with a process's first queued connect, so that the keeper has a
- * thread before the queue's own threads take what RLIMIT_NPROC leaves. A
- * keeper that keeps nothing for 10 s ends. */
-void ccap_keep_start(void);
-
 /* FD's socket is the keeper's too from now on (sent, not waited for); the
  * caller then closes FD or puts another file on it. Never waits for a
- * keeper to start: the first call starts one. Returns the socket's id
+ * keeper to start: the first call starts one (it ends after 10 s keeping
+ * nothing). Returns the socket's id
  * (>= 0), or -errno: -ENOSYS no keeper can run here, -EAGAIN none serves
  * yet (or its channel stayed full for 20 ms), -ENOMEM. */
 int ccap_keep_put(int fd);

@@ -1045,7 +1045,6 @@ static int keep_aside(struct q_ent *e, int fd)
     bool few = atomic_load(&q_threads) < Q_OWN_THREADS;
     int err;
 
-    ccap_keep_start(); /* with the first queued connect: a thread while threads can be had */
     e->real = e->kid = -1;
     if (few && (e->real = ccap_fdroom_dup(fd)) >= 0)
         return 0;

@@ -507,8 +507,11 @@ static void join(struct ccap_wait *ws)
     if (rc >= 0)
         rc = ccap_waiter_join(&ws->w, &ws->nap, &ws->cfg->redis, prefix, ws->s->name, poke, sizeof poke);
     if (rc < 0) {
-        ccap_log(CCAP_LOG_DEBUG, "no waker for %s (%s): it re-checks every %d ms", ws->p->holder, strerror(-rc),
-                 CCAP_WAIT_POLL_MS);
+        static atomic_bool told; /* an operator learns it once: waits are slow then (RLIMIT_NPROC, pids.max) */
+        ccap_log(atomic_exchange(&told, true) ? CCAP_LOG_DEBUG : CCAP_LOG_WARN,
+                 "no waker for %s (%s: no thread or Redis connection for it): its wait re-checks every %d ms, "
+                 "and a permit freed meanwhile waits for it",
+                 ws->p->holder, strerror(-rc), CCAP_WAIT_POLL_MS);
         ws->unjoinable = true;
         return;
     }
