@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -61,6 +62,7 @@ static bool k_same(int fd, dev_t dev, ino_t ino)
 }
 
 #define KEEP_IDLE_S 10      /* a keeper that keeps nothing ends after this long */
+#define KEEP_MIN_NPROC 16   /* no keeper under a smaller RLIMIT_NPROC */
 #define KEEP_ANSWER_MS 5000 /* an answer: one system call of a thread of ours; longer is a wedge */
 #define KEEP_FULL_MS 20     /* a message waits this long at most for room in the channel */
 
@@ -392,6 +394,16 @@ static void start_done(int state)
     ends[0] = ends[1] = -1;
 }
 
+/* Whether RLIMIT_NPROC leaves threads for a keeper: where it is small (a
+ * few threads for the whole user), the queue's runner and the waiters'
+ * waker need them more -- a wait without a waker only polls -- and the
+ * sockets stay on numbers of ours. */
+static bool threads_to_spare(void)
+{
+    struct rlimit rl;
+    return getrlimit(RLIMIT_NPROC, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= KEEP_MIN_NPROC;
+}
+
 /* A keeper that serves: 0 (CHAN is its channel), -EAGAIN on its way (one
  * is started when none is), -ENOSYS none can run here. Never waits, so a
  * connect of an event loop never does: the calls until it serves keep
@@ -399,7 +411,7 @@ static void start_done(int state)
 static int start(void)
 {
     if (!starting)
-        return off || !ccap_rt.hooks.spawn ? -ENOSYS : spawn_keeper();
+        return off || !ccap_rt.hooks.spawn || !threads_to_spare() ? -ENOSYS : spawn_keeper();
     int state = atomic_load(&starting->state);
     if (state == 0)
         return -EAGAIN;

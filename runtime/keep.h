@@ -16,8 +16,9 @@
  * options, flags and bound address untouched. The keeper's end gets there
  * once, through pidfd_getfd(2) (Linux 5.6; where the main thread has gone,
  * PIDFD_THREAD: 6.9). Where that, close_range or a thread cannot be had
- * (an old kernel, a seccomp profile, RLIMIT_NPROC), ccap_keep_put fails
- * and the caller keeps the socket in the program's table as before.
+ * (an old kernel, a seccomp profile, RLIMIT_NPROC under 16: the waiters'
+ * waker needs a thread more), ccap_keep_put fails and the caller keeps the
+ * socket in the program's table as before.
  *
  * The keeper's thread makes system calls only: its descriptor numbers are
  * not the process's, so nothing may log or open a file there. All calls
