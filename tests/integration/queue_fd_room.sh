@@ -72,4 +72,15 @@ read -r _ high _ samples _ other _ all <"$T/watch" || h_fail "noroom: the watche
     h_fail "noroom: the client held up to $all descriptors for $n opens: the queue kept more than the first 32 sockets in the program's table"
 rc_cap 4
 rc_clean api
+
+# a small table: 300 opens, at most 40 at once (the program's own asyncio.Semaphore), limit 3, nofile 64:64.
+# Without the shim all succeed; the first keeper kept the first 32 queued connects' sockets on numbers of
+# the program's and lost 274 with ECONNREFUSED.
+h_server_start 20
+h_conf "$T/c.conf" api 3 10000 60000 "127.0.0.1:$SRV_PORT"
+rc_run tiny 120 bash -c 'ulimit -n 64 && exec "$@"' _ "$CLI" run -c "$T/c.conf" -- python3 "$py" "$SRV_PORT" 300 \
+    --semaphore 40
+rc_all 300 90000
+rc_cap 3
+rc_clean api
 echo ok
