@@ -156,7 +156,8 @@ static int try_acquire(const struct ccap_sem_conf *s, size_t sem, const struct c
 }
 
 /* Redis is down (or refused the call): apply on_redis_down to a connect
- * of semaphore S (index SEM) for P. Returns 1 granted (P is flagged
+ * of semaphore S (index SEM) for P; under "local", the process holds at
+ * most local_limit permits of S, whoever granted them. Returns 1 granted (P is flagged
  * CCAP_PERMIT_LOCAL: the heartbeat registers it in Redis once Redis
  * answers, even above the limit, so the count tells the truth), 0 when
  * "local" is at local_limit (the caller may wait for a local permit, then
@@ -167,8 +168,10 @@ static int down_grant(const struct ccap_sem_conf *s, size_t sem, struct ccap_per
     switch (ccap_rt.cfg->on_redis_down) {
     case CCAP_DOWN_CLOSED: ccap_breaker_count(false); return -ECONNREFUSED;
     default: {
-        int used = atomic_fetch_add(&ccap_rt.local_used[sem], 1);
-        if (ccap_rt.cfg->on_redis_down == CCAP_DOWN_LOCAL && used >= s->local_limit) {
+        /* the permits the process holds count too, those Redis granted before it went down among them:
+         * HELD counts each once attached, LOCAL_USED the local ones from their grant */
+        int used = atomic_fetch_add(&ccap_rt.local_used[sem], 1), held = atomic_load(&ccap_rt.held[sem]);
+        if (ccap_rt.cfg->on_redis_down == CCAP_DOWN_LOCAL && (used > held ? used : held) >= s->local_limit) {
             atomic_fetch_sub(&ccap_rt.local_used[sem], 1);
             return 0;
         }

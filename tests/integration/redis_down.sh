@@ -83,6 +83,41 @@ mx=$(h_server_stat max)
 h_note "local: each process held 2 of 4, the server saw at most $mx at once"
 [ "$mx" -le 4 ] || h_fail "the server saw $mx connections: more than 2 processes x local_limit 2"
 
+# ---- local: the permits a process took from Redis before it went down count. One process holds 2
+# while Redis is up, then asks for 3 more once it is down: with local_limit 2 none may pass (a tester's
+# process held 6 at once under local_limit 3: the local count left the Redis permits out).
+h_redis_spawn_again
+h_server_start 3000
+ON_DOWN=local h_conf "$T/c.conf" api 10 3000 400 "127.0.0.1:$SRV_PORT"
+sed -i 's/wait_timeout_ms = 400;/wait_timeout_ms = 400; local_limit = 2;/' "$T/c.conf"
+cat >"$T/held.py" <<'PY'
+import os, socket, sys, time
+up = ("127.0.0.1", int(sys.argv[1]))
+held = [socket.create_connection(up) for _ in range(2)]   # from Redis
+print("held 2", flush=True)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.05)
+more = []
+for _ in range(3):
+    try:
+        more.append(socket.create_connection(up))
+        print("ok", flush=True)
+    except OSError as e:
+        print("failed", e.errno, flush=True)
+time.sleep(1)
+PY
+"${PRE[@]}" python3 "$T/held.py" "$SRV_PORT" "$T/down" >"$T/held.out" 2>"$T/held.err" &
+_pids+=("$!")
+p=$!
+h_wait_for grep -q 'held 2' "$T/held.out" || h_fail "local: the 2 permits were not taken from Redis: $(cat "$T/held.out" "$T/held.err")"
+h_redis_down
+touch "$T/down"
+wait $p
+h_note "local, 2 held from Redis, 3 asked once it was down: $(grep -c '^ok' "$T/held.out") passed; the server saw at most $(h_server_stat max)"
+[ "$(grep -c '^ok' "$T/held.out")" -eq 0 ] ||
+    h_fail "local: $(grep -c '^ok' "$T/held.out") more passed with local_limit 2 already held from Redis: $(tr '\n' ' ' <"$T/held.out")"
+[ "$(h_server_stat max)" -le 2 ] || h_fail "local: the server saw $(h_server_stat max) at once from one process, local_limit 2"
+
 # ---- recovery without restarting the program: one process keeps
 # connecting while Redis is stopped and started again.
 h_server_start 50
