@@ -47,20 +47,28 @@ int ccap_redis_send(struct ccap_redis *r, int argc, const char *const *argv)
     return ccap_node_send(r, n, argc, argv, ccap_redis_now_ms() + r->conf.command_timeout_ms);
 }
 
+/* A blocked read looks this often whether its number is still its socket:
+ * a program that closed it, or put another file on it (dup2), leaves the
+ * poll sleeping on a socket nothing refers to, for the rest of a block. */
+#define RECV_LOOK_MS 1000
+
 int ccap_redis_recv(struct ccap_redis *r, int timeout_ms, redisReply **reply)
 {
-    long long deadline = ccap_redis_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    long long deadline = ccap_redis_now_ms() + (timeout_ms > 0 ? timeout_ms : 0), slice;
     struct ccap_node *n = r->last;
     int rc;
 
     *reply = NULL;
-    if (!still_ours(n)) {
-        ccap_redis_set_err(r, "redis: the connection of the pending reply is gone");
-        if (n)
-            ccap_node_forget(n);
-        return -EPIPE;
-    }
-    rc = ccap_node_read(r, n, "reply", deadline, reply);
+    do {
+        if (!still_ours(n)) {
+            ccap_redis_set_err(r, "redis: the connection of the pending reply is gone");
+            if (n)
+                ccap_node_forget(n);
+            return -EPIPE;
+        }
+        slice = ccap_redis_now_ms() + RECV_LOOK_MS;
+        rc = ccap_node_read(r, n, "reply", slice < deadline ? slice : deadline, reply);
+    } while (rc == -ETIMEDOUT && slice < deadline); /* (a timed-out read keeps what it had read) */
     return rc == -ETIMEDOUT ? -EAGAIN : rc;
 }
 
