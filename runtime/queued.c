@@ -31,7 +31,6 @@
 
 #define Q_ALIASES 8       /* numbers of one queued socket in this process (dup) */
 #define Q_REGS 16         /* epoll sets one number is in */
-#define Q_POLL_EXTRA 8    /* eventfds one poll call adds at most */
 #define Q_RECHECK_MS 1000 /* a connect() waiting on a queued descriptor looks again this often */
 #define Q_OWN_THREADS 32  /* queued connects at once that wait in a thread of their own; the rest: the runner */
 #define Q_POLL_BLIND_MS                                                                                             \
@@ -40,6 +39,7 @@
 enum { Q_QUEUED, Q_FAILED };
 
 struct q_sleeper;
+struct q_pollref;
 
 /* A registration of a queued number in an epoll set, as the program made
  * it (before the connect, or through epoll_ctl while queued). */
@@ -53,8 +53,7 @@ struct q_reg {
  * program's socket is kept aside while queued: on a descriptor of the
  * shim's (REAL), or in the keeper's table (KID: runtime/keep.h), where it
  * takes none of the program's numbers (see keep_aside). The placeholder
- * lives on the program's numbers only; the pollers' eventfd is made when
- * some poll() asks for it. */
+ * lives on the program's numbers only. */
 struct q_ent {
     int fds[Q_ALIASES], nfds; /* the program's numbers that refer to the placeholder */
     int real;                 /* the program's socket, kept aside (ours, high, CLOEXEC); -1 once given back */
@@ -65,10 +64,10 @@ struct q_ent {
     int rfl;    /* its file status flags as last read or set here (only we use its number); -1: unknown */
     int ph;     /* during a swap only (hold_ph): the park's spare, holding the placeholder; else -1 */
     dev_t qdev;
-    ino_t qino; /* the placeholder's identity */
-    int efd;    /* eventfd: written at the swap, for pollers; -1 until a poll asks, or once closed */
-    int state;  /* Q_QUEUED, Q_FAILED */
-    int err;    /* Q_FAILED: the errno SO_ERROR and connect() report once; 0 after */
+    ino_t qino;                /* the placeholder's identity */
+    struct q_pollref *pollers; /* poll calls through the shim with one of its numbers in their sets */
+    int state;                 /* Q_QUEUED, Q_FAILED */
+    int err;                   /* Q_FAILED: the errno SO_ERROR and connect() report once; 0 after */
     int family;
     unsigned long long wid; /* its wait, for ccap_rt_wait_cancel */
     struct ccap_wait *ws;   /* its wait until the thread takes it */
@@ -94,12 +93,33 @@ struct q_sleeper {
     struct q_sleeper *next;
 };
 
+/* A poll() through the shim with queued descriptors in its set: an
+ * eventfd of the call's own, added to the set and never reported, written
+ * by each swap of those descriptors' connects (wake). One per poll call in
+ * progress: one per queued connect, kept until it ended, filled a small
+ * table of curl's (it polls another set each time). On q_polls under
+ * qlock; its number marked as the queue's while it is. */
+struct q_poll {
+    int efd; /* -1: none yet (or the program closed its number) */
+    bool on; /* on q_polls */
+    struct q_poll *next;
+};
+
+/* One queued connect in a poll call's set. */
+struct q_pollref {
+    struct q_poll *p;
+    struct q_ent *e;         /* NULL once E went */
+    struct q_pollref *enext; /* E's list */
+    struct q_pollref *cnext; /* the call's list */
+};
+
 atomic_int ccap_q_live;
 _Atomic unsigned long ccap_q_bits[CCAP_Q_MAX_FD / (8 * sizeof(unsigned long))];
 
 static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t qdone = PTHREAD_COND_INITIALIZER; /* a queued connect ended, or lost a number */
 static struct q_ent *q_head;
+static struct q_poll *q_polls; /* poll calls in progress with a queued descriptor */
 /* Queued connects whose waits run in threads of their own now. The first
  * Q_OWN_THREADS at once get one (a lone waiter there blocks on its wake
  * list itself: one thread wake-up per token); the rest, and any whose own
@@ -514,7 +534,8 @@ static void free_ent(struct q_ent *e)
         drop_alias(e, 0);
     let_real_go(e);
     unhold_ph(e);
-    close_own(&e->efd);
+    for (struct q_pollref *r = e->pollers; r; r = r->enext)
+        r->e = NULL; /* the calls forget it when they end */
     free(e->regs);
     free(e);
 }
@@ -570,30 +591,31 @@ static int shared_own(int fds[Q_SHARED_OWN_MAX])
     return n + ccap_keep_own(fds + n);
 }
 
-/* E's own descriptors (kept socket, eventfd) and the queue's shared ones,
+/* E's own descriptor (its kept socket) and the queue's shared ones,
  * marked (close_own unmarks). Under qlock. */
 static void mark_own(struct q_ent *e)
 {
     int own[Q_SHARED_OWN_MAX], n = shared_own(own);
 
     mark(e->real, true);
-    mark(e->efd, true);
     for (int i = 0; i < n; i++)
         mark(own[i], true);
 }
 
-/* The slot of own descriptor FD among the entries' (its entry in *OWNER),
- * or NULL. Under qlock. */
+/* The slot of own descriptor FD: an entry's kept socket (the entry in
+ * *OWNER) or a poll call's eventfd (*OWNER NULL); NULL when FD is neither.
+ * Under qlock. */
 static int *own_slot(int fd, struct q_ent **owner)
 {
-    for (struct q_ent *e = q_head; e; e = e->next) {
-        int *slots[] = { &e->real, &e->efd };
-        for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++)
-            if (*slots[i] == fd) {
-                *owner = e;
-                return slots[i];
-            }
-    }
+    *owner = NULL;
+    for (struct q_ent *e = q_head; e; e = e->next)
+        if (e->real == fd) {
+            *owner = e;
+            return &e->real;
+        }
+    for (struct q_poll *p = q_polls; p; p = p->next)
+        if (p->efd == fd)
+            return &p->efd;
     return NULL;
 }
 
@@ -625,7 +647,7 @@ static void rehome(int fd)
             mark(moved, true);
         return;
     }
-    bool real = slot == &e->real;
+    bool real = e != NULL;
     if (real && !is_file(fd, e->rdev, e->rino)) {
         mark(fd, false); /* not ours any more: closed behind our back, the number reused */
         *slot = -1;
@@ -639,18 +661,20 @@ static void rehome(int fd)
         lose_real(e);
 }
 
-/* Wakes every poller of E's numbers: the queue's eventfd (pollers through
- * the shim), and a write-space wake on the placeholder (any poller waiting
- * for POLLOUT on it looks its number up again, and finds the real socket). */
+/* Wakes every poller of E's numbers: the eventfds of the poll calls
+ * through the shim that have one of them in their sets, and a write-space
+ * wake on the placeholder (any poller waiting for POLLOUT on it looks its
+ * number up again, and finds the real socket). */
 static void wake(struct q_ent *e)
 {
     uint64_t one = 1;
     int v;
     socklen_t l = sizeof v;
 
-    if (e->efd >= 0 && write(e->efd, &one, sizeof one) < 0) {
-        /* cannot fail: the counter is far from its maximum */
-    }
+    for (struct q_pollref *r = e->pollers; r; r = r->enext)
+        if (r->p->efd >= 0 && write(r->p->efd, &one, sizeof one) < 0) {
+            /* cannot fail: the counter is far from its maximum */
+        }
     int ph = ph_of(e);
     if (ph >= 0 && getsockopt(ph, SOL_SOCKET, SO_SNDBUF, &v, &l) == 0) {
         v /= 2; /* the kernel doubles what it is given */
@@ -697,7 +721,6 @@ static void fail_in_place(struct q_ent *e, int err)
         ccap_park_fail(ph);
     wake(e);
     kick_sleepers(e);
-    close_own(&e->efd);
 }
 
 /* The signal owner and signal the program set on a socket. */
@@ -1003,7 +1026,7 @@ static struct q_ent *new_ent(int fd, const struct sockaddr *sa, socklen_t len, i
         free(e);
         return NULL;
     }
-    e->real = e->kid = e->efd = e->ph = e->rfl = -1;
+    e->real = e->kid = e->ph = e->rfl = -1;
     e->family = socket_family(fd);
     *ph = ccap_park_open(e->family, lifetime_ms);
     if (*ph < 0 || fstat(*ph, &st) != 0) {
@@ -1341,17 +1364,19 @@ static size_t own_in(unsigned lo, unsigned hi, unsigned **out)
     int park[Q_SHARED_OWN_MAX], np = shared_own(park);
 
     for (struct q_ent *e = q_head; e; e = e->next)
-        cap += 2;
+        cap++;
+    for (struct q_poll *p = q_polls; p; p = p->next)
+        cap++;
     unsigned *v = malloc(cap * sizeof *v);
     *out = v;
     if (!v)
         return 0;
-    for (struct q_ent *e = q_head; e; e = e->next) {
-        int own[] = { e->real, e->efd };
-        for (size_t i = 0; i < 2; i++)
-            if (own[i] >= 0 && (unsigned)own[i] >= lo && (unsigned)own[i] <= hi)
-                v[n++] = (unsigned)own[i];
-    }
+    for (struct q_ent *e = q_head; e; e = e->next)
+        if (e->real >= 0 && (unsigned)e->real >= lo && (unsigned)e->real <= hi)
+            v[n++] = (unsigned)e->real;
+    for (struct q_poll *p = q_polls; p; p = p->next)
+        if (p->efd >= 0 && (unsigned)p->efd >= lo && (unsigned)p->efd <= hi)
+            v[n++] = (unsigned)p->efd;
     for (int i = 0; i < np; i++)
         if ((unsigned)park[i] >= lo && (unsigned)park[i] <= hi)
             v[n++] = (unsigned)park[i];
@@ -1505,71 +1530,110 @@ static void claim_number(int fd)
         forget_locked(fd);
     } else if ((slot = own_slot(fd, &x))) {
         *slot = -1;
-        if (slot == &x->real)
+        if (x)
             lose_real(x);
     }
     mark(fd, false);
 }
 
-/* E's eventfd for pollers, made at the first poll that asks (most event
- * loops never do: epoll needs none). Left on the number it gets: this runs
- * in the program's thread, unguarded, where moving it (fcntl, close) would
- * go through the shim's own hooks, which take qlock. Returns 0 or -1.
- * Under qlock. */
-static int make_efd(struct q_ent *e)
+/* P's eventfd, made (P on q_polls, its number marked as the queue's).
+ * Returns 0 or -1. Under qlock. */
+static int poll_efd(struct q_poll *p)
 {
     int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 
     if (fd < 0)
         return -1;
     claim_number(fd);
-    e->efd = fd;
+    p->efd = fd;
     mark(fd, true);
+    p->next = q_polls;
+    q_polls = p;
+    p->on = true;
     return 0;
 }
 
-/* The eventfds of the queued connects among FDS (N), at most MAX, into X.
- * None of FDS marked (the marks' false is definite): none, without qlock --
- * a poll that a swap's eventfd woke polls the real socket again at once,
- * not after the queue's thread has finished with the entry. */
-static int extras_of(const struct pollfd *fds, nfds_t n, struct pollfd *x, int max, bool *blind)
+/* Poll call P joins the queued connects among FDS (N): their swaps write
+ * its eventfd, made at the first (*BLIND when it cannot be, or no memory:
+ * the call then looks again every Q_POLL_BLIND_MS). Returns the call's
+ * list, NULL when none. None of FDS marked (the marks' false is definite):
+ * nothing, without qlock -- a poll that a swap woke polls the real socket
+ * again at once, not after the queue's thread has finished with it. */
+static struct q_pollref *poll_join(struct q_poll *p, const struct pollfd *fds, nfds_t n, bool *blind)
 {
-    int k = 0;
+    struct q_pollref *refs = NULL, *r;
     bool asked = false;
     nfds_t i = 0;
 
     while (i < n && !ccap_q_maybe(fds[i].fd))
         i++;
     if (i == n)
-        return 0;
+        return NULL;
     pthread_mutex_lock(&qlock);
-    for (; i < n && k < max; i++) {
+    for (; i < n; i++) {
         if (!ccap_q_maybe(fds[i].fd))
             continue;
         if (!asked && (asked = true, foreign()))
             break;
         struct q_ent *e = lookup(fds[i].fd);
-        if (e && e->state == Q_QUEUED && (e->efd >= 0 || make_efd(e) == 0))
-            x[k++] = (struct pollfd){ .fd = e->efd, .events = POLLIN };
-        else if (e && e->state == Q_QUEUED)
+        if (!e || e->state != Q_QUEUED)
+            continue;
+        if ((p->efd < 0 && poll_efd(p) < 0) || !(r = malloc(sizeof *r))) {
             *blind = true;
+            continue;
+        }
+        *r = (struct q_pollref){ .p = p, .e = e, .enext = e->pollers, .cnext = refs };
+        e->pollers = refs = r;
     }
     pthread_mutex_unlock(&qlock);
-    return k;
+    return refs;
+}
+
+/* P's call leaves the connects it joined (REFS) and its eventfd goes
+ * (closed by a system call of its own: the program's close, which the
+ * shim interposes, would look for it in the queue). */
+static void poll_leave(struct q_poll *p, struct q_pollref *refs)
+{
+    if (!p->on && !refs)
+        return;
+    pthread_mutex_lock(&qlock);
+    while (refs) {
+        struct q_pollref *r = refs, **pp;
+        refs = r->cnext;
+        for (pp = r->e ? &r->e->pollers : NULL; pp && *pp != r; pp = &(*pp)->enext) {
+        }
+        if (pp)
+            *pp = r->enext;
+        free(r);
+    }
+    for (struct q_poll **pp = &q_polls; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    if (p->efd >= 0) {
+        mark(p->efd, false);
+        syscall(SYS_close, p->efd);
+    }
+    p->efd = -1;
+    pthread_mutex_unlock(&qlock);
 }
 
 int ccap_q_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask, ccap_ppoll_fn *real)
 {
     long long deadline = tmo ? ccap_now_ms() + tmo->tv_sec * 1000LL + (tmo->tv_nsec + 999999) / 1000000 : -1;
-    struct pollfd *all = malloc((n + Q_POLL_EXTRA) * sizeof *all);
+    struct pollfd *all = malloc((n + 1) * sizeof *all);
     int r0;
 
     if (!all)
         return (r0 = real(fds, n, tmo, mask)) < 0 ? -errno : r0; /* no wake-up at a swap then */
     for (;;) {
-        memcpy(all, fds, n * sizeof *fds);
+        struct q_poll p = { .efd = -1 };
         bool blind = false;
-        int k = extras_of(fds, n, all + n, Q_POLL_EXTRA, &blind), r;
+        struct q_pollref *refs = poll_join(&p, fds, n, &blind);
+        int k = p.efd >= 0, r;
+        memcpy(all, fds, n * sizeof *fds);
+        all[n] = (struct pollfd){ .fd = p.efd, .events = POLLIN };
         struct timespec left, *lp = NULL;
         long long ms = deadline >= 0 ? deadline - ccap_now_ms() : -1;
         if (ms < 0 && deadline >= 0)
@@ -1581,14 +1645,12 @@ int ccap_q_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const 
             lp = &left;
         }
         r = real(all, n + (nfds_t)k, lp, mask);
+        int e = errno, mine = r - (r > 0 && k && all[n].revents != 0);
+        poll_leave(&p, refs);
         if (r < 0) {
-            r = -errno;
             free(all);
-            return r;
+            return -e;
         }
-        int mine = r;
-        for (int i = 0; i < k; i++)
-            mine -= all[n + (nfds_t)i].revents != 0;
         if (r == 0 && blind && (deadline < 0 || ccap_now_ms() < deadline))
             continue;
         if (mine > 0 || r == 0 || k == 0) {

@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define FILL 3300 /* RLIMIT_NOFILE: at least 100 times the queue's 32 own threads (runtime/queued.c) */
+
 static int kept_of(ino_t ino, int not_fd)
 {
     DIR *d = opendir("/proc/self/fd");
@@ -41,13 +43,15 @@ int main(int argc, char **argv)
         return 2;
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[1])) };
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    struct rlimit rl = { 256, 256 };
+    struct rlimit rl = { FILL,
+                         FILL }; /* a table large enough that the shim keeps the socket on a number of its own */
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
         return 2;
     int holder = socket(AF_INET, SOCK_STREAM, 0);
     if (connect(holder, (struct sockaddr *)&a, sizeof a) != 0)
         return 2;
-    int rounds = atoi(argv[2]), lost = 0, fill[256];
+    int rounds = atoi(argv[2]), lost = 0;
+    static int fill[FILL];
     for (int r = 0; r < rounds; r++) {
         int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
         struct stat st;
@@ -58,7 +62,7 @@ int main(int argc, char **argv)
         int kept = kept_of(st.st_ino, s), n = 0;
         if (kept < 0)
             return 2;
-        while (n < 256 && (fill[n] = open("/dev/null", O_RDONLY)) >= 0)
+        while (n < FILL && (fill[n] = open("/dev/null", O_RDONLY)) >= 0)
             n++;
         close(kept); /* no number free to move it to: the queued connect loses the program's socket */
         int e = 0;
