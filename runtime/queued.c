@@ -1555,11 +1555,12 @@ static int poll_efd(struct q_poll *p)
 
 /* Poll call P joins the queued connects among FDS (N): their swaps write
  * its eventfd, made at the first (*BLIND when it cannot be, or no memory:
- * the call then looks again every Q_POLL_BLIND_MS). Returns the call's
- * list, NULL when none. None of FDS marked (the marks' false is definite):
- * nothing, without qlock -- a poll that a swap woke polls the real socket
- * again at once, not after the queue's thread has finished with it. */
-static struct q_pollref *poll_join(struct q_poll *p, const struct pollfd *fds, nfds_t n, bool *blind)
+ * the call then looks again every Q_POLL_BLIND_MS), its number into *EFD
+ * (-1: none). Returns the call's list, NULL when none. None of FDS marked
+ * (the marks' false is definite): nothing, without qlock -- a poll that a
+ * swap woke polls the real socket again at once, not after the queue's
+ * thread has finished with it. */
+static struct q_pollref *poll_join(struct q_poll *p, const struct pollfd *fds, nfds_t n, int *efd, bool *blind)
 {
     struct q_pollref *refs = NULL, *r;
     bool asked = false;
@@ -1585,6 +1586,7 @@ static struct q_pollref *poll_join(struct q_poll *p, const struct pollfd *fds, n
         *r = (struct q_pollref){ .p = p, .e = e, .enext = e->pollers, .cnext = refs };
         e->pollers = refs = r;
     }
+    *efd = p->efd; /* (a program's close of it moves it: rehome) */
     pthread_mutex_unlock(&qlock);
     return refs;
 }
@@ -1630,10 +1632,11 @@ int ccap_q_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const 
     for (;;) {
         struct q_poll p = { .efd = -1 };
         bool blind = false;
-        struct q_pollref *refs = poll_join(&p, fds, n, &blind);
-        int k = p.efd >= 0, r;
+        int efd = -1;
+        struct q_pollref *refs = poll_join(&p, fds, n, &efd, &blind);
+        int k = efd >= 0, r;
         memcpy(all, fds, n * sizeof *fds);
-        all[n] = (struct pollfd){ .fd = p.efd, .events = POLLIN };
+        all[n] = (struct pollfd){ .fd = efd, .events = POLLIN };
         struct timespec left, *lp = NULL;
         long long ms = deadline >= 0 ? deadline - ccap_now_ms() : -1;
         if (ms < 0 && deadline >= 0)
@@ -1772,6 +1775,10 @@ void ccap_q_fork_child(void)
         free_ent(e);
     }
     q_head = NULL;
+    for (struct q_poll *p = q_polls; p; p = p->next)
+        if (p->efd >= 0)
+            close(p->efd); /* the child's copy of a parent's thread's poll call's */
+    q_polls = NULL;
     atomic_store(&q_threads, 0); /* their threads stayed in the parent, the runner too */
     ccap_qrun_fork_child();
     atomic_store(&ccap_q_live, 0);
