@@ -1621,19 +1621,51 @@ static void poll_leave(struct q_poll *p, struct q_pollref *refs)
     pthread_mutex_unlock(&qlock);
 }
 
+/* A poll call through the shim: its set with its eventfd after the
+ * program's (ALL), and what it joined. The cleanup of a thread cancelled
+ * in the poll (a cancellation point) ends it: P is on q_polls and in the
+ * entries' lists. */
+struct q_call {
+    struct q_poll p;
+    struct q_pollref *refs;
+    struct pollfd all[];
+};
+
+static void poll_cancelled(void *arg)
+{
+    struct q_call *c = arg;
+
+    poll_leave(&c->p, c->refs);
+    free(c);
+}
+
+/* The program's poll of C's set (N, with its eventfd), as cancellable as
+ * the program's own. Returns what REAL returns. */
+static int poll_real(struct q_call *c, nfds_t n, const struct timespec *tmo, const sigset_t *mask,
+                     ccap_ppoll_fn *real)
+{
+    int r;
+
+    pthread_cleanup_push(poll_cancelled, c);
+    r = real(c->all, n, tmo, mask);
+    pthread_cleanup_pop(0);
+    return r;
+}
+
 int ccap_q_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask, ccap_ppoll_fn *real)
 {
     long long deadline = tmo ? ccap_now_ms() + tmo->tv_sec * 1000LL + (tmo->tv_nsec + 999999) / 1000000 : -1;
-    struct pollfd *all = malloc((n + 1) * sizeof *all);
+    struct q_call *c = malloc(sizeof *c + (n + 1) * sizeof *c->all);
+    struct pollfd *all = c ? c->all : NULL;
     int r0;
 
-    if (!all)
+    if (!c)
         return (r0 = real(fds, n, tmo, mask)) < 0 ? -errno : r0; /* no wake-up at a swap then */
     for (;;) {
-        struct q_poll p = { .efd = -1 };
         bool blind = false;
         int efd = -1;
-        struct q_pollref *refs = poll_join(&p, fds, n, &efd, &blind);
+        c->p = (struct q_poll){ .efd = -1 };
+        c->refs = poll_join(&c->p, fds, n, &efd, &blind);
         int k = efd >= 0, r;
         memcpy(all, fds, n * sizeof *fds);
         all[n] = (struct pollfd){ .fd = efd, .events = POLLIN };
@@ -1647,11 +1679,11 @@ int ccap_q_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const 
             left = (struct timespec){ ms / 1000, (ms % 1000) * 1000000L };
             lp = &left;
         }
-        r = real(all, n + (nfds_t)k, lp, mask);
+        r = poll_real(c, n + (nfds_t)k, lp, mask, real);
         int e = errno, mine = r - (r > 0 && k && all[n].revents != 0);
-        poll_leave(&p, refs);
+        poll_leave(&c->p, c->refs);
         if (r < 0) {
-            free(all);
+            free(c);
             return -e;
         }
         if (r == 0 && blind && (deadline < 0 || ccap_now_ms() < deadline))
@@ -1659,7 +1691,7 @@ int ccap_q_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const 
         if (mine > 0 || r == 0 || k == 0) {
             for (nfds_t i = 0; i < n; i++)
                 fds[i].revents = all[i].revents;
-            free(all);
+            free(c);
             return mine;
         }
         /* only a swap woke it: poll again, on the real sockets now */
@@ -1671,6 +1703,19 @@ int ccap_q_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const 
 #define SEL_IN (POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR)
 #define SEL_OUT (POLLOUT | POLLWRNORM | POLLWRBAND | POLLERR)
 #define SEL_EX POLLPRI
+
+/* ccap_q_poll of select's set P (N, malloc'd), which a cancellation there
+ * frees (select is a cancellation point). */
+static int select_poll(struct pollfd *p, nfds_t n, const struct timespec *tmo, const sigset_t *mask,
+                       ccap_ppoll_fn *real)
+{
+    int r;
+
+    pthread_cleanup_push(free, p);
+    r = ccap_q_poll(p, n, tmo, mask, real);
+    pthread_cleanup_pop(0);
+    return r;
+}
 
 int ccap_q_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *tmo, const sigset_t *mask,
                   ccap_ppoll_fn *real)
@@ -1689,7 +1734,7 @@ int ccap_q_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec 
         if (ev)
             p[n++] = (struct pollfd){ .fd = fd, .events = ev };
     }
-    r = ccap_q_poll(p, n, tmo, mask, real);
+    r = select_poll(p, n, tmo, mask, real);
     if (r >= 0) {
         for (nfds_t i = 0; i < n; i++) {
             int fd = p[i].fd;

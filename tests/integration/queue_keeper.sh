@@ -28,7 +28,7 @@ on_redis_down = "open";
 log_level = "warn";
 CONF
 
-for m in retry-timeout retry-shutdown fork sigio hidden hidden-walk "epolls 3" stale-epoll blocking-connect vfork \
+for m in retry-timeout retry-shutdown fork sigio poll-cancel hidden hidden-walk "epolls 3" stale-epoll blocking-connect vfork \
     "close-exit 300"; do
     mode=${m%% *}
     arg=${m#"$mode"}

@@ -64,6 +64,11 @@
  *              (POLL_IN), every signal naming the program's number (si_fd), and each one reports the
  *              owner, the signal and the flags the program set.
  *
+ *   poll-cancel
+ *              threads blocked in poll() and select() on the queued descriptor are cancelled (both are
+ *              cancellation points); then the holder lets go: the connect completes, and no descriptor
+ *              the shim made for those calls is left open (eventfds before and after).
+ *
  * QB_CROWD=PORT2 (another capped echo upstream, limit 1, a long wait_timeout_ms): before the mode, the
  * process takes PORT2's permit and queues 35 non-blocking connects to it, which wait all along: the
  * queue's first 32 at once wait in threads of their own and keep the program's socket on a descriptor of
@@ -913,6 +918,64 @@ static void sigio_case(const char *what, bool before, bool async)
     hold();
 }
 
+static int eventfds(void)
+{
+    int n = 0;
+    char p[300], t[64];
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *de; d && (de = readdir(d));) {
+        snprintf(p, sizeof p, "/proc/self/fd/%s", de->d_name);
+        ssize_t k = readlink(p, t, sizeof t - 1);
+        n += k > 0 && (t[k] = '\0', strcmp(t, "anon_inode:[eventfd]") == 0);
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static int cancel_fd = -1;
+
+static void *poll_forever(void *arg)
+{
+    struct pollfd p = { .fd = cancel_fd, .events = POLLOUT };
+    if (arg) {
+        fd_set w;
+        FD_ZERO(&w);
+        FD_SET(cancel_fd, &w);
+        select(cancel_fd + 1, NULL, &w, NULL, NULL);
+    } else {
+        poll(&p, 1, -1);
+    }
+    return (void *)1; /* not cancelled */
+}
+
+static int mode_poll_cancel(void)
+{
+    int before = eventfds();
+    cancel_fd = tcp_socket(SOCK_NONBLOCK);
+    connect_queued(cancel_fd, "q");
+    for (int i = 0; i < 4; i++) {
+        pthread_t th;
+        void *res = NULL;
+        if (pthread_create(&th, NULL, poll_forever, i % 2 ? (void *)1 : NULL) != 0)
+            fail("pthread_create");
+        nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
+        pthread_cancel(th);
+        pthread_join(th, &res);
+        if (res != PTHREAD_CANCELED)
+            fail("%s %d: the thread was not cancelled in its call", i % 2 ? "select" : "poll", i);
+    }
+    fact("cancelled-eventfds %d", eventfds() - before);
+    let_go();
+    expect_connected(cancel_fd, "q");
+    int left = eventfds() - before;
+    fact("eventfds-left %d", left);
+    if (left != 0)
+        fail("%d eventfd(s) of the cancelled poll and select calls left open", left);
+    close(cancel_fd);
+    return 0;
+}
+
 static int mode_sigio(void)
 {
     sigemptyset(&sigio_set);
@@ -972,6 +1035,8 @@ int main(int argc, char **argv)
         rc = mode_sigio();
     else if (!strcmp(m, "fork"))
         rc = mode_fork();
+    else if (!strcmp(m, "poll-cancel"))
+        rc = mode_poll_cancel();
     else
         fail("unknown mode %s", m);
     let_go();
