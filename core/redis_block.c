@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "redis_int.h"
 #include "tls.h"
 #include "wait.h"
@@ -108,10 +109,10 @@ int ccap_redis_await(struct ccap_redis *r)
         return -errno;
     if ((a.fl & O_NONBLOCK) && fcntl(a.fd, F_SETFL, a.fl & ~O_NONBLOCK) != 0)
         return -errno;
-    pthread_cleanup_push(await_restore, &a);
+    CCAP_CLEANUP_PUSH(await_restore, &a);
     k = recv(a.fd, &c, 1, MSG_PEEK); /* blocking: restarted or EINTR as connect() is */
     e = errno;
-    pthread_cleanup_pop(1);
+    CCAP_CLEANUP_POP(1);
     return k < 0 && e == EINTR ? -EINTR : 1; /* EOF and errors too: ccap_redis_recv reports them */
 }
 

@@ -21,11 +21,13 @@
  *
  * In a program's thread the sleep is the one point where the program's
  * signals and cancellation reach the wait: the shim's own work runs with
- * cancellation disabled (shim/shim.h, GUARDED), and around the read the
- * thread is given back to the program (ccap_rt_hooks.outside/inside: no
- * guard, the program's cancellation state). The caller holds no lock then and
- * has nothing half-done; a cancellation acts there and runs the caller's
- * cleanup handler (pthread_cleanup_push), which must undo the wait.
+ * cancellation disabled and the signals held (shim/shim.h, GUARDED), and
+ * around the read the thread is given back to the program
+ * (ccap_rt_hooks.outside/inside: no guard, the program's cancellation state
+ * and mask). The caller holds no lock then and has nothing half-done; a
+ * cancellation acts there, and a handler may longjmp out of there: either
+ * runs the caller's cleanup handler (CCAP_CLEANUP_PUSH, core/cleanup.h),
+ * which must undo the wait.
  *
  * Without a timerfd (a thread of the shim's, or no descriptor left) the nap
  * sleeps on a condition variable: kicks and times as above, but signals
@@ -88,10 +90,11 @@ void ccap_nap_kick(struct ccap_nap *n);
  * no lock. Only one thread sleeps on N at a time. */
 int ccap_nap_sleep(struct ccap_nap *n, long long until_ms);
 
-/* For a cleanup handler that runs when a nap was cancelled: the thread is
- * the shim's again (guard set) for the handler's own work; then
- * ccap_nap_unwound gives it back to the program, whose own cleanup handlers
- * run next. */
+/* For a cleanup handler (core/cleanup.h) that runs when a nap was
+ * cancelled, or a signal handler's longjmp left it: the thread is the
+ * shim's again (guard set, signals held) for the handler's own work; then
+ * ccap_nap_unwound gives it back to the program (its mask as it was), whose
+ * own cleanup handlers run next, or whose jump goes on. */
 void ccap_nap_unwinding(void);
 void ccap_nap_unwound(void);
 

@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include "cleanup.h"
 #include "clock.h"
 #include "fdroom.h"
 #include "keep.h"
@@ -1246,13 +1247,13 @@ static long long sndtimeo_end(struct q_ent *e)
 static int sleep_on(int fd)
 {
     struct q_sleeper s = { .e = NULL };
-    volatile int rc = 0;         /* set inside pthread_cleanup_push's setjmp region */
+    volatile int rc = 0;         /* (read after the loop) */
     volatile long long end = -2; /* read from the entry at the first look */
 
     ccap_nap_init(&s.nap);
     if (ccap_nap_use_fd(&s.nap) < 0)
         ccap_log(CCAP_LOG_DEBUG, "no timerfd for a connect() on queued descriptor %d: no signal ends its wait", fd);
-    pthread_cleanup_push(sleeper_cancelled, &s);
+    CCAP_CLEANUP_PUSH(sleeper_cancelled, &s);
     for (;;) {
         pthread_mutex_lock(&qlock);
         struct q_ent *e = lookup(fd);
@@ -1283,7 +1284,7 @@ static int sleep_on(int fd)
             break;
         }
     }
-    pthread_cleanup_pop(0);
+    CCAP_CLEANUP_POP(0);
     ccap_nap_destroy(&s.nap);
     return rc;
 }
@@ -1646,9 +1647,9 @@ static int poll_real(struct q_call *c, nfds_t n, const struct timespec *tmo, con
 {
     int r;
 
-    pthread_cleanup_push(poll_cancelled, c);
+    CCAP_CLEANUP_PUSH(poll_cancelled, c);
     r = real(c->all, n, tmo, mask);
-    pthread_cleanup_pop(0);
+    CCAP_CLEANUP_POP(0);
     return r;
 }
 
@@ -1711,9 +1712,9 @@ static int select_poll(struct pollfd *p, nfds_t n, const struct timespec *tmo, c
 {
     int r;
 
-    pthread_cleanup_push(free, p);
+    CCAP_CLEANUP_PUSH(free, p);
     r = ccap_q_poll(p, n, tmo, mask, real);
-    pthread_cleanup_pop(0);
+    CCAP_CLEANUP_POP(0);
     return r;
 }
 

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "breaker.h"
+#include "cleanup.h"
 #include "clock.h"
 #include "holder.h"
 #include "log.h"
@@ -687,7 +688,8 @@ static int wait_end(struct ccap_wait *ws, int rc)
 }
 
 /* A program's thread was cancelled in one of WS's sleeps (the only points
- * where its cancellation is enabled): the wait ends as a failed one -- out of
+ * where its cancellation is enabled and its signals are not held), or a
+ * signal handler's longjmp left one: the wait ends as a failed one -- out of
  * the process's list and its waker, its ticket released -- and its permit,
  * never granted, is freed, before the thread unwinds on into the program's
  * own cleanup handlers. */
@@ -710,14 +712,14 @@ static int run(struct ccap_wait *ws, int flags)
     int rc;
 
     ws->flags = flags;
-    pthread_cleanup_push(wait_cancelled, ws);
+    CCAP_CLEANUP_PUSH(wait_cancelled, ws);
     rc = 0;
     if (ws->sleep_next && !atomic_load(&ws->cancelled) && !atomic_load(&ws->execd))
         rc = block(ws); /* (cancelled, or its id released: step ends it or goes on at once) */
     ws->sleep_next = false;
     while (rc == 0 && (rc = step(ws, true)) == 0) {
     }
-    pthread_cleanup_pop(0);
+    CCAP_CLEANUP_POP(0);
     return rc;
 }
 
