@@ -188,6 +188,8 @@ int ccap_rt_connect_pre(int fd, const struct sockaddr *sa, socklen_t len, bool m
     const struct ccap_rule *rule = ccap_live_match(cfg, sa, len);
     if (!rule || !is_tcp(fd))
         return 0;
+    if (ccap_rt.hooks.hold_signals)
+        ccap_rt.hooks.hold_signals();
 
     struct ccap_permit *orphan, *held = ccap_ptab_get(fd, &orphan);
     ccap_rt_release(orphan);

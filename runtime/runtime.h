@@ -37,6 +37,11 @@ struct ccap_rt_hooks {
      * returns -1 (nothing changed) in a thread of the shim's. */
     int (*outside)(void);
     void (*inside)(int back);
+    /* The program's signals held until the shim's work in this thread ends
+     * (but in its sleeps: OUTSIDE gives the program's mask back): called
+     * once a connect's destination is matched, whose work takes locks and
+     * waits -- a handler's siglongjmp out of it would leave them so. */
+    void (*hold_signals)(void);
 };
 
 /* Installs HOOKS. No I/O, no locks, no allocation: safe in a constructor.

@@ -68,7 +68,7 @@ static int real_close(int fd)
     do {                                                                                                            \
         struct ccap_ticket t_;                                                                                      \
         int saved_ = errno, rc_;                                                                                    \
-        GUARDED(rc_ = ccap_rt_connect_pre(fd, sa, len, may_queue, &t_));                                            \
+        GUARDED_LIGHT(rc_ = ccap_rt_connect_pre(fd, sa, len, may_queue, &t_));                                      \
         if (rc_ < 0 || rc_ == CCAP_RT_QUEUED || rc_ == CCAP_RT_INTERRUPTED) {                                       \
             errno = rc_ < 0 ? -rc_ : rc_ == CCAP_RT_QUEUED ? EINPROGRESS : EINTR;                                   \
             return -1;                                                                                              \

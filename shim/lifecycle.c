@@ -1,6 +1,7 @@
 /* lifecycle.c -- the one place the shim routes a process's life to the runtime: load, fork, exec, exit. */
 #include <dlfcn.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include "boot.h"
 #include "env.h"
@@ -21,12 +22,61 @@ static void fork_child(void)
     GUARDED(ccap_q_fork_child()); /* its dup3 and close are the shim's own */
 }
 
-/* A wait's sleep in a program's thread (runtime/nap.h): the thread is the
- * program's until inside() -- no guard (a signal handler's connect or close
- * meanwhile is the program's, and the sleep holds nothing it could trip
- * on), its cancellation state its own (a cancel acts in the sleep, the
- * wait's cleanup handler undoing it). The shim's own threads: unchanged. */
-static int outside(void)
+/* The signals a hold blocks: all but the synchronous ones (blocked, a
+ * fault's would kill the process at once) -- glibc keeps its own
+ * (cancellation, setxid) out of any mask. */
+static sigset_t held_set(void)
+{
+    static const int sync_sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT };
+    sigset_t s;
+
+    sigfillset(&s);
+    for (size_t i = 0; i < sizeof sync_sigs / sizeof sync_sigs[0]; i++)
+        sigdelset(&s, sync_sigs[i]);
+    return s;
+}
+
+__thread int ccap_sig_on __attribute__((tls_model("initial-exec")));
+static __thread sigset_t sig_saved; /* the program's mask while ccap_sig_on */
+
+void ccap_shim_sig_block(void)
+{
+    sigset_t s = held_set();
+    if (!ccap_sig_on && pthread_sigmask(SIG_BLOCK, &s, &sig_saved) == 0)
+        ccap_sig_on = 1;
+}
+
+void ccap_shim_hold_signals(void)
+{
+    if (ccap_prog_cancel >= 0 && ccap_guard)
+        ccap_shim_sig_block();
+}
+
+void ccap_shim_release_signals(void)
+{
+    ccap_sig_on = 0;
+    pthread_sigmask(SIG_SETMASK, &sig_saved, NULL);
+}
+
+void ccap_shim_sig_push(struct ccap_shim_frame *f)
+{
+    f->saved = sig_saved;
+    ccap_sig_on = 0;
+}
+
+void ccap_shim_sig_pop(const struct ccap_shim_frame *f)
+{
+    sig_saved = f->saved;
+    ccap_sig_on = 1;
+}
+
+/* The thread is the program's until ccap_shim_inside -- no guard (a signal
+ * handler's connect or close meanwhile is the program's, and the sleep
+ * holds nothing it could trip on), its cancellation state its own (a cancel
+ * acts in the sleep, the wait's cleanup handler undoing it), its mask its
+ * own, last (a handler held back so far runs now, the thread the
+ * program's). The shim's own threads: unchanged. */
+int ccap_shim_outside(void)
 {
     int g = ccap_guard;
 
@@ -34,13 +84,22 @@ static int outside(void)
         return -1;
     ccap_guard = 0;
     pthread_setcancelstate(ccap_prog_cancel, NULL);
+    if (ccap_sig_on)
+        pthread_sigmask(SIG_SETMASK, &sig_saved, NULL);
     return g;
 }
 
-static void inside(int back)
+/* The mask first: no handler runs once the thread is the shim's again. The
+ * mask found is kept as the program's: in a wait's cleanup run by a
+ * handler's siglongjmp, the handler's, which ccap_shim_outside puts back. */
+void ccap_shim_inside(int back)
 {
     if (back < 0)
         return;
+    if (ccap_sig_on) {
+        sigset_t s = held_set();
+        pthread_sigmask(SIG_BLOCK, &s, &sig_saved);
+    }
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
     ccap_guard = back;
 }
@@ -52,8 +111,9 @@ static const struct ccap_rt_hooks hooks = {
     .need_watch = ccap_later_watch,
     .waiting = ccap_watch_start,
     .spawn = ccap_shim_spawn_guarded,
-    .outside = outside,
-    .inside = inside,
+    .outside = ccap_shim_outside,
+    .inside = ccap_shim_inside,
+    .hold_signals = ccap_shim_hold_signals,
 };
 
 /* The shim's own file, when conncap run handed a configuration over (the

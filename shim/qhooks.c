@@ -118,16 +118,25 @@ EXPORT int epoll_create1(int flags)
     return epoll_made(REAL(epoll_create1)(flags));
 }
 
+/* The program's poll inside the queue's: a sleep of the program's, as a
+ * wait's (no guard, its cancellation state and mask: a signal handler's
+ * connect or close meanwhile is the program's). */
 static int real_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
-    return REAL(ppoll)(fds, n, tmo, mask);
+    int back = ccap_shim_outside(), r = REAL(ppoll)(fds, n, tmo, mask), e = errno;
+    ccap_shim_inside(back);
+    errno = e;
+    return r;
 }
 
-/* Some descriptor of FDS is queued: the queue's poll (never guarded: it
- * sleeps, and a signal handler's connect meanwhile is the program's). */
+/* Some descriptor of FDS is queued: the queue's poll, the shim's work but
+ * for the program's poll inside it (its joining and leaving of the queued
+ * connects take the queue's lock: a handler's poll or close there would
+ * wait for it forever). */
 static int q_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
-    int rc = ccap_q_poll(fds, n, tmo, mask, real_ppoll);
+    int rc;
+    GUARDED(rc = ccap_q_poll(fds, n, tmo, mask, real_ppoll));
     if (rc < 0) {
         errno = -rc;
         return -1;
@@ -183,7 +192,8 @@ static bool sets_queued(int nfds, const fd_set *r, const fd_set *w, const fd_set
 
 static int q_select(int nfds, fd_set *r, fd_set *w, fd_set *x, struct timespec *tmo, const sigset_t *mask)
 {
-    int rc = ccap_q_select(nfds, r, w, x, tmo, mask, real_ppoll);
+    int rc;
+    GUARDED(rc = ccap_q_select(nfds, r, w, x, tmo, mask, real_ppoll));
     if (rc < 0) {
         errno = -rc;
         return -1;

@@ -26,6 +26,26 @@ extern __thread int ccap_guard __attribute__((tls_model("initial-exec")));
  * threads, which never enter from the program. */
 extern __thread int ccap_prog_cancel __attribute__((tls_model("initial-exec")));
 
+/* Whether the shim holds the program's signals blocked in this thread
+ * (ccap_shim_hold_signals): 1 from the hold to the end of the shim's work,
+ * but for a wait's sleeps; the program's mask meanwhile in ccap_sig_saved.
+ * So a handler never runs inside the shim's work (a lock held, the guard
+ * set, a wait half made), where its siglongjmp would leave it all so: it
+ * runs in a sleep, where the thread is the program's and the wait's
+ * cleanup (core/cleanup.h) undoes the wait, or when the work ends. */
+extern __thread int ccap_sig_on __attribute__((tls_model("initial-exec")));
+
+/* Blocks every signal but the synchronous ones (a fault's) in this thread,
+ * the program's mask kept for ccap_shim_leave; no-op when held already, or
+ * in a thread of the shim's (whose signals are blocked all along). */
+void ccap_shim_hold_signals(void);
+
+/* The hold itself, in a program's thread (ccap_shim_enter_as). */
+void ccap_shim_sig_block(void);
+
+/* Gives the program's mask back (ccap_sig_on 0). */
+void ccap_shim_release_signals(void);
+
 /* The next definitions of the interposed symbols (dlsym(RTLD_NEXT): libc's,
  * or another preloaded wrapper's that comes after this library), resolved
  * together by ccap_real_resolve() on first need (shim/real.c). */
@@ -89,43 +109,92 @@ void ccap_real_resolve(void);
  * the symbol does not exist). */
 #define CCAP_REAL(f) (CCAP_REAL_LOAD(f) ? CCAP_REAL_LOAD(f) : (ccap_real_resolve(), CCAP_REAL_LOAD(f)))
 
+/* What one outermost entry into the shim's work saves: the program's
+ * cancellation state (-1 when nested), and a hold of the signals found on
+ * (a handler's call inside a wait's sleep of the shim's, which it puts back
+ * at its end; or a hold a siglongjmp left, whose mask is stale). */
+struct ccap_shim_frame {
+    int cs;
+    int on;
+    sigset_t saved;
+};
+
+/* The hold found on at an entry into F, kept there (ccap_sig_on 0 then);
+ * put back at its end. (shim/lifecycle.c) */
+void ccap_shim_sig_push(struct ccap_shim_frame *f);
+void ccap_shim_sig_pop(const struct ccap_shim_frame *f);
+
 /* The shim's own work begins in this thread: the guard taken and, entered
  * from the program (the guard was not held), cancellation disabled, so that
  * pthread_cancel never ends the thread in the middle of it (a lock held,
- * half a Redis command written, a permit taken and not recorded). The
- * program's state is kept in ccap_prog_cancel for the waits' sleeps, the one
- * place where a cancel acts (runtime/nap.h). Returns what ccap_shim_leave
- * takes (-1 when nested). */
-static inline int ccap_shim_enter(void)
+ * half a Redis command written, a permit taken and not recorded), and when
+ * HOLD the program's signals held (ccap_sig_on). The program's state is
+ * kept in ccap_prog_cancel for the waits' sleeps, the one place where a
+ * cancel acts (runtime/nap.h). F is what ccap_shim_leave takes. */
+static inline void ccap_shim_enter_as(bool hold, struct ccap_shim_frame *f)
 {
     int old;
 
-    if (ccap_guard++)
-        return -1;
+    f->cs = -1;
+    if (ccap_guard) {
+        ccap_guard++;
+        return;
+    }
+    f->on = ccap_sig_on;
+    if (f->on)
+        ccap_shim_sig_push(f);
+    if (hold)
+        ccap_shim_sig_block(); /* before the guard: a handler never runs with it held */
+    ccap_guard = 1;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
     ccap_prog_cancel = old;
-    return old;
+    f->cs = old;
 }
 
-/* Ends what ccap_shim_enter began. The guard goes first: a cancel that the
- * restored state acts on at once (asynchronous cancellation) unwinds a
- * thread that is the program's again. */
-static inline void ccap_shim_leave(int cs)
+/* Ends what ccap_shim_enter_as began. The guard goes first: a cancel that
+ * the restored state acts on at once (asynchronous cancellation) unwinds a
+ * thread that is the program's again; the mask last: a handler held back
+ * then runs in the program's thread. */
+static inline void ccap_shim_leave(const struct ccap_shim_frame *f)
 {
     ccap_guard--;
-    if (cs >= 0)
-        pthread_setcancelstate(cs, NULL);
+    if (f->cs < 0)
+        return;
+    pthread_setcancelstate(f->cs, NULL);
+    if (ccap_sig_on)
+        ccap_shim_release_signals();
+    if (f->on)
+        ccap_shim_sig_pop(f);
 }
 
 /* Runs STMT as the shim's own work: with the guard held, every libc call
  * it makes passes the hooks straight to the real symbol; cancellation is
- * disabled meanwhile (ccap_shim_enter). */
+ * disabled and the program's signals held meanwhile (ccap_shim_enter_as). */
 #define GUARDED(stmt)                                                                                               \
     do {                                                                                                            \
-        int cs_ = ccap_shim_enter();                                                                                \
+        struct ccap_shim_frame f_;                                                                                  \
+        ccap_shim_enter_as(true, &f_);                                                                              \
         stmt;                                                                                                       \
-        ccap_shim_leave(cs_);                                                                                       \
+        ccap_shim_leave(&f_);                                                                                       \
     } while (0)
+
+/* GUARDED without the hold: for the connect of every destination, whose
+ * runtime holds them once the destination is matched (hooks.hold_signals:
+ * two system calls are more than an unmatched connect's budget). */
+#define GUARDED_LIGHT(stmt)                                                                                         \
+    do {                                                                                                            \
+        struct ccap_shim_frame f_;                                                                                  \
+        ccap_shim_enter_as(false, &f_);                                                                             \
+        stmt;                                                                                                       \
+        ccap_shim_leave(&f_);                                                                                       \
+    } while (0)
+
+/* A wait's sleep in a program's thread (runtime/nap.h): the thread is the
+ * program's until ccap_shim_inside(what ccap_shim_outside returned) -- no
+ * guard, its cancellation state and its signal mask its own. -1 (nothing
+ * changed) in a thread of the shim's. (shim/lifecycle.c) */
+int ccap_shim_outside(void);
+void ccap_shim_inside(int back);
 
 /* close(FD) as the hooks make it, the real close being REAL (close(), or
  * the raw system call for syscall(SYS_close)): a queued connect forgets FD,
