@@ -180,12 +180,13 @@ int ccap_nap_sleep(struct ccap_nap *n, long long until_ms)
 #if defined(__SANITIZE_ADDRESS__)
 void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
 #define UNWOUND_STACK (32 * 1024) /* more than the frames of a wait's sleep */
-#define HANDLER_STACK 2048        /* the handler's own frames, above this one */
+#define HANDLER_STACK (64 * 1024) /* the frames above: the wait's, up to the program's */
 
-/* glibc reaches a cleanup handler by a longjmp of its own that ASan does not
- * see: the frames it left (the sleep's, below the handler) keep their red
- * zones, which the handler's own calls (and ASan's own before the unwinding
- * goes on) would be taken for overflowing. */
+/* A cleanup handler (core/cleanup.h) runs deep in glibc's unwinder, or in a
+ * signal handler before its longjmp, neither of which ASan sees: the frames
+ * left or about to be left keep their red zones, which the handler's own
+ * calls, and ASan's own where the unwinding lands in the program's frame,
+ * would be taken for overflowing. */
 static __attribute__((noinline)) void unpoison_below(void)
 {
     char here;

@@ -50,7 +50,21 @@ void ccap_shim_adopt(void)
  * From then on the shim's own work runs with cancellation disabled
  * (GUARDED), so a cancel arriving later acts in a wait's sleep (with its
  * cleanup: runtime/nap.h), or at the program's next cancellation point. */
+#if defined(__SANITIZE_ADDRESS__)
+void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
+/* A cancel acting here unwinds the hook's frame without its return, whose
+ * red zones ASan would then find under its own landing in the program's
+ * frame (a CHECK failure in its sigaltstack interceptor): unpoisoned first. */
+static __attribute__((noinline)) void cancel_point(void)
+{
+    char here;
+    __asan_unpoison_memory_region(&here, 8192);
+    pthread_testcancel();
+}
+#define CANCEL_POINT() cancel_point()
+#else
 #define CANCEL_POINT() pthread_testcancel()
+#endif
 
 /* close() must work before anything is resolved (an allocator's or another
  * library's constructor may call it first): fall back to the system call. */

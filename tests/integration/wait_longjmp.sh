@@ -11,14 +11,19 @@ h_server_start 60000
 h_conf "$T/c.conf" api 1 30000 20000 "127.0.0.1:$SRV_PORT"
 fact() { sed -n "s/^$1 //p" "$T/lj.out" | tail -n 1; }
 bad=()
-LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" timeout 90 "$PROGS/ljwait" "$SRV_PORT" 150 >"$T/lj.out" 2>"$T/lj.err"
+# TSan runs a handler deferred, inside its own interceptor of the call it interrupted, where it sees
+# neither the shim's locks nor its held signals: the handler's re-entries are left out there
+more=()
+[ "${SAN:-}" = tsan ] && more=(no-reenter) && h_note "SAN=tsan: the handler's re-entries left out"
+LD_PRELOAD="$LIB" CONNCAP_CONFIG="$T/c.conf" timeout -s KILL 90 "$PROGS/ljwait" "$SRV_PORT" 150 "${more[@]}" \
+    >"$T/lj.out" 2>"$T/lj.err"
 rc=$?
 sed 's/^/  /' "$T/lj.out" >&2
 [ $rc -eq 0 ] || bad+=("ljwait exited $rc (124: hung; 139: SIGSEGV): $(tail -n 3 "$T/lj.err" | tr '\n' ' ')")
 grep -q Sanitizer "$T/lj.err" && bad+=("a sanitizer report: $(grep -m1 -A20 Sanitizer "$T/lj.err" | tr '\n' ' ')")
 [ "$(fact result)" = ok ] || bad+=("no result")
 h_note "$(fact jumped) of 300 calls left by a jump; fd growth $(fact fd-growth); the handler re-entered $(fact reentered) times; granted in $(fact granted-ms) ms"
-[ "$(fact reentered)" -gt 0 ] 2>/dev/null || bad+=("the handler never re-entered the shim (reentered $(fact reentered))")
+[ "${SAN:-}" = tsan ] || [ "$(fact reentered)" -gt 0 ] 2>/dev/null || bad+=("the handler never re-entered the shim (reentered $(fact reentered))")
 [ "${jumped:=$(fact jumped)}" -ge 30 ] 2>/dev/null || bad+=("only ${jumped:-?} calls were left by a jump (the timer missed the waits)")
 [ "$(fact fd-growth)" -le 2 ] 2>/dev/null || bad+=("$(fact fd-growth) descriptors more after the jumps (want at most 2: one per jump leaked)")
 [ "$(fact capped)" = 1 ] || bad+=("after the jumps a connect beyond the limit connected: the thread is no longer capped")
